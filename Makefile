@@ -1,0 +1,32 @@
+# Thin wrapper over Meson: every target here is one Meson/ninja invocation.
+BUILD ?= build
+PREFIX ?= /usr/local
+MESON_OPTS ?=
+
+.PHONY: all deps setup test demo bench install clean fuzz
+
+all: setup
+	ninja -C $(BUILD)
+
+deps:
+	@scripts/deps.sh
+
+setup: deps
+	@test -f $(BUILD)/build.ninja || meson setup $(BUILD) --werror $(MESON_OPTS)
+
+test: all
+	meson test -C $(BUILD) --print-errorlogs --num-processes 2
+
+demo: all
+	@scripts/demo.sh $(BUILD)
+
+bench: all
+	meson test -C $(BUILD) --suite bench --benchmark --verbose
+
+install: setup
+	meson configure $(BUILD) -Dprefix=$(abspath $(PREFIX)) >/dev/null
+	ninja -C $(BUILD)
+	meson install -C $(BUILD) --no-rebuild
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,22 @@
+#!/bin/sh
+# Installs the Debian packages the build and the tests need. Idempotent: silent
+# and fast (one dpkg-query) when everything is present.
+set -eu
+
+PKGS="meson ninja-build pkg-config python3 gcc libcmocka-dev libcjson-dev"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing$missing" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

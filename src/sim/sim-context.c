@@ -1,0 +1,658 @@
+/*
+ * Contexts: primary contexts (one per device, reference counted), created
+ * contexts, and each thread's stack of current contexts.
+ *
+ * A context occupies device memory as a real one does (the instance's
+ * ctx_mem, CUSIM_CTX_MEM), charged while it is alive. Destroying a context
+ * frees the device memory allocated in it. Context structures are never
+ * freed: a destroyed context keeps its memory with a dead flag, so a stale
+ * handle held by another thread is an error code, not a use-after-free.
+ */
+#include "sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim-vram.h"
+
+#define CTX_STACK_MAX 64
+
+static __thread struct {
+	struct sim_ctx *stack[CTX_STACK_MAX];
+	int depth;
+	unsigned epoch;
+} tls;
+
+/* Devices' live context counts, for the instance's ctx_devices bits. */
+static unsigned ctx_count[SIM_MAX_DEVICES];
+
+static void tls_sync(void)
+{
+	unsigned e = atomic_load_explicit(&sim_epoch, memory_order_relaxed);
+
+	if (__builtin_expect(tls.epoch != e, 0)) {
+		tls.depth = 0;
+		tls.epoch = e;
+	}
+}
+
+struct sim_ctx *sim_ctx_current(void)
+{
+	tls_sync();
+	return tls.depth ? tls.stack[tls.depth - 1] : NULL;
+}
+
+bool sim_ctx_valid(const struct sim_ctx *ctx)
+{
+	return ctx && ctx->magic == SIM_CTX_MAGIC && !ctx->destroyed;
+}
+
+CUresult sim_ctx_resolve(CUcontext ctx, struct sim_ctx **ret)
+{
+	struct sim_ctx *c = ctx ? (struct sim_ctx *)ctx : sim_ctx_current();
+
+	if (!sim_ctx_valid(c))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*ret = c;
+	return CUDA_SUCCESS;
+}
+
+static void set_default_limits(struct sim_ctx *c)
+{
+	memset(c->limits, 0, sizeof(c->limits));
+	c->limits[CU_LIMIT_STACK_SIZE] = 1024;
+	c->limits[CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20;
+	c->limits[CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20;
+	c->limits[CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2;
+	c->limits[CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048;
+	c->limits[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 64;
+	c->limits[CU_LIMIT_SHMEM_SIZE] = 0;
+	c->limits[CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED] = 1;
+}
+
+/* Charges the footprint and marks the device as used by this process. Caller holds sim.lock. */
+static CUresult ctx_activate_locked(struct sim_ctx *c)
+{
+	CUresult r = sim_check_device_health(c->device);
+
+	if (r)
+		return r;
+	r = sim_mem_charge(c->device, sim.shm->ctx_mem);
+	if (r)
+		return r;
+	c->charged = sim.shm->ctx_mem;
+	c->destroyed = false;
+	c->id = atomic_fetch_add(&sim.next_id, 1);
+	set_default_limits(c);
+	if (ctx_count[c->device]++ == 0)
+		atomic_fetch_or(&sim.slot->ctx_devices, 1u << c->device);
+	return CUDA_SUCCESS;
+}
+
+static void free_ctx_alloc(struct sim_alloc *a, void *arg)
+{
+	if (a->ctx != arg)
+		return;
+	switch (a->kind) {
+	case SIM_ALLOC_DEVICE:
+	case SIM_ALLOC_MANAGED:
+		sim_registry_take_locked(a->base);
+		sim_vram_free_locked(a);
+		free(a);
+		break;
+	default:
+		/* Pools, arrays, VMM and IPC mappings are released by their owners. */
+		break;
+	}
+}
+
+/* Frees the context's memory and footprint. Caller holds sim.lock. */
+static void ctx_deactivate_locked(struct sim_ctx *c)
+{
+	sim_pool_ctx_destroyed_locked(c);
+	sim_registry_walk_locked(free_ctx_alloc, c);
+	sim_mem_uncharge(c->device, c->charged);
+	c->charged = 0;
+	c->destroyed = true;
+	if (--ctx_count[c->device] == 0)
+		atomic_fetch_and(&sim.slot->ctx_devices, ~(1u << c->device));
+}
+
+static void tls_remove(struct sim_ctx *c)
+{
+	tls_sync();
+	for (int i = 0; i < tls.depth; i++) {
+		if (tls.stack[i] == c) {
+			memmove(&tls.stack[i], &tls.stack[i + 1],
+				(size_t)(tls.depth - i - 1) * sizeof(tls.stack[0]));
+			tls.depth--;
+			i--;
+		}
+	}
+}
+
+/* ---- primary contexts ---- */
+
+static CUresult enter_device(const char *name, CUdevice dev)
+{
+	CUresult r = sim_enter(name);
+
+	return r ? r : sim_check_device(dev);
+}
+
+SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	CUresult r = enter_device(__func__, dev);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&sim.lock);
+	c = sim.primary[dev];
+	if (!c) {
+		/* One structure per device for the process's life: handles stay stable. */
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			pthread_mutex_unlock(&sim.lock);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		c->magic = SIM_CTX_MAGIC;
+		c->device = sim_dev_index(dev);
+		c->ordinal = dev;
+		c->primary = true;
+		c->destroyed = true;
+		sim.primary[dev] = c;
+	}
+	if (sim.primary_refs[dev] == 0) {
+		c->flags = sim.primary_flags[dev];
+		r = ctx_activate_locked(c);
+		if (r) {
+			pthread_mutex_unlock(&sim.lock);
+			return r;
+		}
+	}
+	sim.primary_refs[dev]++;
+	pthread_mutex_unlock(&sim.lock);
+	*pctx = (CUcontext)c;
+	return CUDA_SUCCESS;
+}
+
+static CUresult primary_release(const char *name, CUdevice dev, bool reset)
+{
+	CUresult r = enter_device(name, dev);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&sim.lock);
+	c = sim.primary[dev];
+	if (!c || sim.primary_refs[dev] == 0) {
+		pthread_mutex_unlock(&sim.lock);
+		/* Resetting an inactive primary context is a no-op in the real driver. */
+		return reset ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+	}
+	if (reset)
+		sim.primary_refs[dev] = 0;
+	else
+		sim.primary_refs[dev]--;
+	if (sim.primary_refs[dev] == 0)
+		ctx_deactivate_locked(c);
+	pthread_mutex_unlock(&sim.lock);
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	return primary_release(__func__, dev, false);
+}
+
+SIM_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+	return primary_release(__func__, dev, false);
+}
+
+SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+	return primary_release(__func__, dev, true);
+}
+
+SIM_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+	return primary_release(__func__, dev, true);
+}
+
+static CUresult primary_set_flags(const char *name, CUdevice dev, unsigned int flags)
+{
+	CUresult r = enter_device(name, dev);
+
+	if (r)
+		return r;
+	if (flags & ~(unsigned)CU_CTX_FLAGS_MASK)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&sim.lock);
+	sim.primary_flags[dev] = flags;
+	if (sim.primary[dev] && sim.primary_refs[dev])
+		sim.primary[dev]->flags = flags;
+	pthread_mutex_unlock(&sim.lock);
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+	return primary_set_flags(__func__, dev, flags);
+}
+
+SIM_API CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
+	return primary_set_flags(__func__, dev, flags);
+}
+
+SIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+	CUresult r = enter_device(__func__, dev);
+
+	if (r)
+		return r;
+	if (!flags || !active)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&sim.lock);
+	*flags = sim.primary_flags[dev];
+	*active = sim.primary_refs[dev] > 0;
+	pthread_mutex_unlock(&sim.lock);
+	return CUDA_SUCCESS;
+}
+
+/* ---- created contexts ---- */
+
+static CUresult ctx_create(const char *name, CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	CUresult r = enter_device(name, dev);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!pctx || (flags & ~(unsigned)CU_CTX_FLAGS_MASK))
+		return CUDA_ERROR_INVALID_VALUE;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	c->magic = SIM_CTX_MAGIC;
+	c->device = sim_dev_index(dev);
+	c->ordinal = dev;
+	c->flags = flags;
+	pthread_mutex_lock(&sim.lock);
+	r = ctx_activate_locked(c);
+	pthread_mutex_unlock(&sim.lock);
+	if (r) {
+		free(c);
+		return r;
+	}
+	tls_sync();
+	if (tls.depth == CTX_STACK_MAX) {
+		pthread_mutex_lock(&sim.lock);
+		ctx_deactivate_locked(c);
+		pthread_mutex_unlock(&sim.lock);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	tls.stack[tls.depth++] = c;
+	*pctx = (CUcontext)c;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	return ctx_create(__func__, pctx, flags, dev);
+}
+
+SIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	return ctx_create(__func__, pctx, flags, dev);
+}
+
+/* Execution affinity (SM partitioning) is accepted and not modelled. */
+SIM_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+				unsigned int flags, CUdevice dev)
+{
+	if (numParams < 0 || (numParams > 0 && !paramsArray))
+		return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+	return ctx_create(__func__, pctx, flags, dev);
+}
+
+SIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
+				unsigned int flags, CUdevice dev)
+{
+	if (ctxCreateParams && ctxCreateParams->execAffinityParams && ctxCreateParams->cigParams)
+		return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+	return ctx_create(__func__, pctx, flags, dev);
+}
+
+static CUresult ctx_destroy(const char *name, CUcontext ctx)
+{
+	CUresult r = sim_enter(name);
+	struct sim_ctx *c = (struct sim_ctx *)ctx;
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&sim.lock);
+	if (!sim_ctx_valid(c) || c->primary) {
+		pthread_mutex_unlock(&sim.lock);
+		return CUDA_ERROR_INVALID_CONTEXT;
+	}
+	ctx_deactivate_locked(c);
+	pthread_mutex_unlock(&sim.lock);
+	tls_remove(c);
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+	return ctx_destroy(__func__, ctx);
+}
+
+SIM_API CUresult cuCtxDestroy(CUcontext ctx)
+{
+	return ctx_destroy(__func__, ctx);
+}
+
+static CUresult ctx_push(const char *name, CUcontext ctx)
+{
+	CUresult r = sim_enter(name);
+
+	if (r)
+		return r;
+	if (!sim_ctx_valid((struct sim_ctx *)ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	tls_sync();
+	if (tls.depth == CTX_STACK_MAX)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	tls.stack[tls.depth++] = (struct sim_ctx *)ctx;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+	return ctx_push(__func__, ctx);
+}
+
+SIM_API CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+	return ctx_push(__func__, ctx);
+}
+
+static CUresult ctx_pop(const char *name, CUcontext *pctx)
+{
+	CUresult r = sim_enter(name);
+
+	if (r)
+		return r;
+	tls_sync();
+	if (tls.depth == 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	tls.depth--;
+	if (pctx)
+		*pctx = (CUcontext)tls.stack[tls.depth];
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+	return ctx_pop(__func__, pctx);
+}
+
+SIM_API CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+	return ctx_pop(__func__, pctx);
+}
+
+SIM_API CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	CUresult r = sim_enter(__func__);
+
+	if (r)
+		return r;
+	tls_sync();
+	if (!ctx) {
+		/* NULL unbinds the top of the stack. */
+		if (tls.depth)
+			tls.depth--;
+		return CUDA_SUCCESS;
+	}
+	if (!sim_ctx_valid((struct sim_ctx *)ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (tls.depth == 0)
+		tls.depth = 1;
+	tls.stack[tls.depth - 1] = (struct sim_ctx *)ctx;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+	CUresult r = sim_enter(__func__);
+
+	if (r)
+		return r;
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pctx = (CUcontext)sim_ctx_current();
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxGetDevice(CUdevice *device)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	*device = c->ordinal;
+	return CUDA_SUCCESS;
+}
+
+/* CUDA 13: the context is explicit (NULL: the current one). */
+SIM_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(ctx, &c);
+	if (r)
+		return r;
+	*device = c->ordinal;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxGetFlags(unsigned int *flags)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	*flags = c->flags;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxSetFlags(unsigned int flags)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (flags & ~(unsigned)CU_CTX_FLAGS_MASK)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	c->flags = flags;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!ctxId)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(ctx, &c);
+	if (r)
+		return r;
+	*ctxId = c->id;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!version)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(ctx, &c);
+	if (r)
+		return r;
+	/* Contexts created through the CUDA >= 3.2 ABI report 3020. */
+	*version = 3020;
+	return CUDA_SUCCESS;
+}
+
+static CUresult ctx_synchronize(const char *name, CUcontext ctx)
+{
+	CUresult r = sim_enter(name);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	r = sim_ctx_resolve(ctx, &c);
+	if (r)
+		return r;
+	r = sim_check_device_health(c->device);
+	if (r)
+		return r;
+	sim_pool_sync_release(c);
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxSynchronize(void)
+{
+	return ctx_synchronize(__func__, NULL);
+}
+
+SIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+	return ctx_synchronize(__func__, ctx);
+}
+
+SIM_API CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!pvalue || (unsigned)limit >= CU_LIMIT_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	*pvalue = c->limits[limit];
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if ((unsigned)limit >= CU_LIMIT_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	switch (limit) {
+	case CU_LIMIT_SHMEM_SIZE:
+	case CU_LIMIT_CIG_ENABLED:
+		return CUDA_ERROR_INVALID_VALUE; /* query-only */
+	case CU_LIMIT_MAX_L2_FETCH_GRANULARITY:
+		if (value > 128)
+			return CUDA_ERROR_INVALID_VALUE;
+		break;
+	default:
+		break;
+	}
+	c->limits[limit] = value;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!pconfig)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	*pconfig = c->cache_config;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxSetCacheConfig(CUfunc_cache config)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	c->cache_config = config;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	/* Hopper and Ampere: 0 (lowest) to -5 (highest). */
+	if (leastPriority)
+		*leastPriority = 0;
+	if (greatestPriority)
+		*greatestPriority = -5;
+	return CUDA_SUCCESS;
+}

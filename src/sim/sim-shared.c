@@ -1,0 +1,316 @@
+#include "sim-shared.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cs-size.h"
+#include "sim-config.h"
+
+static const char *shm_dir(void)
+{
+	const char *d = getenv("CUSIM_SHM_DIR");
+	return d && *d ? d : "/dev/shm";
+}
+
+void sim_shared_path(char *buf, size_t len)
+{
+	const char *inst = "default";
+	char err[8];
+
+	if (sim_config_instance(&inst, err, sizeof(err)) < 0)
+		inst = "invalid";
+	snprintf(buf, len, "%s/cusim-%s", shm_dir(), inst);
+}
+
+int sim_shared_unlink(void)
+{
+	char path[512];
+
+	sim_shared_path(path, sizeof(path));
+	return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+static int map_fd(int fd, struct sim_shared **ret, const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	struct sim_shared *sh;
+
+	if (fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if ((size_t)st.st_size != sizeof(struct sim_shared)) {
+		snprintf(err, errlen,
+			 "%s has size %lld, expected %zu: made by another cusim version; reset the "
+			 "instance (cusim-ctl reset)",
+			 path, (long long)st.st_size, sizeof(struct sim_shared));
+		return -EPROTO;
+	}
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (sh == MAP_FAILED) {
+		snprintf(err, errlen, "cannot map %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (sh->magic != SIM_SHM_MAGIC || sh->version != SIM_SHM_VERSION ||
+	    sh->size != sizeof(*sh) || sh->ndevices == 0 || sh->ndevices > SIM_MAX_DEVICES) {
+		munmap(sh, sizeof(*sh));
+		snprintf(err, errlen,
+			 "%s is not a cusim v%u instance; reset it (cusim-ctl reset)", path,
+			 SIM_SHM_VERSION);
+		return -EPROTO;
+	}
+	*ret = sh;
+	return 0;
+}
+
+int sim_shared_open_existing(struct sim_shared **ret, char *err, size_t errlen)
+{
+	char path[512];
+	const char *inst;
+	int fd, r;
+
+	r = sim_config_instance(&inst, err, errlen);
+	if (r < 0)
+		return r;
+	sim_shared_path(path, sizeof(path));
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		return r;
+	}
+	r = map_fd(fd, ret, path, err, errlen);
+	close(fd);
+	return r;
+}
+
+static int build_instance(int fd, const char *inst, char *err, size_t errlen)
+{
+	struct sim_shared *sh;
+	const char *spec = getenv("CUSIM_GPUS");
+	const char *ctx = getenv("CUSIM_CTX_MEM");
+	struct timespec ts;
+	int n;
+
+	if (ftruncate(fd, sizeof(*sh)) < 0) {
+		snprintf(err, errlen, "cannot size the instance file: %s", strerror(errno));
+		return -errno;
+	}
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (sh == MAP_FAILED) {
+		snprintf(err, errlen, "cannot map the instance file: %s", strerror(errno));
+		return -errno;
+	}
+	n = sim_config_parse_gpus(spec, inst, sh->desc, SIM_MAX_DEVICES, err, errlen);
+	if (n < 0)
+		goto out_unmap;
+	sh->ndevices = (uint32_t)n;
+	sh->ctx_mem = SIM_DEFAULT_CTX_MEM;
+	if (ctx && *ctx) {
+		uint64_t v;
+		if (cs_size_parse(ctx, &v) < 0 || v > (64ull << 30)) {
+			snprintf(err, errlen, "CUSIM_CTX_MEM=\"%s\" is invalid: expected %s, at most 64GiB",
+				 ctx, CS_SIZE_FORMS);
+			n = -EINVAL;
+			goto out_unmap;
+		}
+		sh->ctx_mem = v;
+	}
+	snprintf(sh->gpus_spec, sizeof(sh->gpus_spec), "%s",
+		 spec && *spec ? spec : SIM_DEFAULT_GPUS);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	sh->created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	sh->size = sizeof(*sh);
+	sh->version = SIM_SHM_VERSION;
+	/* Magic last: an opener that maps the file early sees it as incomplete. */
+	atomic_thread_fence(memory_order_release);
+	sh->magic = SIM_SHM_MAGIC;
+	n = 0;
+out_unmap:
+	munmap(sh, sizeof(*sh));
+	return n;
+}
+
+int sim_shared_open(struct sim_shared **ret, char *err, size_t errlen)
+{
+	char path[512], tmp[600];
+	const char *inst;
+	int fd, r;
+
+	r = sim_config_instance(&inst, err, errlen);
+	if (r < 0)
+		return r;
+	sim_shared_path(path, sizeof(path));
+	for (int attempt = 0; attempt < 3; attempt++) {
+		r = sim_shared_open_existing(ret, err, errlen);
+		if (r != -ENOENT)
+			return r;
+		snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		if (fd < 0) {
+			r = -errno;
+			snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+			return r;
+		}
+		/* Mode 0666 regardless of umask: every user's processes share one GPU. */
+		(void)fchmod(fd, 0666);
+		r = build_instance(fd, inst, err, errlen);
+		close(fd);
+		if (r == 0 && link(tmp, path) < 0 && errno != EEXIST) {
+			r = -errno;
+			snprintf(err, errlen, "cannot publish %s: %s", path, strerror(errno));
+		}
+		unlink(tmp);
+		if (r < 0)
+			return r;
+		/* Ours or a concurrent creator's: open whichever won. */
+	}
+	snprintf(err, errlen, "%s keeps disappearing while being opened", path);
+	return -EAGAIN;
+}
+
+uint64_t sim_proc_start_time(pid_t pid)
+{
+	char path[64], buf[1024];
+	ssize_t n;
+	int fd;
+	char *p;
+	unsigned long long start = 0;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* The command name may contain spaces and parentheses: start after the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	p++;
+	/* After ')' come fields 3..; starttime is field 22, i.e. the 20th from here. */
+	for (int field = 3; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, " %llu", &start) != 1)
+		return 0;
+	/* A zombie has exited: its device memory is gone on a real GPU too. */
+	char *state = strrchr(buf, ')');
+	if (state && (state[2] == 'Z' || state[2] == 'X'))
+		return 0;
+	return start;
+}
+
+bool sim_proc_slot_alive(const struct sim_proc_slot *slot)
+{
+	int32_t pid = atomic_load(&slot->pid);
+
+	if (pid <= 0)
+		return pid == SIM_PID_CLAIMING;
+	return sim_proc_start_time(pid) == atomic_load(&slot->start_time);
+}
+
+static void slot_drain(struct sim_shared *sh, struct sim_proc_slot *slot)
+{
+	for (unsigned d = 0; d < SIM_MAX_DEVICES; d++) {
+		uint64_t v = atomic_exchange(&slot->used[d], 0);
+		if (v && d < sh->ndevices)
+			atomic_fetch_sub(&sh->dev[d].used, v);
+	}
+	atomic_store(&slot->ctx_devices, 0);
+}
+
+int sim_proc_reclaim_dead(struct sim_shared *sh)
+{
+	int n = 0;
+
+	for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+		struct sim_proc_slot *slot = &sh->procs[i];
+		int32_t pid = atomic_load(&slot->pid);
+
+		if (pid <= 0 || sim_proc_slot_alive(slot))
+			continue;
+		/* Whoever moves the pid first does the reclaiming, exactly once. */
+		if (!atomic_compare_exchange_strong(&slot->pid, &pid, SIM_PID_RECLAIMING))
+			continue;
+		slot_drain(sh, slot);
+		atomic_store(&slot->pid, SIM_PID_FREE);
+		n++;
+	}
+	return n;
+}
+
+struct sim_proc_slot *sim_proc_register(struct sim_shared *sh, pid_t pid, int vram_fd)
+{
+	uint64_t start = sim_proc_start_time(pid);
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+			struct sim_proc_slot *slot = &sh->procs[i];
+			int32_t expect = SIM_PID_FREE;
+
+			if (!atomic_compare_exchange_strong(&slot->pid, &expect, SIM_PID_CLAIMING))
+				continue;
+			for (unsigned d = 0; d < SIM_MAX_DEVICES; d++)
+				atomic_store(&slot->used[d], 0);
+			atomic_store(&slot->ctx_devices, 0);
+			slot->vram_fd = vram_fd;
+			atomic_store(&slot->start_time, start);
+			atomic_store(&slot->pid, (int32_t)pid);
+			return slot;
+		}
+		sim_proc_reclaim_dead(sh);
+	}
+	return NULL;
+}
+
+void sim_proc_release(struct sim_shared *sh, struct sim_proc_slot *slot)
+{
+	int32_t pid = atomic_load(&slot->pid);
+
+	if (pid <= 0 || !atomic_compare_exchange_strong(&slot->pid, &pid, SIM_PID_RECLAIMING))
+		return;
+	slot_drain(sh, slot);
+	atomic_store(&slot->pid, SIM_PID_FREE);
+}
+
+struct sim_proc_slot *sim_proc_find(struct sim_shared *sh, pid_t pid)
+{
+	for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+		if (atomic_load(&sh->procs[i].pid) == pid && sim_proc_slot_alive(&sh->procs[i]))
+			return &sh->procs[i];
+	}
+	return NULL;
+}
+
+int sim_dev_charge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
+		   uint64_t bytes)
+{
+	struct sim_device_state *ds = &sh->dev[dev];
+	uint64_t total = sh->desc[dev].total_mem;
+	uint64_t used = atomic_load_explicit(&ds->used, memory_order_relaxed);
+
+	do {
+		if (bytes > total || used > total - bytes)
+			return -ENOMEM;
+	} while (!atomic_compare_exchange_weak_explicit(&ds->used, &used, used + bytes,
+							memory_order_acq_rel, memory_order_relaxed));
+	atomic_fetch_add_explicit(&slot->used[dev], bytes, memory_order_relaxed);
+	return 0;
+}
+
+void sim_dev_uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
+		      uint64_t bytes)
+{
+	atomic_fetch_sub_explicit(&slot->used[dev], bytes, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&sh->dev[dev].used, bytes, memory_order_acq_rel);
+}

@@ -1,0 +1,161 @@
+/*
+ * The state of one simulated machine, shared by every process that uses it.
+ *
+ * A real GPU is one device for all processes on the host: its memory capacity,
+ * its timeline and its utilization are global. cusim keeps that state in one
+ * file per simulator instance, <CUSIM_SHM_DIR or /dev/shm>/cusim-<instance>,
+ * mapped MAP_SHARED by libcuda.so.1, libnvidia-ml.so.1 and cusim-ctl.
+ *
+ * Concurrency: no locks. Device capacity is reserved with a compare-and-swap
+ * loop, process slots are claimed with CAS on their pid, and a dead process's
+ * slot is reclaimed by whoever first moves its pid to SIM_PID_RECLAIMING.
+ * A process killed at any instant therefore never leaves a lock held.
+ *
+ * The layout is fixed-width and versioned: a process built from another
+ * version refuses the file (it is a simulator: reset the instance).
+ */
+#ifndef SIM_SHARED_H
+#define SIM_SHARED_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SIM_SHM_MAGIC 0x4d4953554353ull /* "CSUSIM" */
+#define SIM_SHM_VERSION 1u
+
+#define SIM_MAX_DEVICES 16
+#define SIM_MAX_PROCS 1024
+#define SIM_MAX_FAULTS 32
+#define SIM_NAME_LEN 96
+#define SIM_UUID_LEN 48		/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL */
+#define SIM_FAULT_NAME_LEN 64
+
+/* Slot pid values other than a real pid. */
+#define SIM_PID_FREE 0
+#define SIM_PID_RECLAIMING (-1)
+#define SIM_PID_CLAIMING (-2)
+
+/* Immutable description of a device, written once when the instance is created. */
+struct sim_device_desc {
+	char name[SIM_NAME_LEN];	/* marketing name, e.g. "NVIDIA H100 80GB HBM3" */
+	char uuid[SIM_UUID_LEN];	/* "GPU-..." as NVML and nvidia-smi print it */
+	uint8_t uuid_bytes[16];		/* the same, as CUuuid */
+	uint64_t total_mem;		/* bytes */
+	uint32_t model;			/* index into the model table (sim-config.h) */
+	uint32_t sm_count;
+	uint32_t pci_domain;
+	uint32_t pci_bus;
+	uint32_t pci_device;
+	uint32_t minor;			/* /dev/nvidiaN */
+};
+
+/* Mutable per-device state. */
+struct sim_device_state {
+	_Atomic uint64_t used;		/* device memory in use by all processes, bytes */
+	_Atomic uint32_t lost;		/* nonzero: the device fell off the bus (fault injection) */
+	uint32_t pad0;
+	uint64_t reserved[30];		/* room for the execution model (timeline, utilization) */
+};
+
+/* One process that initialized the driver on this instance. */
+struct sim_proc_slot {
+	_Atomic int32_t pid;		/* host pid, or SIM_PID_* */
+	int32_t vram_fd;		/* that process's device-memory memfd, for IPC */
+	_Atomic uint64_t start_time;	/* /proc/<pid>/stat field 22, to survive pid reuse */
+	_Atomic uint64_t used[SIM_MAX_DEVICES];	/* device bytes owned by the process */
+	_Atomic uint32_t ctx_devices;	/* bit d: the process has a context on device d */
+	uint32_t pad0;
+};
+
+/*
+ * An injected failure: calls to `name` (a driver or NVML entry point, or "*")
+ * by process `pid` (0: any) fail with `error` from their `nth` call on (1-based),
+ * `count` times (0: forever). Matched calls are counted in `calls`.
+ */
+struct sim_fault {
+	char name[SIM_FAULT_NAME_LEN];
+	int32_t error;
+	int32_t pid;
+	uint32_t nth;
+	uint32_t count;
+	_Atomic uint32_t calls;
+	_Atomic uint32_t fired;
+	_Atomic uint32_t active;	/* 0 free, 1 being written, 2 armed */
+	uint32_t pad0;
+};
+
+struct sim_shared {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t size;			/* sizeof(struct sim_shared) */
+	uint32_t ndevices;
+	uint32_t pad0;
+	uint64_t ctx_mem;		/* device bytes each context occupies */
+	uint64_t created_ns;		/* CLOCK_REALTIME at creation */
+	char gpus_spec[256];		/* the CUSIM_GPUS text it was created from */
+	struct sim_device_desc desc[SIM_MAX_DEVICES];
+	struct sim_device_state dev[SIM_MAX_DEVICES];
+	_Atomic uint32_t nfaults_armed;	/* fast check: any fault armed at all */
+	uint32_t pad1;
+	struct sim_fault faults[SIM_MAX_FAULTS];
+	struct sim_proc_slot procs[SIM_MAX_PROCS];
+};
+
+_Static_assert(sizeof(struct sim_device_desc) == 192, "device desc layout");
+_Static_assert(sizeof(struct sim_device_state) == 256, "device state layout");
+_Static_assert(sizeof(struct sim_proc_slot) == 152, "proc slot layout");
+_Static_assert(sizeof(struct sim_fault) == 96, "fault layout");
+
+/*
+ * Opens the instance named by CUSIM_INSTANCE (default "default"), creating it
+ * from CUSIM_GPUS / CUSIM_CTX_MEM when it does not exist. Creation is atomic:
+ * the file is built under a temporary name and linked into place, so a
+ * concurrent opener sees either nothing or a complete instance.
+ * On failure returns -errno and writes a one-line reason into err.
+ */
+int sim_shared_open(struct sim_shared **ret, char *err, size_t errlen);
+
+/* Like sim_shared_open but never creates; -ENOENT when there is no instance. */
+int sim_shared_open_existing(struct sim_shared **ret, char *err, size_t errlen);
+
+/* The path of the instance file for the current environment, into buf. */
+void sim_shared_path(char *buf, size_t len);
+
+/* Removes the instance file; processes that have it mapped keep their view. */
+int sim_shared_unlink(void);
+
+/* Reads field 22 of /proc/<pid>/stat; 0 when the process does not exist. */
+uint64_t sim_proc_start_time(pid_t pid);
+
+/* True when slot's process is still the one that registered. */
+bool sim_proc_slot_alive(const struct sim_proc_slot *slot);
+
+/*
+ * Claims a free slot for pid (reclaiming dead processes' slots when none is
+ * free). Returns the slot or NULL when the table is full of live processes.
+ */
+struct sim_proc_slot *sim_proc_register(struct sim_shared *sh, pid_t pid, int vram_fd);
+
+/* Gives back everything the slot holds and frees it. */
+void sim_proc_release(struct sim_shared *sh, struct sim_proc_slot *slot);
+
+/* Releases the slots of processes that died; returns how many. */
+int sim_proc_reclaim_dead(struct sim_shared *sh);
+
+/* Finds the live slot of pid, or NULL. */
+struct sim_proc_slot *sim_proc_find(struct sim_shared *sh, pid_t pid);
+
+/*
+ * Reserves bytes of device dev's capacity for slot, atomically against every
+ * other process. Returns 0, or -ENOMEM when they do not fit (nothing charged).
+ */
+int sim_dev_charge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
+		   uint64_t bytes);
+
+/* Returns bytes charged earlier with sim_dev_charge. */
+void sim_dev_uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
+		      uint64_t bytes);
+
+#endif

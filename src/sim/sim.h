@@ -1,0 +1,250 @@
+/*
+ * cusim's libcuda.so.1: the map of the implementation.
+ *
+ * Every driver entry point is a function defined with SIM_API in one of the
+ * sim-*.c files and listed once in driver.def; cuGetProcAddress's table and
+ * the export list are generated from that list.
+ *
+ * Process-wide state lives in `sim` (below). Device memory of this process
+ * lives in one memfd (sim-vram.c) so that IPC peers can map it; a device
+ * pointer is the host address of its bytes, so copies are memcpy().
+ *
+ * Locking: sim.lock (a mutex) guards the allocation registry, contexts,
+ * pools and VMM tables. Capacity accounting is lock-free in the shared
+ * instance (sim-shared.h). No entry point holds the lock while it blocks.
+ */
+#ifndef SIM_H
+#define SIM_H
+
+/* Declares the legacy and per-thread-stream prototypes we also define. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sim-fault.h"
+#include "sim-shared.h"
+
+#define SIM_API __attribute__((visibility("default")))
+
+/* The CUDA version this driver reports (cuDriverGetVersion). */
+#define SIM_DRIVER_VERSION 13000
+/* The NVIDIA driver version string NVML reports. */
+#define SIM_DRIVER_VERSION_STRING "580.65.06"
+
+/* Allocation granularity of device memory (bytes charged are rounded to it). */
+#define SIM_ALLOC_ALIGN 512u
+/* Granularity of VMM physical allocations and of pool reservations. */
+#define SIM_VMM_GRANULARITY (2u << 20)
+
+/* What kind of thing a registered address range is. */
+enum sim_alloc_kind {
+	SIM_ALLOC_DEVICE,	/* cuMemAlloc, cuMemAllocPitch */
+	SIM_ALLOC_MANAGED,	/* cuMemAllocManaged */
+	SIM_ALLOC_POOL,		/* cuMemAllocAsync / FromPoolAsync (owner = pool) */
+	SIM_ALLOC_ARRAY,	/* backing bytes of a CUarray (owner = array) */
+	SIM_ALLOC_HOST,		/* cuMemAllocHost / cuMemHostAlloc: pinned host memory */
+	SIM_ALLOC_HOST_REGISTERED,	/* cuMemHostRegister */
+	SIM_ALLOC_IPC,		/* cuIpcOpenMemHandle: a peer's device memory mapped here */
+	SIM_ALLOC_VMM,		/* a cuMemMap'ed range (owner = the physical handle) */
+};
+
+/*
+ * A live address range of this process. `charged` device bytes were reserved
+ * in the instance for it (0 for host, IPC and VMM ranges, which are charged
+ * elsewhere or not at all).
+ */
+struct sim_alloc {
+	uintptr_t base;
+	size_t size;
+	size_t charged;
+	enum sim_alloc_kind kind;
+	int device;			/* instance device index, -1 for host memory */
+	struct sim_ctx *ctx;		/* context it was allocated in (may be NULL) */
+	void *owner;			/* pool, array, VMM handle, or IPC mapping info */
+	uint64_t arena_off;		/* offset in the process memfd (device kinds) */
+	unsigned order;			/* buddy order of the arena block */
+	unsigned flags;			/* kind-specific (host alloc flags, managed attach) */
+	bool resident;			/* managed: counted on the device */
+	unsigned long long buffer_id;
+};
+
+#define SIM_CTX_MAGIC 0x43545853u	/* "SXTC" */
+
+struct sim_ctx {
+	uint32_t magic;
+	int device;			/* instance device index */
+	int ordinal;			/* CUDA ordinal it was created for */
+	unsigned flags;
+	bool primary;
+	bool destroyed;
+	unsigned long long id;
+	uint64_t charged;		/* context footprint charged on the device */
+	size_t limits[16];		/* cuCtxSetLimit values by CUlimit */
+	CUfunc_cache cache_config;
+	CUsharedconfig shmem_config;
+	void *exec;			/* execution state (streams), owned by sim-exec */
+};
+
+/* Process-wide state. */
+struct sim_state {
+	pthread_mutex_t lock;
+	_Atomic int initialized;	/* cuInit succeeded */
+	pid_t pid;			/* as the instance knows it (see sim_self_pid) */
+	struct sim_shared *shm;
+	struct sim_proc_slot *slot;
+	int ndev;			/* visible devices (after CUDA_VISIBLE_DEVICES) */
+	int dev_of_ordinal[SIM_MAX_DEVICES];	/* CUDA ordinal -> instance device */
+	struct sim_ctx *primary[SIM_MAX_DEVICES];	/* by ordinal, NULL when inactive */
+	unsigned primary_refs[SIM_MAX_DEVICES];
+	unsigned primary_flags[SIM_MAX_DEVICES];
+	_Atomic unsigned long long next_id;
+};
+
+extern struct sim_state sim;
+
+/* ---- init, devices (sim-device.c) ---- */
+
+/* CUDA_SUCCESS when cuInit has succeeded, else CUDA_ERROR_NOT_INITIALIZED. */
+static inline CUresult sim_check_init(void)
+{
+	return __builtin_expect(atomic_load_explicit(&sim.initialized, memory_order_acquire), 1)
+		       ? CUDA_SUCCESS
+		       : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+/* Validates a CUDA ordinal; CUDA_ERROR_INVALID_DEVICE when out of range. */
+CUresult sim_check_device(CUdevice dev);
+
+/* The instance device index of a valid ordinal. */
+static inline int sim_dev_index(CUdevice ordinal)
+{
+	return sim.dev_of_ordinal[ordinal];
+}
+
+/* CUDA_ERROR_DEVICE_UNAVAILABLE when the instance marked the device lost. */
+CUresult sim_check_device_health(int dev_index);
+
+/* ---- device attributes (sim-attrs.c) ---- */
+
+/* Value of attr for an instance device; CUDA_ERROR_INVALID_VALUE for an unknown attribute. */
+CUresult sim_attr_get(const struct sim_device_desc *desc, CUdevice_attribute attr, int *ret);
+
+/* ---- contexts (sim-context.c) ---- */
+
+/* The calling thread's current context, or NULL. */
+struct sim_ctx *sim_ctx_current(void);
+
+/*
+ * Resolves the context an operation runs in: `ctx` if non-NULL, else the
+ * current one. CUDA_ERROR_INVALID_CONTEXT when there is none or it was destroyed.
+ */
+CUresult sim_ctx_resolve(CUcontext ctx, struct sim_ctx **ret);
+
+/* Validates a context handle supplied by the caller. */
+bool sim_ctx_valid(const struct sim_ctx *ctx);
+
+/* ---- device memory arena and registry (sim-vram.c) ---- */
+
+/*
+ * Reserves `size` bytes of device `dev`'s capacity for this process and maps
+ * them. On success fills a->base/size/charged/arena_off/order/device and
+ * returns CUDA_SUCCESS; CUDA_ERROR_OUT_OF_MEMORY when the device is full.
+ * `charge` false: map without charging capacity (managed memory that does
+ * not fit). Caller holds no lock.
+ */
+CUresult sim_vram_alloc(int dev, size_t size, bool charge, struct sim_alloc *a);
+
+/* Unmaps, releases and uncharges what sim_vram_alloc gave. Takes sim.lock. */
+void sim_vram_free(struct sim_alloc *a);
+
+/* The same, for a caller that holds sim.lock. */
+void sim_vram_free_locked(struct sim_alloc *a);
+
+/* The memfd and the offset of an address of this process's arena (IPC export). */
+int sim_vram_fd(void);
+
+/* Charges / uncharges device capacity for this process (contexts, VMM, arrays). */
+CUresult sim_mem_charge(int dev, uint64_t bytes);
+void sim_mem_uncharge(int dev, uint64_t bytes);
+
+/* Registry of live ranges. The returned pointers stay valid until removed. */
+CUresult sim_registry_add(const struct sim_alloc *a, struct sim_alloc **ret);
+
+/* The range containing p (any byte of it), or NULL. Caller holds sim.lock. */
+struct sim_alloc *sim_registry_find_locked(uintptr_t p);
+
+/* Removes and returns the range starting exactly at base (caller frees it). */
+struct sim_alloc *sim_registry_take_locked(uintptr_t base);
+
+/* Calls fn for every range (e.g. to destroy a context's allocations). Caller holds sim.lock. */
+void sim_registry_walk_locked(void (*fn)(struct sim_alloc *a, void *arg), void *arg);
+
+/*
+ * Checks that [p, p+len) lies inside one live range that the device can
+ * access (device, managed, pool, array, IPC, VMM, or mapped host memory);
+ * CUDA_ERROR_INVALID_VALUE otherwise. Takes sim.lock.
+ */
+CUresult sim_check_range(uintptr_t p, size_t len, struct sim_alloc *ret_copy);
+
+/* ---- core memory (sim-memory.c) ---- */
+
+/* Frees a cuMemAlloc/Pitch/Managed allocation by its base (cuMemFree semantics). */
+CUresult sim_mem_free_ptr(CUdeviceptr ptr);
+
+/* ---- streams (sim-stream.c; the execution model grows here) ---- */
+
+/*
+ * Validates a stream handle (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
+ * created stream) and waits for the work queued on it before the caller does
+ * a stream-ordered host-side operation. ptds: the caller is a _ptds/_ptsz
+ * entry point, so stream 0 means the per-thread stream.
+ */
+CUresult sim_stream_order(CUstream stream, bool ptds);
+
+/* ---- pools (sim-pool.c) ---- */
+
+/*
+ * Called by stream, event and context synchronization: pools release cached
+ * memory above their release threshold, as the real driver does at a
+ * synchronizing call. ctx NULL: every context. Takes sim.lock itself.
+ */
+void sim_pool_sync_release(struct sim_ctx *ctx);
+
+/* Destroys a context's pools' cached memory (context destruction). Caller holds sim.lock. */
+void sim_pool_ctx_destroyed_locked(struct sim_ctx *ctx);
+
+/* ---- misc ---- */
+
+/* The pid under which the instance and NVML know this process (host pid). */
+pid_t sim_self_pid(void);
+
+/* Rounds up to a power of two multiple. */
+static inline size_t sim_align_up(size_t v, size_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+/* Fault-injection hook for driver entry points: returns the error to inject or 0. */
+#define SIM_FAULT(name) sim_fault((name), SIM_FAULT_CUDA)
+
+/*
+ * The common prologue of an entry point that needs an initialized driver:
+ * CUDA_ERROR_NOT_INITIALIZED before cuInit, else an injected fault, else
+ * CUDA_SUCCESS. Use as: CUresult r = sim_enter(__func__); if (r) return r;
+ */
+static inline CUresult sim_enter(const char *name)
+{
+	CUresult r = sim_check_init();
+
+	if (r == CUDA_SUCCESS)
+		r = (CUresult)SIM_FAULT(name);
+	return r;
+}
+
+#endif
