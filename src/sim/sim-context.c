@@ -11,6 +11,8 @@
 #include "sim.h"
 
 #include <stdlib.h>
+
+#include "sim-exec.h"
 #include <string.h>
 
 #include "sim-vram.h"
@@ -97,7 +99,7 @@ static void free_ctx_alloc(struct sim_alloc *a, void *arg)
 	case SIM_ALLOC_DEVICE:
 	case SIM_ALLOC_MANAGED:
 		sim_registry_take_locked(a->base);
-		sim_vram_free_locked(a);
+		sim_mem_release_locked(a);
 		free(a);
 		break;
 	default:
@@ -547,11 +549,9 @@ static CUresult ctx_synchronize(const char *name, CUcontext ctx)
 	r = sim_ctx_resolve(ctx, &c);
 	if (r)
 		return r;
-	r = sim_check_device_health(c->device);
-	if (r)
-		return r;
+	r = sim_exec_ctx_wait(c);
 	sim_pool_sync_release(c);
-	return CUDA_SUCCESS;
+	return r;
 }
 
 SIM_API CUresult cuCtxSynchronize(void)

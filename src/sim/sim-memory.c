@@ -3,10 +3,12 @@
  *
  * Device bytes are charged to the device exactly (rounded up to 512), so a
  * request of exactly cuMemGetInfo's `free` succeeds and one more byte fails.
- * Managed memory is charged while resident; an allocation that does not fit
- * is still granted, non-resident (oversubscription), as unified memory is.
+ * Managed memory is charged while resident (sim-um.h); an allocation that
+ * does not fit is still granted, non-resident (oversubscription).
  */
 #include "sim.h"
+
+#include "sim-um.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -39,17 +41,20 @@ static CUresult alloc_device(const char *name, CUdeviceptr *dptr, size_t bytes,
 	r = sim_check_device_health(c->device);
 	if (r)
 		return r;
-	r = sim_vram_alloc(c->device, bytes, true, &a);
-	if (r == CUDA_ERROR_OUT_OF_MEMORY && kind == SIM_ALLOC_MANAGED)
-		r = sim_vram_alloc(c->device, bytes, false, &a);
+	/* Managed memory is charged while resident, by the residency model (sim-um.c). */
+	r = sim_vram_alloc(c->device, bytes, kind != SIM_ALLOC_MANAGED, &a);
 	if (r)
 		return r;
+	if (kind == SIM_ALLOC_MANAGED)
+		a.resident = sim_um_alloc(c->device, sim_align_up(bytes, SIM_ALLOC_ALIGN));
 	a.kind = kind;
 	a.ctx = c;
 	a.flags = flags;
 	r = sim_registry_add(&a, NULL);
 	if (r) {
-		sim_vram_free(&a);
+		pthread_mutex_lock(&sim.lock);
+		sim_mem_release_locked(&a);
+		pthread_mutex_unlock(&sim.lock);
 		return r;
 	}
 	*dptr = (CUdeviceptr)a.base;
@@ -121,6 +126,13 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 	return alloc_device(__func__, dptr, bytesize, SIM_ALLOC_MANAGED, flags);
 }
 
+void sim_mem_release_locked(struct sim_alloc *a)
+{
+	if (a->kind == SIM_ALLOC_MANAGED)
+		sim_um_free(a->device, sim_align_up(a->size, SIM_ALLOC_ALIGN));
+	sim_vram_free_locked(a);
+}
+
 CUresult sim_mem_free_ptr(CUdeviceptr ptr)
 {
 	struct sim_alloc *a;
@@ -133,7 +145,7 @@ CUresult sim_mem_free_ptr(CUdeviceptr ptr)
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	sim_registry_take_locked(a->base);
-	sim_vram_free_locked(a);
+	sim_mem_release_locked(a);
 	pthread_mutex_unlock(&sim.lock);
 	free(a);
 	return CUDA_SUCCESS;
@@ -172,6 +184,8 @@ SIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 	r = sim_ctx_resolve(NULL, &c);
 	if (r)
 		return r;
+	/* What dead processes held is free on a real GPU the moment they die. */
+	sim_proc_reclaim_dead(sim.shm);
 	uint64_t t = sim.shm->desc[c->device].total_mem;
 	uint64_t u = atomic_load_explicit(&sim.shm->dev[c->device].used, memory_order_acquire);
 	*total = t;

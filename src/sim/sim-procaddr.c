@@ -49,6 +49,9 @@ static CUresult lookup(const char *symbol, void **pfn, int version, cuuint64_t f
 
 	if (!symbol || !pfn || (flags & ~(cuuint64_t)PROC_FLAGS_MASK))
 		return CUDA_ERROR_INVALID_VALUE;
+	/* cuda.h: a CUDA version above the driver's is CUDA_ERROR_INVALID_VALUE. */
+	if (version > SIM_DRIVER_VERSION)
+		return CUDA_ERROR_INVALID_VALUE;
 	*pfn = NULL;
 	i = first_row(symbol);
 	if (i < 0) {

@@ -227,6 +227,11 @@ static void slot_drain(struct sim_shared *sh, struct sim_proc_slot *slot)
 			atomic_fetch_sub(&sh->dev[d].used, v);
 	}
 	atomic_store(&slot->ctx_devices, 0);
+	for (unsigned d = 0; d < SIM_MAX_DEVICES; d++) {
+		atomic_store(&slot->managed[d], 0);
+		atomic_store(&slot->resident[d], 0);
+		atomic_store(&slot->last_run[d], 0);
+	}
 }
 
 int sim_proc_reclaim_dead(struct sim_shared *sh)
@@ -260,9 +265,9 @@ struct sim_proc_slot *sim_proc_register(struct sim_shared *sh, pid_t pid, int vr
 
 			if (!atomic_compare_exchange_strong(&slot->pid, &expect, SIM_PID_CLAIMING))
 				continue;
-			for (unsigned d = 0; d < SIM_MAX_DEVICES; d++)
-				atomic_store(&slot->used[d], 0);
-			atomic_store(&slot->ctx_devices, 0);
+			slot_drain(sh, slot);
+			/* A new process must not inherit the busy history of the slot. */
+			memset((void *)sh->proc_busy[i], 0, sizeof(sh->proc_busy[i]));
 			slot->vram_fd = vram_fd;
 			atomic_store(&slot->start_time, start);
 			atomic_store(&slot->pid, (int32_t)pid);
@@ -313,4 +318,76 @@ void sim_dev_uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigne
 {
 	atomic_fetch_sub_explicit(&slot->used[dev], bytes, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&sh->dev[dev].used, bytes, memory_order_acq_rel);
+}
+
+uint64_t sim_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#define BUCKET_MASK ((1ull << SIM_BUCKET_BITS) - 1)
+
+static void bucket_add(_Atomic uint64_t *ring, unsigned n, uint64_t seq, uint64_t ns)
+{
+	_Atomic uint64_t *b = &ring[seq % n];
+	uint64_t v = atomic_load_explicit(b, memory_order_relaxed), nv;
+
+	do {
+		if ((v >> SIM_BUCKET_BITS) == seq)
+			nv = v + ns;
+		else if ((v >> SIM_BUCKET_BITS) < seq)
+			nv = (seq << SIM_BUCKET_BITS) | ns;
+		else
+			return; /* the bucket already holds a later period: too old to record */
+		if ((nv & BUCKET_MASK) > SIM_BUCKET_NS)
+			nv = (nv & ~BUCKET_MASK) | SIM_BUCKET_NS;
+	} while (!atomic_compare_exchange_weak_explicit(b, &v, nv, memory_order_relaxed,
+							memory_order_relaxed));
+}
+
+void sim_busy_add(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev, uint64_t start,
+		  uint64_t end)
+{
+	long si = slot ? slot - sh->procs : -1;
+
+	/* Work reserved further ahead than the history is long is recorded from its start. */
+	if (end - start > (uint64_t)SIM_DEV_BUCKETS * SIM_BUCKET_NS)
+		end = start + (uint64_t)SIM_DEV_BUCKETS * SIM_BUCKET_NS;
+	for (uint64_t t = start; t < end;) {
+		uint64_t seq = t / SIM_BUCKET_NS;
+		uint64_t bend = (seq + 1) * SIM_BUCKET_NS;
+		uint64_t ns = (end < bend ? end : bend) - t;
+
+		bucket_add(sh->dev_busy[dev], SIM_DEV_BUCKETS, seq, ns);
+		if (si >= 0)
+			bucket_add(sh->proc_busy[si][dev], SIM_PROC_BUCKETS, seq, ns);
+		t += ns;
+	}
+}
+
+uint64_t sim_busy_sum(const struct sim_shared *sh, const struct sim_proc_slot *slot, unsigned dev,
+		      uint64_t from, uint64_t to)
+{
+	const _Atomic uint64_t *ring = slot ? sh->proc_busy[slot - sh->procs][dev] : sh->dev_busy[dev];
+	unsigned n = slot ? SIM_PROC_BUCKETS : SIM_DEV_BUCKETS;
+	uint64_t sum = 0;
+
+	if (to <= from)
+		return 0;
+	if (to - from > (uint64_t)n * SIM_BUCKET_NS)
+		from = to - (uint64_t)n * SIM_BUCKET_NS;
+	for (uint64_t seq = from / SIM_BUCKET_NS; seq * SIM_BUCKET_NS < to; seq++) {
+		uint64_t v = atomic_load_explicit(&ring[seq % n], memory_order_relaxed);
+		uint64_t b0 = seq * SIM_BUCKET_NS, b1 = b0 + SIM_BUCKET_NS;
+		uint64_t lo = from > b0 ? from : b0, hi = to < b1 ? to : b1;
+
+		if ((v >> SIM_BUCKET_BITS) != seq)
+			continue;
+		/* Busy time is spread evenly over its bucket: count the overlapping share. */
+		sum += (v & BUCKET_MASK) * (hi - lo) / SIM_BUCKET_NS;
+	}
+	return sum;
 }

@@ -23,7 +23,7 @@
 #include <sys/types.h>
 
 #define SIM_SHM_MAGIC 0x4d4953554353ull /* "CSUSIM" */
-#define SIM_SHM_VERSION 1u
+#define SIM_SHM_VERSION 2u
 
 #define SIM_MAX_DEVICES 16
 #define SIM_MAX_PROCS 1024
@@ -31,6 +31,19 @@
 #define SIM_NAME_LEN 96
 #define SIM_UUID_LEN 48		/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL */
 #define SIM_FAULT_NAME_LEN 64
+
+/*
+ * Device time is accounted in buckets of SIM_BUCKET_NS of CLOCK_MONOTONIC
+ * time (system-wide, so comparable across processes). A bucket is one 64-bit
+ * word: the bucket's sequence number (time / SIM_BUCKET_NS) in the high 40
+ * bits and the busy nanoseconds in it in the low 24 (10 ms < 2^24 ns), so it
+ * is updated with one compare-and-swap, and a stale bucket (older sequence)
+ * reads as zero.
+ */
+#define SIM_BUCKET_NS 10000000ull
+#define SIM_BUCKET_BITS 24
+#define SIM_DEV_BUCKETS 1024		/* 10.24 s of device history */
+#define SIM_PROC_BUCKETS 256		/* 2.56 s of per-process history */
 
 /* Slot pid values other than a real pid. */
 #define SIM_PID_FREE 0
@@ -55,8 +68,12 @@ struct sim_device_desc {
 struct sim_device_state {
 	_Atomic uint64_t used;		/* device memory in use by all processes, bytes */
 	_Atomic uint32_t lost;		/* nonzero: the device fell off the bus (fault injection) */
-	uint32_t pad0;
-	uint64_t reserved[30];		/* room for the execution model (timeline, utilization) */
+	_Atomic int32_t um_lock;	/* pid holding the unified-memory residency lock, 0 free */
+	_Atomic uint64_t busy_until;	/* end of the last kernel reserved, CLOCK_MONOTONIC ns */
+	_Atomic uint64_t busy_total;	/* kernel time ever reserved, ns */
+	_Atomic uint64_t kernels;	/* kernels ever run */
+	_Atomic uint64_t migrated;	/* unified-memory bytes ever migrated to or from it */
+	uint64_t reserved[26];
 };
 
 /* One process that initialized the driver on this instance. */
@@ -67,6 +84,9 @@ struct sim_proc_slot {
 	_Atomic uint64_t used[SIM_MAX_DEVICES];	/* device bytes owned by the process */
 	_Atomic uint32_t ctx_devices;	/* bit d: the process has a context on device d */
 	uint32_t pad0;
+	_Atomic uint64_t managed[SIM_MAX_DEVICES];	/* managed bytes allocated, per device */
+	_Atomic uint64_t resident[SIM_MAX_DEVICES];	/* of which resident on the device */
+	_Atomic uint64_t last_run[SIM_MAX_DEVICES];	/* end of its latest kernel (LRU eviction) */
 };
 
 /*
@@ -83,7 +103,7 @@ struct sim_fault {
 	_Atomic uint32_t calls;
 	_Atomic uint32_t fired;
 	_Atomic uint32_t active;	/* 0 free, 1 being written, 2 armed */
-	uint32_t pad0;
+	uint32_t domain;		/* enum sim_fault_domain of `error` */
 };
 
 struct sim_shared {
@@ -101,11 +121,14 @@ struct sim_shared {
 	uint32_t pad1;
 	struct sim_fault faults[SIM_MAX_FAULTS];
 	struct sim_proc_slot procs[SIM_MAX_PROCS];
+	/* Busy time per device, and per process slot and device (see SIM_BUCKET_NS). */
+	_Atomic uint64_t dev_busy[SIM_MAX_DEVICES][SIM_DEV_BUCKETS];
+	_Atomic uint64_t proc_busy[SIM_MAX_PROCS][SIM_MAX_DEVICES][SIM_PROC_BUCKETS];
 };
 
 _Static_assert(sizeof(struct sim_device_desc) == 192, "device desc layout");
 _Static_assert(sizeof(struct sim_device_state) == 256, "device state layout");
-_Static_assert(sizeof(struct sim_proc_slot) == 152, "proc slot layout");
+_Static_assert(sizeof(struct sim_proc_slot) == 152 + 3 * 8 * SIM_MAX_DEVICES, "proc slot layout");
 _Static_assert(sizeof(struct sim_fault) == 96, "fault layout");
 
 /*
@@ -153,6 +176,23 @@ struct sim_proc_slot *sim_proc_find(struct sim_shared *sh, pid_t pid);
  */
 int sim_dev_charge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
 		   uint64_t bytes);
+
+/*
+ * Adds the busy interval [start, end) (CLOCK_MONOTONIC ns) to the device's
+ * and the slot's buckets (slot may be NULL).
+ */
+void sim_busy_add(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev, uint64_t start,
+		  uint64_t end);
+
+/*
+ * Busy nanoseconds of the device (slot NULL) or of one process on it within
+ * [from, to), read from the buckets; partial buckets count pro rata.
+ */
+uint64_t sim_busy_sum(const struct sim_shared *sh, const struct sim_proc_slot *slot, unsigned dev,
+		      uint64_t from, uint64_t to);
+
+/* CLOCK_MONOTONIC now, in ns. */
+uint64_t sim_now_ns(void);
 
 /* Returns bytes charged earlier with sim_dev_charge. */
 void sim_dev_uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,

@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "sim-exec.h"
 #include "sim-vram.h"
 
 struct sim_state sim = {
@@ -64,6 +65,7 @@ static void atfork_child(void)
 	pthread_mutex_init(&sim.lock, NULL);
 	atomic_fetch_add(&sim_epoch, 1);
 	sim_vram_forget_after_fork();
+	sim_exec_forget_after_fork();
 	memset(sim.primary, 0, sizeof(sim.primary));
 	memset(sim.primary_refs, 0, sizeof(sim.primary_refs));
 	memset(sim.primary_flags, 0, sizeof(sim.primary_flags));
@@ -147,6 +149,7 @@ static CUresult init_locked(void)
 	if (r)
 		return (CUresult)r;
 	sim.pid = sim_self_pid();
+	sim_proc_reclaim_dead(sh);
 	apply_visible_devices();
 	if (sim.ndev == 0)
 		return CUDA_ERROR_NO_DEVICE;

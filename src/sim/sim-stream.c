@@ -1,47 +1,32 @@
 /*
- * Streams. Until the execution model exists every operation completes when
- * it is submitted, so a stream is a validated handle with its attributes,
- * and synchronizing is where pools release memory (as the real driver does).
+ * Stream entry points. The mechanics (time, dependencies, waiting) are in
+ * sim-exec.c; capture into graphs in sim-graph.c.
  */
-#include "sim.h"
+#include "sim-exec.h"
+#include "sim-graph.h"
 
 #include <stdlib.h>
 
-#define STREAM_MAGIC 0x4d525453u /* "STRM" */
-
-struct sim_stream {
-	uint32_t magic;
-	bool destroyed;
-	struct sim_ctx *ctx;
-	unsigned flags;
-	int priority;
-};
-
-/* Resolves a handle to its context; the special handles use the current one. */
-static CUresult stream_ctx(CUstream h, struct sim_ctx **ret)
-{
-	struct sim_stream *s = (struct sim_stream *)h;
-
-	if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD)
-		return sim_ctx_resolve(NULL, ret);
-	if (s->magic != STREAM_MAGIC || s->destroyed || !sim_ctx_valid(s->ctx))
-		return CUDA_ERROR_INVALID_HANDLE;
-	*ret = s->ctx;
-	return CUDA_SUCCESS;
-}
-
 CUresult sim_stream_order(CUstream stream, bool ptds)
 {
-	struct sim_ctx *c;
+	struct sim_stream *s;
+	CUresult r = sim_exec_stream(stream, ptds, &s);
 
-	(void)ptds; /* every stream is idle between calls for now */
-	return stream_ctx(stream, &c);
+	if (r)
+		return r;
+	/* Only kernel launches and host functions can be captured into a graph. */
+	if (s->capture) {
+		sim_graph_capture_invalidate(s);
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
+	return CUDA_SUCCESS;
 }
 
 static CUresult create(const char *name, CUstream *phStream, unsigned int flags, int priority)
 {
 	CUresult r = sim_enter(name);
 	struct sim_ctx *c;
+	struct sim_ctx_exec *x;
 	struct sim_stream *s;
 
 	if (r)
@@ -51,14 +36,21 @@ static CUresult create(const char *name, CUstream *phStream, unsigned int flags,
 	r = sim_ctx_resolve(NULL, &c);
 	if (r)
 		return r;
+	x = sim_exec_of(c);
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	s->magic = STREAM_MAGIC;
+	s->magic = SIM_STREAM_MAGIC;
 	s->ctx = c;
 	s->flags = flags;
+	s->blocking = !(flags & CU_STREAM_NON_BLOCKING);
 	/* Priorities are clamped into [greatest, least] = [-5, 0], as documented. */
 	s->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
+	s->id = atomic_fetch_add(&sim.next_id, 1);
+	pthread_mutex_lock(&sim.lock);
+	s->next = x->streams;
+	x->streams = s;
+	pthread_mutex_unlock(&sim.lock);
 	*phStream = (CUstream)s;
 	return CUDA_SUCCESS;
 }
@@ -80,10 +72,14 @@ static CUresult destroy(const char *name, CUstream h)
 
 	if (r)
 		return r;
-	if (!s || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD || s->magic != STREAM_MAGIC ||
-	    s->destroyed)
+	if (!s || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD || s->magic != SIM_STREAM_MAGIC ||
+	    s->destroyed || s->legacy || s->per_thread)
 		return CUDA_ERROR_INVALID_HANDLE;
-	/* Kept, marked dead: a stale handle is an error, not a use-after-free. */
+	/*
+	 * Queued work still completes (the context's tail keeps it). The
+	 * structure is kept, marked dead: a stale handle is an error, not a
+	 * use-after-free.
+	 */
 	s->destroyed = true;
 	return CUDA_SUCCESS;
 }
@@ -98,117 +94,340 @@ SIM_API CUresult cuStreamDestroy(CUstream hStream)
 	return destroy(__func__, hStream);
 }
 
-static CUresult synchronize(const char *name, CUstream h)
+static CUresult synchronize(const char *name, CUstream h, bool ptds)
 {
 	CUresult r = sim_enter(name);
-	struct sim_ctx *c;
+	struct sim_stream *s;
 
 	if (r)
 		return r;
-	r = stream_ctx(h, &c);
+	r = sim_exec_stream(h, ptds, &s);
 	if (r)
 		return r;
-	r = sim_check_device_health(c->device);
-	if (r)
-		return r;
-	sim_pool_sync_release(c);
-	return CUDA_SUCCESS;
+	if (s->capture)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	r = sim_exec_stream_wait(s);
+	sim_pool_sync_release(s->ctx);
+	return r;
 }
 
 SIM_API CUresult cuStreamSynchronize(CUstream hStream)
 {
-	return synchronize(__func__, hStream);
+	return synchronize(__func__, hStream, false);
 }
 
 SIM_API CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
-	return synchronize(__func__, hStream);
+	return synchronize(__func__, hStream, true);
 }
 
-static CUresult query(const char *name, CUstream h)
+static CUresult query(const char *name, CUstream h, bool ptds)
 {
 	CUresult r = sim_enter(name);
-	struct sim_ctx *c;
+	struct sim_stream *s;
 
 	if (r)
 		return r;
-	r = stream_ctx(h, &c);
-	return r ? r : sim_check_device_health(c->device);
+	r = sim_exec_stream(h, ptds, &s);
+	if (r)
+		return r;
+	if (s->capture)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	r = (CUresult)atomic_load(&sim_exec_of(s->ctx)->sticky);
+	if (r)
+		return r;
+	if (sim_exec_deps(s) > sim_now_ns() || atomic_load(&s->host_pending))
+		return CUDA_ERROR_NOT_READY;
+	return sim_check_device_health(s->ctx->device);
 }
 
 SIM_API CUresult cuStreamQuery(CUstream hStream)
 {
-	return query(__func__, hStream);
+	return query(__func__, hStream, false);
 }
 
 SIM_API CUresult cuStreamQuery_ptsz(CUstream hStream)
 {
-	return query(__func__, hStream);
+	return query(__func__, hStream, true);
 }
 
-static CUresult get_ctx(const char *name, CUstream h, CUcontext *pctx)
+static CUresult wait_event(const char *name, CUstream h, CUevent ev, unsigned int flags, bool ptds)
 {
 	CUresult r = sim_enter(name);
-	struct sim_ctx *c;
+	struct sim_event *e = (struct sim_event *)ev;
+	struct sim_stream *s;
+
+	if (r)
+		return r;
+	if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_exec_stream(h, ptds, &s);
+	if (r)
+		return r;
+	if (!e || e->magic != SIM_EVENT_MAGIC || e->destroyed)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (s->capture) {
+		sim_graph_capture_invalidate(s);
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
+	/* Waiting on an event never recorded is a no-op, as documented. */
+	sim_exec_complete_at(s, atomic_load(&e->ts));
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+	return wait_event(__func__, hStream, hEvent, Flags, false);
+}
+
+SIM_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+	return wait_event(__func__, hStream, hEvent, Flags, true);
+}
+
+/* Host functions ---------------------------------------------------------- */
+
+
+
+static CUresult host_func(const char *name, CUstream h, CUhostFn fn, void *data, bool ptds)
+{
+	CUresult r = sim_enter(name);
+	struct sim_stream *s;
+
+	if (r)
+		return r;
+	if (!fn)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_exec_stream(h, ptds, &s);
+	if (r)
+		return r;
+	if (s->capture)
+		return sim_graph_capture_host(s, fn, data);
+	return sim_exec_host_func(s, fn, data);
+}
+
+SIM_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+	return host_func(__func__, hStream, fn, userData, false);
+}
+
+SIM_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+	return host_func(__func__, hStream, fn, userData, true);
+}
+
+/* cuStreamAddCallback: a host function that also receives the stream and a status. */
+struct callback {
+	CUstreamCallback cb;
+	CUstream stream;
+	void *data;
+};
+
+static void run_callback(void *arg)
+{
+	struct callback *c = arg;
+
+	c->cb(c->stream, CUDA_SUCCESS, c->data);
+	free(c);
+}
+
+static CUresult add_callback(const char *name, CUstream h, CUstreamCallback cb, void *data,
+			     unsigned int flags, bool ptds)
+{
+	CUresult r = sim_enter(name);
+	struct sim_stream *s;
+	struct callback *c;
+
+	if (r)
+		return r;
+	if (!cb || flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_exec_stream(h, ptds, &s);
+	if (r)
+		return r;
+	if (s->capture) {
+		sim_graph_capture_invalidate(s);
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
+	c = malloc(sizeof(*c));
+	if (!c)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*c = (struct callback){cb, h, data};
+	r = sim_exec_host_func(s, run_callback, c);
+	if (r)
+		free(c);
+	return r;
+}
+
+SIM_API CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
+				     unsigned int flags)
+{
+	return add_callback(__func__, hStream, callback, userData, flags, false);
+}
+
+SIM_API CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback,
+					  void *userData, unsigned int flags)
+{
+	return add_callback(__func__, hStream, callback, userData, flags, true);
+}
+
+/* Attributes ---------------------------------------------------------------- */
+
+static CUresult resolve(const char *name, CUstream h, bool ptds, struct sim_stream **ret)
+{
+	CUresult r = sim_enter(name);
+
+	return r ? r : sim_exec_stream(h, ptds, ret);
+}
+
+SIM_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+	struct sim_stream *s;
+	CUresult r = resolve(__func__, hStream, false, &s);
 
 	if (r)
 		return r;
 	if (!pctx)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = stream_ctx(h, &c);
-	if (r)
-		return r;
-	*pctx = (CUcontext)c;
+	*pctx = (CUcontext)s->ctx;
 	return CUDA_SUCCESS;
-}
-
-SIM_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
-{
-	return get_ctx(__func__, hStream, pctx);
 }
 
 SIM_API CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
 {
-	return get_ctx(__func__, hStream, pctx);
+	struct sim_stream *s;
+	CUresult r = resolve(__func__, hStream, true, &s);
+
+	if (r)
+		return r;
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pctx = (CUcontext)s->ctx;
+	return CUDA_SUCCESS;
 }
 
-static CUresult get_attrs(const char *name, CUstream h, unsigned *flags, int *priority)
+/* CUDA 12.5: also returns the green context, which cusim does not model (NULL). */
+SIM_API CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
-	CUresult r = sim_enter(name);
-	struct sim_ctx *c;
-	struct sim_stream *s = (struct sim_stream *)h;
+	struct sim_stream *s;
+	CUresult r = resolve(__func__, hStream, false, &s);
 
 	if (r)
 		return r;
-	if (!flags && !priority)
+	if (!pCtx && !pGreenCtx)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = stream_ctx(h, &c);
+	if (pCtx)
+		*pCtx = (CUcontext)s->ctx;
+	if (pGreenCtx)
+		*pGreenCtx = NULL;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+	struct sim_stream *s;
+	CUresult r = resolve(__func__, hStream, true, &s);
+
 	if (r)
 		return r;
-	bool special = h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
-	if (flags)
-		*flags = special ? 0 : s->flags;
-	if (priority)
-		*priority = special ? 0 : s->priority;
+	if (!pCtx && !pGreenCtx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (pCtx)
+		*pCtx = (CUcontext)s->ctx;
+	if (pGreenCtx)
+		*pGreenCtx = NULL;
+	return CUDA_SUCCESS;
+}
+
+static CUresult get_flags(const char *name, CUstream h, unsigned int *flags, bool ptds)
+{
+	struct sim_stream *s;
+	CUresult r = resolve(name, h, ptds, &s);
+
+	if (r)
+		return r;
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	*flags = s->flags;
 	return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
 {
-	return flags ? get_attrs(__func__, hStream, flags, NULL) : CUDA_ERROR_INVALID_VALUE;
+	return get_flags(__func__, hStream, flags, false);
 }
 
 SIM_API CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
 {
-	return flags ? get_attrs(__func__, hStream, flags, NULL) : CUDA_ERROR_INVALID_VALUE;
+	return get_flags(__func__, hStream, flags, true);
+}
+
+static CUresult get_priority(const char *name, CUstream h, int *priority, bool ptds)
+{
+	struct sim_stream *s;
+	CUresult r = resolve(name, h, ptds, &s);
+
+	if (r)
+		return r;
+	if (!priority)
+		return CUDA_ERROR_INVALID_VALUE;
+	*priority = s->priority;
+	return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuStreamGetPriority(CUstream hStream, int *priority)
 {
-	return priority ? get_attrs(__func__, hStream, NULL, priority) : CUDA_ERROR_INVALID_VALUE;
+	return get_priority(__func__, hStream, priority, false);
 }
 
 SIM_API CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
 {
-	return priority ? get_attrs(__func__, hStream, NULL, priority) : CUDA_ERROR_INVALID_VALUE;
+	return get_priority(__func__, hStream, priority, true);
+}
+
+static CUresult get_id(const char *name, CUstream h, unsigned long long *id, bool ptds)
+{
+	struct sim_stream *s;
+	CUresult r = resolve(name, h, ptds, &s);
+
+	if (r)
+		return r;
+	if (!id)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* The legacy stream's id is 0 here; created streams get unique ones. */
+	*id = s->id;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+	return get_id(__func__, hStream, streamId, false);
+}
+
+SIM_API CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
+{
+	return get_id(__func__, hStream, streamId, true);
+}
+
+static CUresult get_device(const char *name, CUstream h, CUdevice *device, bool ptds)
+{
+	struct sim_stream *s;
+	CUresult r = resolve(name, h, ptds, &s);
+
+	if (r)
+		return r;
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	*device = s->ctx->ordinal;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
+{
+	return get_device(__func__, hStream, device, false);
+}
+
+SIM_API CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
+{
+	return get_device(__func__, hStream, device, true);
 }

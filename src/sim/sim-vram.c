@@ -170,9 +170,13 @@ CUresult sim_mem_charge(int dev, uint64_t bytes)
 {
 	if (atomic_load_explicit(&sim.shm->dev[dev].lost, memory_order_relaxed))
 		return CUDA_ERROR_DEVICE_UNAVAILABLE;
-	if (sim_dev_charge(sim.shm, sim.slot, (unsigned)dev, bytes) < 0)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	return CUDA_SUCCESS;
+	if (sim_dev_charge(sim.shm, sim.slot, (unsigned)dev, bytes) == 0)
+		return CUDA_SUCCESS;
+	/* Memory of processes that died may still be charged: reclaim, then retry once. */
+	if (sim_proc_reclaim_dead(sim.shm) > 0 &&
+	    sim_dev_charge(sim.shm, sim.slot, (unsigned)dev, bytes) == 0)
+		return CUDA_SUCCESS;
+	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 void sim_mem_uncharge(int dev, uint64_t bytes)

@@ -194,6 +194,12 @@ CUresult sim_check_range(uintptr_t p, size_t len, struct sim_alloc *ret_copy);
 
 /* ---- core memory (sim-memory.c) ---- */
 
+/*
+ * Gives back the device memory of a device or managed range (not its
+ * registry entry). Caller holds sim.lock.
+ */
+void sim_mem_release_locked(struct sim_alloc *a);
+
 /* Frees a cuMemAlloc/Pitch/Managed allocation by its base (cuMemFree semantics). */
 CUresult sim_mem_free_ptr(CUdeviceptr ptr);
 

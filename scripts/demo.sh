@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# A short guided tour of cusim, the simulated GPU machine cuslice is tested on.
+#
+# usage: scripts/demo.sh BUILD_DIR     (make demo)
+#
+# Everything runs on a private simulator instance (CUSIM_INSTANCE=demo-<pid>)
+# that is removed at the end, so it never disturbs another user of cusim.
+# Each step checks what it shows; the script exits non-zero at the first
+# step that misbehaves, naming it.
+set -euo pipefail
+
+if [ $# -ne 1 ] || [ ! -d "$1" ]; then
+	echo "usage: $0 BUILD_DIR" >&2
+	exit 2
+fi
+build=$(cd "$1" && pwd)
+ctl=$build/src/sim/cusim-ctl
+alloc=$build/clients/cs-alloc
+nvml=$build/clients/cs-nvml-query
+loader=$build/clients/cs-runtime-loader
+direct=$build/clients/cs-dlsym-direct
+for f in "$ctl" "$alloc" "$nvml" "$loader" "$direct"; do
+	if [ ! -x "$f" ]; then
+		echo "demo: $f is missing; build first (make)" >&2
+		exit 1
+	fi
+done
+
+export CUSIM_INSTANCE=demo-$$
+export CUSIM_GPUS="H100:80GiB:132,A100:40GiB:108"
+export CUSIM_CTX_MEM=256MiB
+unset CUSIM_FAULTS CUDA_VISIBLE_DEVICES
+# The dlopen()-based programs find cusim's libcuda.so.1 / libnvidia-ml.so.1
+# here, as applications find the real driver's on a GPU host.
+export LD_LIBRARY_PATH=$build/src/sim:$build/src/sim/nvml${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+GiB=$((1 << 30))
+CTX=$((256 << 20))
+tmp=$(mktemp -d)
+holders=()
+
+cleanup() {
+	for pid in "${holders[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	wait 2>/dev/null || true
+	"$ctl" reset >/dev/null 2>&1 || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+if [ -t 1 ]; then
+	bold=$'\e[1m' dim=$'\e[2m' green=$'\e[32m' red=$'\e[31m' off=$'\e[0m'
+else
+	bold='' dim='' green='' red='' off=''
+fi
+step=0
+
+section() {
+	step=$((step + 1))
+	printf '\n%s== %d. %s ==%s\n' "$bold" "$step" "$1" "$off"
+}
+
+# What the reader should look at in the output just shown.
+notice() {
+	printf '%s   -> %s%s\n' "$dim" "$*" "$off"
+}
+
+ok() {
+	printf '%s   ok: %s%s\n' "$green" "$*" "$off"
+}
+
+die() {
+	printf '%sdemo: step %d failed: %s%s\n' "$red" "$step" "$*" "$off" >&2
+	exit 1
+}
+
+# Shows a command line, runs it, keeps its output in $tmp/out; fails on non-zero.
+run() {
+	local rc
+	printf '%s$ %s%s\n' "$bold" "${*##*/}" "$off"
+	set +e
+	"$@" >"$tmp/out" 2>&1
+	rc=$?
+	set -e
+	sed 's/^/    /' "$tmp/out"
+	[ "$rc" -eq 0 ] || die "'${1##*/}' exited with $rc"
+}
+
+# Like run, but shows only the unindented summary lines of the output.
+run_summary() {
+	local rc
+	printf '%s$ %s%s\n' "$bold" "${*##*/}" "$off"
+	set +e
+	"$@" >"$tmp/out" 2>&1
+	rc=$?
+	set -e
+	grep -v '^ ' "$tmp/out" | sed 's/^/    /'
+	[ "$rc" -eq 0 ] || die "'${1##*/}' exited with $rc"
+}
+
+# Same, for a command that must fail with exit status 1.
+run_fails() {
+	local rc
+	printf '%s$ %s%s\n' "$bold" "${*##*/}" "$off"
+	set +e
+	"$@" >"$tmp/out" 2>&1
+	rc=$?
+	set -e
+	sed 's/^/    /' "$tmp/out"
+	[ "$rc" -eq 1 ] || die "'${1##*/}' exited with $rc, expected the failure status 1"
+}
+
+# Starts a cs-alloc that holds its memory until SIGTERM; waits for "ready".
+start_holder() {
+	local name=$1
+	shift
+	printf '%s$ cs-alloc %s --hold-until-signal &%s\n' "$bold" "$*" "$off"
+	"$alloc" "$@" --hold-until-signal >"$tmp/$name" 2>&1 &
+	holders+=($!)
+	eval "${name}_pid=$!"
+	for _ in $(seq 1 300); do
+		grep -qx ready "$tmp/$name" && break
+		kill -0 "$!" 2>/dev/null || break
+		sleep 0.1
+	done
+	sed 's/^/    /' "$tmp/$name"
+	grep -qx ready "$tmp/$name" || die "the holder ($name) never became ready"
+}
+
+# The number after KEY= on the first line of file that starts with PREFIX.
+field() {
+	sed -n "s/^$2.*$3=\([0-9]*\).*/\1/p" "$1" | head -n 1
+}
+
+printf '%scusim demo%s: a simulated machine with two GPUs, shared by real processes.\n' \
+	"$bold" "$off"
+printf 'instance %s, CUSIM_GPUS="%s", CUSIM_CTX_MEM=%s\n' "$CUSIM_INSTANCE" "$CUSIM_GPUS" \
+	"$CUSIM_CTX_MEM"
+
+section "Create the machine"
+run "$ctl" create
+run "$ctl" status
+notice "two devices with their own UUIDs and PCI addresses; no process uses them yet."
+grep -q "H100" "$tmp/out" && grep -q "A100" "$tmp/out" || die "status does not list both GPUs"
+ok "instance created"
+
+section "The monitoring view (NVML, as nvidia-smi sees it)"
+run "$nvml"
+notice "cs-nvml-query dlopen()s libnvidia-ml.so.1 like nvidia-smi; cusim's answers it."
+run "$nvml" --json --device 0
+grep -q '"total":[[:space:]]*85899345920' "$tmp/out" || die "NVML does not report 80 GiB on GPU 0"
+ok "NVML reports device 0 with exactly 80 GiB"
+
+section "The driver view (how CUDA programs load libcuda.so.1)"
+run_summary "$loader"
+notice "the runtime's path: dlopen + cuGetProcAddress_v2 only; every call via returned pointers."
+run_summary "$loader" --check-variants --ptds
+notice "each (name, version, flags) answer is the ABI variant that version compiled against."
+run "$direct"
+notice "cuBLASLt's path: dlsym of versioned names such as cuMemAlloc_v2."
+ok "three loading paths reach the same simulated GPU"
+
+section "Two processes compete for one GPU's memory"
+start_holder first --bytes 60GiB --verify sample
+free_after=$(field "$tmp/first" "meminfo after:" free)
+notice "the first process holds 60 GiB plus its 256 MiB context; free is now $free_after bytes."
+run "$nvml" --device 0
+grep -q "cs-alloc" "$tmp/out" || die "NVML does not list the holding process"
+notice "NVML lists the holder and its memory, as nvidia-smi would."
+# A second process needs its own context: it can have what is left after that, exactly.
+fits=$((free_after - CTX))
+run "$alloc" --bytes "$fits" --verify sample
+notice "the second process got exactly the free memory ($fits bytes) ..."
+run_fails "$alloc" --bytes $((fits + 1)) --verify sample
+grep -q "CUDA_ERROR_OUT_OF_MEMORY" "$tmp/out" || die "one byte more did not fail with out of memory"
+notice "... and one byte more (a 512-byte allocation unit) fails with CUDA_ERROR_OUT_OF_MEMORY."
+ok "capacity is shared and exact across processes"
+
+section "Memory comes back when a process ends"
+printf '%s$ kill -TERM %s%s\n' "$bold" "$first_pid" "$off"
+kill -TERM "$first_pid"
+wait "$first_pid" || die "the holder did not exit cleanly on SIGTERM"
+sed 's/^/    /' "$tmp/first" | tail -n 3
+notice "on SIGTERM the holder freed its memory and exited."
+start_holder second --bytes 70GiB --verify sample
+notice "a new process can have 70 GiB now."
+printf '%s$ kill -KILL %s%s\n' "$bold" "$second_pid" "$off"
+kill -KILL "$second_pid"
+wait "$second_pid" 2>/dev/null || true
+run "$alloc" --bytes 79GiB --verify sample
+notice "even after kill -9 (no exit handlers) the memory is free again at once, as on a GPU."
+ok "memory of exited and killed processes is returned"
+
+section "Injected faults"
+run_fails env CUSIM_FAULTS="cuMemAlloc_v2@2=OUT_OF_MEMORY" \
+	"$alloc" --count 3 --bytes 1GiB --verify sample
+grep -q "allocation 2 of 3" "$tmp/out" || die "the fault did not hit the 2nd cuMemAlloc_v2"
+notice "CUSIM_FAULTS made this process's 2nd cuMemAlloc_v2 fail although 79 GiB are free."
+run "$ctl" fault add "cuMemAlloc_v2x*=OUT_OF_MEMORY"
+run "$ctl" fault list
+run_fails "$alloc" --bytes 1MiB
+notice "a fault armed with cusim-ctl hits every process of the instance ..."
+run "$ctl" fault clear
+run "$alloc" --bytes 1MiB
+notice "... until it is cleared."
+ok "faults are injected per process and per instance"
+
+section "A GPU falls off the bus"
+run "$ctl" device lost 1
+run_fails "$alloc" --device 1 --bytes 1MiB
+notice "device 1 is lost: its calls fail; device 0 is unaffected:"
+run "$alloc" --device 0 --bytes 1MiB
+run "$ctl" device healthy 1
+run "$alloc" --device 1 --bytes 1MiB
+ok "device loss is simulated per device"
+
+section "Reset"
+run "$ctl" reset
+notice "the instance file is gone; the next program would create a fresh machine."
+printf '\n%sdemo finished: every step behaved as described.%s\n' "$green" "$off"

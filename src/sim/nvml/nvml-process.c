@@ -1,0 +1,156 @@
+/*
+ * Running processes of a device, from the instance's process slots.
+ *
+ * A compute process of device d is a live slot whose ctx_devices has bit d
+ * set (the process holds a context there); its usedGpuMemory is what the
+ * slot has charged on d, context footprint included. Slots of processes that
+ * died (kill -9) are reclaimed first, so they never show and their memory is
+ * back before the caller looks at nvmlDeviceGetMemoryInfo.
+ *
+ * cusim has no graphics engine: the graphics process lists are always empty.
+ */
+#include "nvml-sim.h"
+
+#include <string.h>
+
+/* MIG is not simulated: the instance ids read "not applicable". */
+#define NO_MIG_ID 0xFFFFFFFFu
+
+struct proc_entry {
+	unsigned int pid;
+	unsigned long long used;
+};
+
+/*
+ * Snapshots the compute processes of device `index` into out[] (room for
+ * SIM_MAX_PROCS entries); returns their number. Lock-free: a process that
+ * starts or exits meanwhile may or may not be listed, as with a real GPU.
+ */
+static unsigned snapshot(unsigned index, struct proc_entry *out)
+{
+	struct sim_shared *sh = sim_nvml.shm;
+	unsigned n = 0;
+
+	sim_proc_reclaim_dead(sh);
+	for (unsigned s = 0; s < SIM_MAX_PROCS; s++) {
+		struct sim_proc_slot *slot = &sh->procs[s];
+		int32_t pid = atomic_load_explicit(&slot->pid, memory_order_acquire);
+
+		if (pid <= 0 || !(atomic_load(&slot->ctx_devices) & (1u << index)))
+			continue;
+		out[n].pid = (unsigned int)pid;
+		out[n].used = atomic_load_explicit(&slot->used[index], memory_order_relaxed);
+		n++;
+	}
+	return n;
+}
+
+/* Which struct the caller's infos[] array holds. */
+enum info_kind {
+	INFO_V1,	/* nvmlProcessInfo_v1_t */
+	INFO_V2,	/* nvmlProcessInfo_v2_t */
+	INFO_V3,	/* nvmlProcessInfo_t */
+};
+
+static void store(void *infos, enum info_kind kind, unsigned k, const struct proc_entry *e)
+{
+	switch (kind) {
+	case INFO_V1: {
+		nvmlProcessInfo_v1_t *p = (nvmlProcessInfo_v1_t *)infos + k;
+		memset(p, 0, sizeof(*p));
+		p->pid = e->pid;
+		p->usedGpuMemory = e->used;
+		break;
+	}
+	case INFO_V2: {
+		nvmlProcessInfo_v2_t *p = (nvmlProcessInfo_v2_t *)infos + k;
+		memset(p, 0, sizeof(*p));
+		p->pid = e->pid;
+		p->usedGpuMemory = e->used;
+		p->gpuInstanceId = NO_MIG_ID;
+		p->computeInstanceId = NO_MIG_ID;
+		break;
+	}
+	case INFO_V3: {
+		nvmlProcessInfo_t *p = (nvmlProcessInfo_t *)infos + k;
+		memset(p, 0, sizeof(*p));
+		p->pid = e->pid;
+		p->usedGpuMemory = e->used;
+		p->gpuInstanceId = NO_MIG_ID;
+		p->computeInstanceId = NO_MIG_ID;
+		break;
+	}
+	}
+}
+
+/*
+ * The NVML list protocol: *infoCount is the capacity of infos[] on input
+ * (infos may be NULL when it is 0) and the number of processes on output.
+ * When they do not fit, *infoCount is set to the number needed and
+ * NVML_ERROR_INSUFFICIENT_SIZE returned (infos untouched); so a call with
+ * *infoCount == 0 gives NVML_SUCCESS only when there is no process.
+ * `graphics`: the graphics list, always empty here.
+ */
+static nvmlReturn_t list(const char *name, nvmlDevice_t device, unsigned int *infoCount,
+			 void *infos, enum info_kind kind, bool graphics)
+{
+	struct proc_entry found[SIM_MAX_PROCS];	/* 16 KiB */
+	unsigned i, n;
+	nvmlReturn_t r = sim_nvml_enter_device(name, device, &i);
+
+	if (r)
+		return r;
+	if (!infoCount || (*infoCount && !infos))
+		return NVML_ERROR_INVALID_ARGUMENT;
+	n = graphics ? 0 : snapshot(i, found);
+	if (n > *infoCount) {
+		*infoCount = n;
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	}
+	for (unsigned k = 0; k < n; k++)
+		store(infos, kind, k, &found[k]);
+	*infoCount = n;
+	return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
+							   unsigned int *infoCount,
+							   nvmlProcessInfo_v1_t *infos)
+{
+	return list(__func__, device, infoCount, infos, INFO_V1, false);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
+							      unsigned int *infoCount,
+							      nvmlProcessInfo_v2_t *infos)
+{
+	return list(__func__, device, infoCount, infos, INFO_V2, false);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+							      unsigned int *infoCount,
+							      nvmlProcessInfo_t *infos)
+{
+	return list(__func__, device, infoCount, infos, INFO_V3, false);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device,
+							    unsigned int *infoCount,
+							    nvmlProcessInfo_v1_t *infos)
+{
+	return list(__func__, device, infoCount, infos, INFO_V1, true);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device,
+							       unsigned int *infoCount,
+							       nvmlProcessInfo_v2_t *infos)
+{
+	return list(__func__, device, infoCount, infos, INFO_V2, true);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
+							       unsigned int *infoCount,
+							       nvmlProcessInfo_t *infos)
+{
+	return list(__func__, device, infoCount, infos, INFO_V3, true);
+}

@@ -1,0 +1,181 @@
+/*
+ * Events: a recorded event completes when the work before it on its stream
+ * completes; its timestamp is that completion time on the device timeline.
+ */
+#include "sim-exec.h"
+#include "sim-graph.h"
+
+#include <stdlib.h>
+
+#define EVENT_FLAGS_MASK (CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS)
+
+static CUresult check_event(struct sim_event *e)
+{
+	return e && e->magic == SIM_EVENT_MAGIC && !e->destroyed ? CUDA_SUCCESS
+								 : CUDA_ERROR_INVALID_HANDLE;
+}
+
+SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+	struct sim_event *e;
+
+	if (r)
+		return r;
+	if (!phEvent || (Flags & ~(unsigned)EVENT_FLAGS_MASK))
+		return CUDA_ERROR_INVALID_VALUE;
+	/* Interprocess events must be created without timing, as documented. */
+	if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING))
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	e->magic = SIM_EVENT_MAGIC;
+	e->flags = Flags;
+	e->ctx = c;
+	*phEvent = (CUevent)e;
+	return CUDA_SUCCESS;
+}
+
+static CUresult destroy(const char *name, CUevent h)
+{
+	CUresult r = sim_enter(name);
+	struct sim_event *e = (struct sim_event *)h;
+
+	if (r)
+		return r;
+	r = check_event(e);
+	if (r)
+		return r;
+	/* Kept, marked dead: a stale handle is an error, not a use-after-free. */
+	e->destroyed = true;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+	return destroy(__func__, hEvent);
+}
+
+SIM_API CUresult cuEventDestroy(CUevent hEvent)
+{
+	return destroy(__func__, hEvent);
+}
+
+static CUresult record(const char *name, CUevent h, CUstream hs, unsigned flags, bool ptds)
+{
+	CUresult r = sim_enter(name);
+	struct sim_event *e = (struct sim_event *)h;
+	struct sim_stream *s;
+	uint64_t now, deps;
+
+	if (r)
+		return r;
+	if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = check_event(e);
+	if (r)
+		return r;
+	r = sim_exec_stream(hs, ptds, &s);
+	if (r)
+		return r;
+	if (s->ctx != e->ctx)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (s->capture) {
+		sim_graph_capture_invalidate(s);
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
+	now = sim_now_ns();
+	deps = sim_exec_deps(s);
+	atomic_store(&e->recorded_at, now);
+	atomic_store(&e->ts, deps > now ? deps : now);
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+	return record(__func__, hEvent, hStream, 0, false);
+}
+
+SIM_API CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+	return record(__func__, hEvent, hStream, 0, true);
+}
+
+SIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+	return record(__func__, hEvent, hStream, flags, false);
+}
+
+SIM_API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+	return record(__func__, hEvent, hStream, flags, true);
+}
+
+SIM_API CUresult cuEventQuery(CUevent hEvent)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_event *e = (struct sim_event *)hEvent;
+
+	if (r)
+		return r;
+	r = check_event(e);
+	if (r)
+		return r;
+	/* An event never recorded has no work to wait for: complete. */
+	return atomic_load(&e->ts) > sim_now_ns() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuEventSynchronize(CUevent hEvent)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_event *e = (struct sim_event *)hEvent;
+
+	if (r)
+		return r;
+	r = check_event(e);
+	if (r)
+		return r;
+	sim_exec_sleep_until(atomic_load(&e->ts));
+	r = (CUresult)atomic_load(&sim_exec_of(e->ctx)->sticky);
+	sim_pool_sync_release(e->ctx);
+	return r;
+}
+
+static CUresult elapsed(const char *name, float *ms, CUevent hs, CUevent he)
+{
+	CUresult r = sim_enter(name);
+	struct sim_event *s = (struct sim_event *)hs, *e = (struct sim_event *)he;
+	uint64_t t0, t1;
+
+	if (r)
+		return r;
+	if (!ms)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (check_event(s) || check_event(e))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if ((s->flags | e->flags) & CU_EVENT_DISABLE_TIMING)
+		return CUDA_ERROR_INVALID_HANDLE;
+	t0 = atomic_load(&s->ts);
+	t1 = atomic_load(&e->ts);
+	if (!t0 || !t1)
+		return CUDA_ERROR_INVALID_HANDLE; /* not recorded */
+	if (t0 > sim_now_ns() || t1 > sim_now_ns())
+		return CUDA_ERROR_NOT_READY;
+	*ms = (float)((double)((int64_t)(t1 - t0)) / 1e6);
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+	return elapsed(__func__, pMilliseconds, hStart, hEnd);
+}
+
+SIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+	return elapsed(__func__, pMilliseconds, hStart, hEnd);
+}

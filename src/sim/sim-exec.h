@@ -1,0 +1,120 @@
+/*
+ * The execution model: streams, the device timeline, and waiting.
+ *
+ * No GPU code runs. Work has a modelled duration and occupies time:
+ *   - kernels occupy the device: each is reserved on the device's timeline
+ *     in the shared instance at [start, start + duration) with
+ *     start = max(now, the stream's dependencies, the device's busy_until),
+ *     so kernels of all processes on a device run one at a time, in
+ *     submission order, and in order within a stream;
+ *   - copies and host functions occupy only their stream (copy engines run
+ *     beside the compute engine on a real GPU).
+ * Data effects (a built-in kernel's output, a copy's bytes) happen when the
+ * work is submitted; its completion time is when synchronizing calls return,
+ * blocking in real wall-clock time (CLOCK_MONOTONIC) until then.
+ *
+ * Legacy default stream semantics: work on the legacy stream waits for all
+ * blocking streams of its context and they wait for it; a per-thread default
+ * stream behaves as a blocking stream of its thread.
+ */
+#ifndef SIM_EXEC_H
+#define SIM_EXEC_H
+
+#include "sim.h"
+
+#define SIM_STREAM_MAGIC 0x4d525453u /* "STRM" */
+#define SIM_EVENT_MAGIC 0x544e5645u  /* "EVNT" */
+
+/* How many launches a context may have in flight before a launch blocks. */
+#define SIM_LAUNCH_QUEUE 1024
+
+struct sim_graph;
+
+struct sim_stream {
+	uint32_t magic;
+	bool destroyed;
+	bool blocking;			/* not CU_STREAM_NON_BLOCKING */
+	bool legacy;			/* the context's legacy default stream */
+	bool per_thread;		/* a thread's per-thread default stream */
+	struct sim_ctx *ctx;
+	unsigned flags;
+	int priority;
+	unsigned long long id;
+	_Atomic uint64_t tail;		/* completion time of its last work, ns */
+	_Atomic unsigned host_pending;	/* host functions queued, not yet run */
+	struct sim_graph *capture;	/* non-NULL while capturing (sim-graph.c) */
+	CUstreamCaptureMode capture_mode;
+	unsigned long long capture_id;
+	struct sim_stream *next;	/* in the context's list */
+};
+
+/* Per-context execution state (struct sim_ctx.exec). */
+struct sim_ctx_exec {
+	struct sim_stream legacy;
+	struct sim_stream *streams;	/* created and per-thread streams */
+	_Atomic uint64_t blocking_tail;	/* max tail over blocking streams */
+	_Atomic uint64_t tail;		/* max tail over all streams */
+	_Atomic int sticky;		/* a sticky error (e.g. ILLEGAL_ADDRESS), 0 if none */
+	uint64_t launch_ends[SIM_LAUNCH_QUEUE];	/* ring of recent launches' end times */
+	unsigned long long launches;
+};
+
+struct sim_event {
+	uint32_t magic;
+	bool destroyed;
+	unsigned flags;
+	struct sim_ctx *ctx;
+	_Atomic uint64_t ts;		/* completion time of the recorded work, 0: never recorded */
+	_Atomic uint64_t recorded_at;	/* when the record call was made */
+};
+
+/* The context's execution state, created on first use. Never NULL for a valid context. */
+struct sim_ctx_exec *sim_exec_of(struct sim_ctx *ctx);
+
+/*
+ * Resolves a stream handle: NULL (legacy, or per-thread when ptds),
+ * CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, or a created stream.
+ * CUDA_ERROR_INVALID_CONTEXT with no current context for the special
+ * handles, CUDA_ERROR_INVALID_HANDLE for a bad or destroyed stream.
+ */
+CUresult sim_exec_stream(CUstream h, bool ptds, struct sim_stream **ret);
+
+/* Earliest start of new work on s: its own tail and the legacy-stream dependencies. */
+uint64_t sim_exec_deps(struct sim_stream *s);
+
+/* Records that work on s completes at end (updates s, the context, legacy sync). */
+void sim_exec_complete_at(struct sim_stream *s, uint64_t end);
+
+/*
+ * Reserves `ns` of device time for a kernel on s (after its dependencies and
+ * every kernel already reserved on the device), records it as busy time of
+ * this process, and returns its [start, end). Blocks first while the context
+ * has SIM_LAUNCH_QUEUE launches in flight, as a full launch queue does.
+ */
+void sim_exec_kernel(struct sim_stream *s, uint64_t ns, uint64_t *ret_start, uint64_t *ret_end);
+
+/* Occupies s (not the device) for ns, e.g. a copy. */
+void sim_exec_copy(struct sim_stream *s, uint64_t ns);
+
+/* Modelled duration of a copy of `bytes` of the given kind. */
+uint64_t sim_exec_copy_ns(size_t bytes, bool device_to_device);
+
+/* Sleeps until CLOCK_MONOTONIC time t (ns). */
+void sim_exec_sleep_until(uint64_t t);
+
+/* Waits until all work on s has completed (and its host functions ran). */
+CUresult sim_exec_stream_wait(struct sim_stream *s);
+
+/* Waits until all work of the context has completed. */
+CUresult sim_exec_ctx_wait(struct sim_ctx *ctx);
+
+/*
+ * Queues fn(data) to run on cusim's host-function thread once the work
+ * before it on s has completed; the stream's later work follows it.
+ */
+CUresult sim_exec_host_func(struct sim_stream *s, CUhostFn fn, void *data);
+
+/* In a forked child: the host-function thread is gone. */
+void sim_exec_forget_after_fork(void);
+
+#endif

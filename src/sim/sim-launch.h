@@ -1,0 +1,34 @@
+/*
+ * Kernel launches (sim-launch.c): what a launch is, so that graphs can
+ * record one and replay it.
+ */
+#ifndef SIM_LAUNCH_H
+#define SIM_LAUNCH_H
+
+#include "sim-exec.h"
+#include "sim-module.h"
+
+/* A validated launch: function, geometry and its packed argument buffer. */
+struct sim_launch {
+	struct sim_function *f;
+	unsigned grid[3];
+	unsigned block[3];
+	unsigned shmem;
+	bool cooperative;
+	size_t args_len;
+	unsigned char *args;		/* args_len bytes, laid out as f's parameters */
+};
+
+/*
+ * Runs a launch on s: performs a built-in kernel's effects, makes the
+ * process's managed memory resident, and reserves the kernel's modelled
+ * duration on the device. An out-of-range pointer given to a built-in
+ * leaves CUDA_ERROR_ILLEGAL_ADDRESS sticky on the context, as a faulting
+ * kernel does; synchronizing calls report it.
+ */
+CUresult sim_launch_run(struct sim_stream *s, const struct sim_launch *l);
+
+/* Modelled duration of a launch, ns (without unified-memory migration). */
+uint64_t sim_launch_duration(const struct sim_launch *l, int dev);
+
+#endif
