@@ -452,11 +452,12 @@ static int rank_ptx(int arch, bool specific, int cc)
 	return arch;
 }
 
+/* Called for each .nv.info record; false stops the walk as malformed. */
+typedef bool (*nvinfo_fn)(unsigned attr, unsigned fmt, unsigned val, const unsigned char *payload,
+			  void *arg);
+
 /* Walks one .nv.info record list; calls fn for each record. False when malformed. */
-static bool nvinfo_walk(const unsigned char *d, uint64_t size,
-			bool (*fn)(unsigned attr, unsigned fmt, unsigned val, const unsigned char *payload,
-				   void *arg),
-			void *arg)
+static bool nvinfo_walk(const unsigned char *d, uint64_t size, nvinfo_fn fn, void *arg)
 {
 	uint64_t off = 0;
 

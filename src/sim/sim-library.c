@@ -19,7 +19,7 @@ static struct sim_library *libs;
 
 /* The library kernel a function of lib's module instantiates. */
 struct sim_kernel *sim_library_kernel_of(struct sim_library *lib, const struct sim_image *img,
-				    uint32_t i)
+					 uint32_t i)
 {
 	if (img == lib->primary)
 		return &lib->kernels[i];
@@ -29,11 +29,11 @@ struct sim_kernel *sim_library_kernel_of(struct sim_library *lib, const struct s
 	return NULL;
 }
 
-/* ---- libraries and kernels (caller holds reg.lock) ---- */
+/* ---- libraries in contexts (under sim_module_lock()) ---- */
 
 /* lib's module in ctx, loading it there on first use. */
 CUresult sim_library_module_locked(struct sim_library *lib, struct sim_ctx *ctx,
-				      struct sim_module **ret)
+				   struct sim_module **ret)
 {
 	struct sim_module *m, *next;
 	struct sim_image *img;
@@ -49,7 +49,7 @@ CUresult sim_library_module_locked(struct sim_library *lib, struct sim_ctx *ctx,
 	}
 	img = lib->img[ctx->device];
 	if (!img)
-		return lib->err[ctx->device];
+		return lib->err[ctx->device] ? lib->err[ctx->device] : CUDA_ERROR_NO_BINARY_FOR_GPU;
 	return sim_module_create_locked(ctx, img, false, lib, ret);
 }
 
@@ -105,7 +105,7 @@ static const struct sim_image_func *kernel_desc(const struct sim_kernel *k, int 
 	const struct sim_image_func *d;
 
 	if (!img) {
-		*why = k->lib->err[dev];
+		*why = k->lib->err[dev] ? k->lib->err[dev] : CUDA_ERROR_NO_BINARY_FOR_GPU;
 		return NULL;
 	}
 	if (img == k->lib->primary)

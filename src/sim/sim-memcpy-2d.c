@@ -201,7 +201,8 @@ static CUresult copy_nd(const char *name, const CUDA_MEMCPY3D_PEER *c, bool peer
 		if (r)
 			return r;
 	}
-	r = sim_stream_order(stream, ptds);
+	r = sim_stream_copy(stream, ptds, w * h * d,
+			    ss.type != CU_MEMORYTYPE_HOST && ds.type != CU_MEMORYTYPE_HOST);
 	if (r || !(w && h && d))
 		return r;
 	dense = d == 1 || (sb.slice == w * h && db.slice == w * h);
@@ -298,42 +299,42 @@ SIM_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
 {
 	CUDA_MEMCPY3D_PEER p;
 
-	return copy_nd(__func__, from_2d(pCopy, &p), false, NULL, false);
+	return copy_nd(__func__, from_2d(pCopy, &p), false, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 {
 	CUDA_MEMCPY3D_PEER p;
 
-	return copy_nd(__func__, from_2d(pCopy, &p), false, NULL, true);
+	return copy_nd(__func__, from_2d(pCopy, &p), false, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemcpy2D(const CUDA_MEMCPY2D_v1 *pCopy)
 {
 	CUDA_MEMCPY3D_PEER p;
 
-	return copy_nd(__func__, from_2d_v1(pCopy, &p), false, NULL, false);
+	return copy_nd(__func__, from_2d_v1(pCopy, &p), false, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
 {
 	CUDA_MEMCPY3D_PEER p;
 
-	return copy_nd(__func__, from_2d(pCopy, &p), false, NULL, false);
+	return copy_nd(__func__, from_2d(pCopy, &p), false, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 {
 	CUDA_MEMCPY3D_PEER p;
 
-	return copy_nd(__func__, from_2d(pCopy, &p), false, NULL, true);
+	return copy_nd(__func__, from_2d(pCopy, &p), false, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D_v1 *pCopy)
 {
 	CUDA_MEMCPY3D_PEER p;
 
-	return copy_nd(__func__, from_2d_v1(pCopy, &p), false, NULL, false);
+	return copy_nd(__func__, from_2d_v1(pCopy, &p), false, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
@@ -363,21 +364,21 @@ SIM_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
 {
 	CUDA_MEMCPY3D_PEER p;
 
-	return copy_nd(__func__, from_3d(pCopy, &p), false, NULL, false);
+	return copy_nd(__func__, from_3d(pCopy, &p), false, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
 {
 	CUDA_MEMCPY3D_PEER p;
 
-	return copy_nd(__func__, from_3d(pCopy, &p), false, NULL, true);
+	return copy_nd(__func__, from_3d(pCopy, &p), false, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemcpy3D(const CUDA_MEMCPY3D_v1 *pCopy)
 {
 	CUDA_MEMCPY3D_PEER p;
 
-	return copy_nd(__func__, from_3d_v1(pCopy, &p), false, NULL, false);
+	return copy_nd(__func__, from_3d_v1(pCopy, &p), false, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
@@ -403,12 +404,12 @@ SIM_API CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D_v1 *pCopy, CUstream hStream
 
 SIM_API CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy)
 {
-	return copy_nd(__func__, pCopy, true, NULL, false);
+	return copy_nd(__func__, pCopy, true, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
 {
-	return copy_nd(__func__, pCopy, true, NULL, true);
+	return copy_nd(__func__, pCopy, true, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)

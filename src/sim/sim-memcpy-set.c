@@ -59,7 +59,7 @@ static CUresult set_2d(const char *name, CUdeviceptr dst, size_t pitch, unsigned
 		if (r)
 			return r;
 	}
-	r = sim_stream_order(stream, ptds);
+	r = sim_stream_copy(stream, ptds, width * height * esz, true);
 	if (r || !(width && height))
 		return r;
 	if (height == 1 || pitch == row) {
@@ -76,47 +76,47 @@ static CUresult set_2d(const char *name, CUdeviceptr dst, size_t pitch, unsigned
 
 SIM_API CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
-	return set_2d(__func__, dstDevice, 0, uc, 1, N, 1, NULL, false);
+	return set_2d(__func__, dstDevice, 0, uc, 1, N, 1, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
-	return set_2d(__func__, dstDevice, 0, uc, 1, N, 1, NULL, true);
+	return set_2d(__func__, dstDevice, 0, uc, 1, N, 1, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemsetD8(CUdeviceptr_v1 dstDevice, unsigned char uc, unsigned int N)
 {
-	return set_2d(__func__, dstDevice, 0, uc, 1, N, 1, NULL, false);
+	return set_2d(__func__, dstDevice, 0, uc, 1, N, 1, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
 {
-	return set_2d(__func__, dstDevice, 0, us, 2, N, 1, NULL, false);
+	return set_2d(__func__, dstDevice, 0, us, 2, N, 1, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N)
 {
-	return set_2d(__func__, dstDevice, 0, us, 2, N, 1, NULL, true);
+	return set_2d(__func__, dstDevice, 0, us, 2, N, 1, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemsetD16(CUdeviceptr_v1 dstDevice, unsigned short us, unsigned int N)
 {
-	return set_2d(__func__, dstDevice, 0, us, 2, N, 1, NULL, false);
+	return set_2d(__func__, dstDevice, 0, us, 2, N, 1, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
-	return set_2d(__func__, dstDevice, 0, ui, 4, N, 1, NULL, false);
+	return set_2d(__func__, dstDevice, 0, ui, 4, N, 1, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
-	return set_2d(__func__, dstDevice, 0, ui, 4, N, 1, NULL, true);
+	return set_2d(__func__, dstDevice, 0, ui, 4, N, 1, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemsetD32(CUdeviceptr_v1 dstDevice, unsigned int ui, unsigned int N)
 {
-	return set_2d(__func__, dstDevice, 0, ui, 4, N, 1, NULL, false);
+	return set_2d(__func__, dstDevice, 0, ui, 4, N, 1, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
@@ -160,55 +160,55 @@ SIM_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, s
 SIM_API CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
 				 size_t Width, size_t Height)
 {
-	return set_2d(__func__, dstDevice, dstPitch, uc, 1, Width, Height, NULL, false);
+	return set_2d(__func__, dstDevice, dstPitch, uc, 1, Width, Height, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
 				      size_t Width, size_t Height)
 {
-	return set_2d(__func__, dstDevice, dstPitch, uc, 1, Width, Height, NULL, true);
+	return set_2d(__func__, dstDevice, dstPitch, uc, 1, Width, Height, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemsetD2D8(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned char uc,
 			      unsigned int Width, unsigned int Height)
 {
-	return set_2d(__func__, dstDevice, dstPitch, uc, 1, Width, Height, NULL, false);
+	return set_2d(__func__, dstDevice, dstPitch, uc, 1, Width, Height, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
 				  size_t Width, size_t Height)
 {
-	return set_2d(__func__, dstDevice, dstPitch, us, 2, Width, Height, NULL, false);
+	return set_2d(__func__, dstDevice, dstPitch, us, 2, Width, Height, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
 				       size_t Width, size_t Height)
 {
-	return set_2d(__func__, dstDevice, dstPitch, us, 2, Width, Height, NULL, true);
+	return set_2d(__func__, dstDevice, dstPitch, us, 2, Width, Height, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemsetD2D16(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned short us,
 			       unsigned int Width, unsigned int Height)
 {
-	return set_2d(__func__, dstDevice, dstPitch, us, 2, Width, Height, NULL, false);
+	return set_2d(__func__, dstDevice, dstPitch, us, 2, Width, Height, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
 				  size_t Width, size_t Height)
 {
-	return set_2d(__func__, dstDevice, dstPitch, ui, 4, Width, Height, NULL, false);
+	return set_2d(__func__, dstDevice, dstPitch, ui, 4, Width, Height, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
 				       size_t Width, size_t Height)
 {
-	return set_2d(__func__, dstDevice, dstPitch, ui, 4, Width, Height, NULL, true);
+	return set_2d(__func__, dstDevice, dstPitch, ui, 4, Width, Height, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemsetD2D32(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned int ui,
 			       unsigned int Width, unsigned int Height)
 {
-	return set_2d(__func__, dstDevice, dstPitch, ui, 4, Width, Height, NULL, false);
+	return set_2d(__func__, dstDevice, dstPitch, ui, 4, Width, Height, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,

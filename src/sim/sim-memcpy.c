@@ -163,7 +163,7 @@ static CUresult copy_1d_entered(struct end dst, struct end src, size_t n, CUstre
 		    (n % elem || (uintptr_t)d % elem || (uintptr_t)s % elem))
 			return CUDA_ERROR_INVALID_VALUE;
 	}
-	r = sim_stream_order(stream, ptds);
+	r = sim_stream_copy(stream, ptds, n, dst.kind != END_HOST && src.kind != END_HOST);
 	if (r == CUDA_SUCCESS && n)
 		memmove(d, s, n);
 	return r;
@@ -182,12 +182,12 @@ static CUresult copy_1d(const char *name, struct end dst, struct end src, size_t
 
 SIM_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
-	return copy_1d(__func__, unified_end(dst), unified_end(src), ByteCount, NULL, false);
+	return copy_1d(__func__, unified_end(dst), unified_end(src), ByteCount, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
-	return copy_1d(__func__, unified_end(dst), unified_end(src), ByteCount, NULL, true);
+	return copy_1d(__func__, unified_end(dst), unified_end(src), ByteCount, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
@@ -253,49 +253,49 @@ SIM_API CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstCont
 
 SIM_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-	return copy_1d(__func__, dev_end(dstDevice), host_end(srcHost), ByteCount, NULL, false);
+	return copy_1d(__func__, dev_end(dstDevice), host_end(srcHost), ByteCount, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-	return copy_1d(__func__, dev_end(dstDevice), host_end(srcHost), ByteCount, NULL, true);
+	return copy_1d(__func__, dev_end(dstDevice), host_end(srcHost), ByteCount, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemcpyHtoD(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount)
 {
-	return copy_1d(__func__, dev_end(dstDevice), host_end(srcHost), ByteCount, NULL, false);
+	return copy_1d(__func__, dev_end(dstDevice), host_end(srcHost), ByteCount, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
-	return copy_1d(__func__, host_end(dstHost), dev_end(srcDevice), ByteCount, NULL, false);
+	return copy_1d(__func__, host_end(dstHost), dev_end(srcDevice), ByteCount, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
-	return copy_1d(__func__, host_end(dstHost), dev_end(srcDevice), ByteCount, NULL, true);
+	return copy_1d(__func__, host_end(dstHost), dev_end(srcDevice), ByteCount, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemcpyDtoH(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
 {
-	return copy_1d(__func__, host_end(dstHost), dev_end(srcDevice), ByteCount, NULL, false);
+	return copy_1d(__func__, host_end(dstHost), dev_end(srcDevice), ByteCount, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
-	return copy_1d(__func__, dev_end(dstDevice), dev_end(srcDevice), ByteCount, NULL, false);
+	return copy_1d(__func__, dev_end(dstDevice), dev_end(srcDevice), ByteCount, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 				      size_t ByteCount)
 {
-	return copy_1d(__func__, dev_end(dstDevice), dev_end(srcDevice), ByteCount, NULL, true);
+	return copy_1d(__func__, dev_end(dstDevice), dev_end(srcDevice), ByteCount, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemcpyDtoD(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice,
 			      unsigned int ByteCount)
 {
-	return copy_1d(__func__, dev_end(dstDevice), dev_end(srcDevice), ByteCount, NULL, false);
+	return copy_1d(__func__, dev_end(dstDevice), dev_end(srcDevice), ByteCount, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
@@ -360,105 +360,105 @@ SIM_API CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void 
 				 size_t ByteCount)
 {
 	return copy_1d(__func__, array_end(dstArray, dstOffset), host_end(srcHost), ByteCount,
-		       NULL, false);
+		       SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const void *srcHost,
 				      size_t ByteCount)
 {
 	return copy_1d(__func__, array_end(dstArray, dstOffset), host_end(srcHost), ByteCount,
-		       NULL, true);
+		       SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemcpyHtoA(CUarray dstArray, unsigned int dstOffset, const void *srcHost,
 			      unsigned int ByteCount)
 {
 	return copy_1d(__func__, array_end(dstArray, dstOffset), host_end(srcHost), ByteCount,
-		       NULL, false);
+		       SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffset,
 				 size_t ByteCount)
 {
 	return copy_1d(__func__, host_end(dstHost), array_end(srcArray, srcOffset), ByteCount,
-		       NULL, false);
+		       SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t srcOffset,
 				      size_t ByteCount)
 {
 	return copy_1d(__func__, host_end(dstHost), array_end(srcArray, srcOffset), ByteCount,
-		       NULL, true);
+		       SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemcpyAtoH(void *dstHost, CUarray srcArray, unsigned int srcOffset,
 			      unsigned int ByteCount)
 {
 	return copy_1d(__func__, host_end(dstHost), array_end(srcArray, srcOffset), ByteCount,
-		       NULL, false);
+		       SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice,
 				 size_t ByteCount)
 {
 	return copy_1d(__func__, array_end(dstArray, dstOffset), dev_end(srcDevice), ByteCount,
-		       NULL, false);
+		       SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyDtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice,
 				      size_t ByteCount)
 {
 	return copy_1d(__func__, array_end(dstArray, dstOffset), dev_end(srcDevice), ByteCount,
-		       NULL, true);
+		       SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemcpyDtoA(CUarray dstArray, unsigned int dstOffset, CUdeviceptr_v1 srcDevice,
 			      unsigned int ByteCount)
 {
 	return copy_1d(__func__, array_end(dstArray, dstOffset), dev_end(srcDevice), ByteCount,
-		       NULL, false);
+		       SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset,
 				 size_t ByteCount)
 {
 	return copy_1d(__func__, dev_end(dstDevice), array_end(srcArray, srcOffset), ByteCount,
-		       NULL, false);
+		       SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset,
 				      size_t ByteCount)
 {
 	return copy_1d(__func__, dev_end(dstDevice), array_end(srcArray, srcOffset), ByteCount,
-		       NULL, true);
+		       SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemcpyAtoD(CUdeviceptr_v1 dstDevice, CUarray srcArray, unsigned int srcOffset,
 			      unsigned int ByteCount)
 {
 	return copy_1d(__func__, dev_end(dstDevice), array_end(srcArray, srcOffset), ByteCount,
-		       NULL, false);
+		       SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray,
 				 size_t srcOffset, size_t ByteCount)
 {
 	return copy_1d(__func__, array_end(dstArray, dstOffset), array_end(srcArray, srcOffset),
-		       ByteCount, NULL, false);
+		       ByteCount, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyAtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUarray srcArray,
 				      size_t srcOffset, size_t ByteCount)
 {
 	return copy_1d(__func__, array_end(dstArray, dstOffset), array_end(srcArray, srcOffset),
-		       ByteCount, NULL, true);
+		       ByteCount, SIM_STREAM_SYNC, true);
 }
 
 SIM_API CUresult cuMemcpyAtoA(CUarray dstArray, unsigned int dstOffset, CUarray srcArray,
 			      unsigned int srcOffset, unsigned int ByteCount)
 {
 	return copy_1d(__func__, array_end(dstArray, dstOffset), array_end(srcArray, srcOffset),
-		       ByteCount, NULL, false);
+		       ByteCount, SIM_STREAM_SYNC, false);
 }
 
 SIM_API CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *srcHost,

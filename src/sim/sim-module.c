@@ -279,7 +279,7 @@ static void reap_locked(void)
  * and img still belongs to the caller.
  */
 CUresult sim_module_create_locked(struct sim_ctx *ctx, struct sim_image *img, bool owns,
-				     struct sim_library *lib, struct sim_module **ret)
+				  struct sim_library *lib, struct sim_module **ret)
 {
 	struct sim_module *m;
 	CUresult r = sim_check_device_health(ctx->device);
@@ -478,7 +478,7 @@ static int attr_from(const struct sim_func_attrs *s, CUfunction_attribute a)
  * (cuKernelSetAttribute for the device), which wins over the image.
  */
 CUresult sim_func_attr_get(const struct sim_image_func *d, const struct sim_func_attrs *own,
-			 const struct sim_func_attrs *kern, CUfunction_attribute a, int *ret)
+			   const struct sim_func_attrs *kern, CUfunction_attribute a, int *ret)
 {
 	if ((unsigned)a >= CU_FUNC_ATTRIBUTE_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -540,7 +540,7 @@ CUresult sim_func_attr_get(const struct sim_image_func *d, const struct sim_func
 
 /* Validates and records a cuFuncSetAttribute / cuKernelSetAttribute of d on device dev. */
 CUresult sim_func_attr_set(struct sim_func_attrs *to, const struct sim_image_func *d, int dev,
-			 CUfunction_attribute a, int v)
+			   CUfunction_attribute a, int v)
 {
 	const struct sim_model *model = sim_config_model(&sim.shm->desc[dev]);
 
@@ -1195,7 +1195,7 @@ SIM_API CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 
 /* Offset and size of parameter `index` of a function or kernel (kernel_only: h must be a kernel). */
 CUresult sim_func_param_info(const void *h, bool kernel_only, size_t index, size_t *offset,
-			       size_t *size)
+			     size_t *size)
 {
 	const struct sim_image_func *d;
 	CUresult r;

@@ -99,7 +99,11 @@ struct sim_module {
  */
 CUresult sim_function_resolve(CUfunction f, struct sim_function **ret);
 
-/* The same, loading a CUkernel into ctx (e.g. the launch stream's) instead of the current one. */
+/*
+ * The same, loading a CUkernel into ctx (e.g. the launch stream's) instead
+ * of the current one. A CUfunction is returned whatever its context: the
+ * caller compares sim_function_ctx(f) with the context it launches in.
+ */
 CUresult sim_function_resolve_ctx(CUfunction f, struct sim_ctx *ctx, struct sim_function **ret);
 
 /*

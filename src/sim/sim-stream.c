@@ -22,6 +22,22 @@ CUresult sim_stream_order(CUstream stream, bool ptds)
 	return CUDA_SUCCESS;
 }
 
+CUresult sim_stream_copy(CUstream stream, bool ptds, size_t bytes, bool device_to_device)
+{
+	bool sync = stream == SIM_STREAM_SYNC;
+	struct sim_stream *s;
+	CUresult r = sim_exec_stream(sync ? NULL : stream, ptds, &s);
+
+	if (r)
+		return r;
+	if (s->capture) {
+		sim_graph_capture_invalidate(s);
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
+	sim_exec_copy(s, sim_exec_copy_ns(bytes, device_to_device));
+	return sync ? sim_exec_stream_wait(s) : CUDA_SUCCESS;
+}
+
 static CUresult create(const char *name, CUstream *phStream, unsigned int flags, int priority)
 {
 	CUresult r = sim_enter(name);

@@ -213,6 +213,23 @@ CUresult sim_mem_free_ptr(CUdeviceptr ptr);
  */
 CUresult sim_stream_order(CUstream stream, bool ptds);
 
+/*
+ * The stream argument of a synchronous copy or set (cuMemcpyHtoD, cuMemsetD8,
+ * ...): ordered on the legacy (or, for _ptds entry points, the per-thread)
+ * default stream, and returning only once complete.
+ */
+#define SIM_STREAM_SYNC ((CUstream)(uintptr_t)-1)
+
+/*
+ * Orders a copy or set of `bytes` on a stream (or SIM_STREAM_SYNC): validates
+ * the stream, refuses it while the stream is capturing (which invalidates the
+ * capture), and occupies the stream for the modelled transfer time (host
+ * link, or device memory when both ends are on the device). For
+ * SIM_STREAM_SYNC it also waits until the copy has completed. The caller
+ * moves the bytes after it returns CUDA_SUCCESS.
+ */
+CUresult sim_stream_copy(CUstream stream, bool ptds, size_t bytes, bool device_to_device);
+
 /* ---- pools (sim-pool.c) ---- */
 
 /*
