@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 
+#include "sim-array.h"
 #include "sim-exec.h"
 #include <string.h>
 
@@ -112,6 +113,7 @@ static void free_ctx_alloc(struct sim_alloc *a, void *arg)
 static void ctx_deactivate_locked(struct sim_ctx *c)
 {
 	sim_pool_ctx_destroyed_locked(c);
+	sim_array_ctx_destroyed_locked(c);
 	sim_registry_walk_locked(free_ctx_alloc, c);
 	sim_mem_uncharge(c->device, c->charged);
 	c->charged = 0;

@@ -209,14 +209,14 @@ static CUresult copy_nd(const char *name, const CUDA_MEMCPY3D_PEER *c, bool peer
 	if (sb.pitch == w && db.pitch == w && dense) {
 		/* Both ends dense: one move. */
 		memmove(db.ptr, sb.ptr, w * h * d);
-		return CUDA_SUCCESS;
+		return sim_stream_copy_finish(stream, ptds);
 	}
 	for (size_t z = 0; z < d; z++) {
 		for (size_t y = 0; y < h; y++)
 			memmove(db.ptr + z * db.slice + y * db.pitch,
 				sb.ptr + z * sb.slice + y * sb.pitch, w);
 	}
-	return CUDA_SUCCESS;
+	return sim_stream_copy_finish(stream, ptds);
 }
 
 /* ---- conversions to CUDA_MEMCPY3D_PEER (NULL in, NULL out) ---- */

@@ -64,12 +64,12 @@ static CUresult set_2d(const char *name, CUdeviceptr dst, size_t pitch, unsigned
 		return r;
 	if (height == 1 || pitch == row) {
 		fill((uint8_t *)(uintptr_t)dst, v, esz, width * height);
-		return CUDA_SUCCESS;
+		return sim_stream_copy_finish(stream, ptds);
 	}
 	fill((uint8_t *)(uintptr_t)dst, v, esz, width);
 	for (size_t y = 1; y < height; y++)
 		memcpy((uint8_t *)(uintptr_t)dst + y * pitch, (uint8_t *)(uintptr_t)dst, row);
-	return CUDA_SUCCESS;
+	return sim_stream_copy_finish(stream, ptds);
 }
 
 /* ---- 1D ---- */

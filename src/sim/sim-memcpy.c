@@ -49,7 +49,9 @@ CUresult sim_copy_check_unified(uintptr_t p, size_t len)
 
 	pthread_mutex_lock(&sim.lock);
 	a = sim_registry_find_locked(p);
-	if (!a)
+	if (!a && sim_vram_owns(p))
+		r = CUDA_ERROR_INVALID_VALUE; /* freed device memory, not host memory */
+	else if (!a)
 		r = sim_copy_check_host(p, len);
 	else if (len > a->base + a->size - p || a->kind == SIM_ALLOC_ARRAY)
 		r = CUDA_ERROR_INVALID_VALUE;
@@ -164,9 +166,11 @@ static CUresult copy_1d_entered(struct end dst, struct end src, size_t n, CUstre
 			return CUDA_ERROR_INVALID_VALUE;
 	}
 	r = sim_stream_copy(stream, ptds, n, dst.kind != END_HOST && src.kind != END_HOST);
-	if (r == CUDA_SUCCESS && n)
+	if (r)
+		return r;
+	if (n)
 		memmove(d, s, n);
-	return r;
+	return sim_stream_copy_finish(stream, ptds);
 }
 
 /* copy_1d_entered() behind the entry-point prologue (sim_copy_enter). */

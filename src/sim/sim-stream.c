@@ -34,8 +34,25 @@ CUresult sim_stream_copy(CUstream stream, bool ptds, size_t bytes, bool device_t
 		sim_graph_capture_invalidate(s);
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	}
+	if (sync) {
+		/* A synchronous copy starts once the work before it is done. */
+		r = sim_exec_stream_wait(s);
+		if (r)
+			return r;
+	}
 	sim_exec_copy(s, sim_exec_copy_ns(bytes, device_to_device));
-	return sync ? sim_exec_stream_wait(s) : CUDA_SUCCESS;
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_stream_copy_finish(CUstream stream, bool ptds)
+{
+	struct sim_stream *s;
+
+	if (stream != SIM_STREAM_SYNC || sim_exec_stream(NULL, ptds, &s))
+		return CUDA_SUCCESS;
+	/* The bytes have moved; the copy returns at its modelled completion. */
+	sim_exec_sleep_until(atomic_load(&s->tail));
+	return CUDA_SUCCESS;
 }
 
 static CUresult create(const char *name, CUstream *phStream, unsigned int flags, int priority)

@@ -161,6 +161,11 @@ void sim_vram_forget_after_fork(void)
 	vram.fd = -1;
 }
 
+bool sim_vram_owns(uintptr_t p)
+{
+	return vram.ready && p >= (uintptr_t)vram.base && p - (uintptr_t)vram.base < vram.size;
+}
+
 int sim_vram_fd(void)
 {
 	return vram.fd;

@@ -166,6 +166,12 @@ void sim_vram_free(struct sim_alloc *a);
 /* The same, for a caller that holds sim.lock. */
 void sim_vram_free_locked(struct sim_alloc *a);
 
+/*
+ * True when p lies in this process's device-memory arena (allocated or
+ * not): such an address is never pageable host memory.
+ */
+bool sim_vram_owns(uintptr_t p);
+
 /* The memfd and the offset of an address of this process's arena (IPC export). */
 int sim_vram_fd(void);
 
@@ -225,10 +231,17 @@ CUresult sim_stream_order(CUstream stream, bool ptds);
  * the stream, refuses it while the stream is capturing (which invalidates the
  * capture), and occupies the stream for the modelled transfer time (host
  * link, or device memory when both ends are on the device). For
- * SIM_STREAM_SYNC it also waits until the copy has completed. The caller
- * moves the bytes after it returns CUDA_SUCCESS.
+ * SIM_STREAM_SYNC it first waits for the work before it. The caller moves
+ * the bytes after it returns CUDA_SUCCESS, then calls sim_stream_copy_finish.
  */
 CUresult sim_stream_copy(CUstream stream, bool ptds, size_t bytes, bool device_to_device);
+
+/*
+ * After the bytes of a copy or set have moved: for SIM_STREAM_SYNC, waits
+ * until its modelled completion (so the real memmove overlaps the modelled
+ * time instead of adding to it); nothing for an asynchronous one.
+ */
+CUresult sim_stream_copy_finish(CUstream stream, bool ptds);
 
 /* ---- pools (sim-pool.c) ---- */
 

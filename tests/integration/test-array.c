@@ -155,6 +155,44 @@ static void test_array_meminfo(void **state)
 	assert_int_equal(mem_free(), base);
 }
 
+/* Destroying a context frees its arrays, as the real driver does; their handles die. */
+static void test_array_freed_with_context(void **state)
+{
+	CUDA_ARRAY_DESCRIPTOR d = {.Width = 4096, .Height = 4, .Format = CU_AD_FORMAT_FLOAT,
+				   .NumChannels = 1};
+	CUDA_ARRAY_DESCRIPTOR got;
+	CUcontext ctx;
+	CUdevice dev;
+	size_t before, after;
+	CUarray a;
+
+	(void)state;
+	setup(NULL);
+	before = mem_free();
+	cst_assert_cu(CUDA_SUCCESS, cuDeviceGet(&dev, 0));
+	cst_assert_cu(CUDA_SUCCESS, cuCtxCreate(&ctx, NULL, 0, dev));
+	cst_assert_cu(CUDA_SUCCESS, cuArrayCreate(&a, &d));
+	cst_assert_cu(CUDA_SUCCESS, cuCtxDestroy(ctx));
+	after = mem_free();
+	assert_int_equal(after, before);
+	cst_assert_cu(CUDA_ERROR_INVALID_HANDLE, cuArrayGetDescriptor(&got, a));
+}
+
+/* A unified copy into freed device memory is refused, not taken for host memory. */
+static void test_array_unified_copy_to_freed(void **state)
+{
+	char buf[64] = {0};
+	CUdeviceptr p;
+
+	(void)state;
+	setup(NULL);
+	cst_assert_cu(CUDA_SUCCESS, cuMemAlloc(&p, 4096));
+	cst_assert_cu(CUDA_SUCCESS, cuMemcpy(p, (CUdeviceptr)(uintptr_t)buf, sizeof(buf)));
+	cst_assert_cu(CUDA_SUCCESS, cuMemFree(p));
+	cst_assert_cu(CUDA_ERROR_INVALID_VALUE, cuMemcpy(p, (CUdeviceptr)(uintptr_t)buf, sizeof(buf)));
+	cst_assert_cu(CUDA_ERROR_INVALID_VALUE, cuMemcpy((CUdeviceptr)(uintptr_t)buf, p, sizeof(buf)));
+}
+
 static void test_array_oom(void **state)
 {
 	/* 4 GiB of float4 texels on a 1 GiB device (a context occupies 256 MiB of it). */
@@ -500,6 +538,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_array_formats),
 	cmocka_unit_test(test_array_meminfo),
 	cmocka_unit_test(test_array_oom),
+	cmocka_unit_test(test_array_freed_with_context),
+	cmocka_unit_test(test_array_unified_copy_to_freed),
 	cmocka_unit_test(test_array_invalid),
 	cmocka_unit_test(test_array_copies_1d),
 	cmocka_unit_test(test_array_copies_2d),
