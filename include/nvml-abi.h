@@ -186,6 +186,34 @@ typedef struct nvmlProcessUtilizationSample_st {
 	unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
 
+/* One process's utilization (nvmlDeviceGetProcessesUtilizationInfo), percent. */
+typedef struct nvmlProcessUtilizationInfo_v1_st {
+	unsigned long long timeStamp;	/* CPU timestamp, microseconds (CLOCK_REALTIME) */
+	unsigned int pid;
+	unsigned int smUtil;
+	unsigned int memUtil;
+	unsigned int encUtil;
+	unsigned int decUtil;
+	unsigned int jpgUtil;
+	unsigned int ofaUtil;
+} nvmlProcessUtilizationInfo_v1_t;
+
+/*
+ * The argument of nvmlDeviceGetProcessesUtilizationInfo: the caller sets
+ * version, the capacity of procUtilArray in processSamplesCount, and
+ * lastSeenTimeStamp (only samples newer are returned).
+ */
+typedef struct nvmlProcessesUtilizationInfo_v1_st {
+	unsigned int version;	/* nvmlProcessesUtilizationInfo_v1 */
+	unsigned int processSamplesCount;
+	unsigned long long lastSeenTimeStamp;
+	nvmlProcessUtilizationInfo_v1_t *procUtilArray;
+} nvmlProcessesUtilizationInfo_v1_t;
+
+typedef nvmlProcessesUtilizationInfo_v1_t nvmlProcessesUtilizationInfo_t;
+
+#define nvmlProcessesUtilizationInfo_v1 NVML_STRUCT_VERSION(ProcessesUtilizationInfo, 1)
+
 /* ---- initialization and errors ---- */
 
 nvmlReturn_t nvmlInit(void);
@@ -238,6 +266,16 @@ nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
 						      unsigned int *infoCount,
 						      nvmlProcessInfo_t *infos);
 
+/* ---- utilization ---- */
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization);
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+					     nvmlProcessUtilizationSample_t *utilization,
+					     unsigned int *processSamplesCount,
+					     unsigned long long lastSeenTimeStamp);
+nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(
+	nvmlDevice_t device, nvmlProcessesUtilizationInfo_t *procesesUtilInfo);
+
 /* ---- layout checks (x86-64 / aarch64 LP64, as NVIDIA ships NVML) ---- */
 
 #ifndef __cplusplus
@@ -266,6 +304,15 @@ _Static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t size");
 _Static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "nvmlProcessUtilizationSample_t");
 _Static_assert(offsetof(nvmlProcessUtilizationSample_t, timeStamp) == 8, "sample.timeStamp");
 _Static_assert(offsetof(nvmlProcessUtilizationSample_t, decUtil) == 28, "sample.decUtil");
+_Static_assert(sizeof(nvmlProcessUtilizationInfo_v1_t) == 40, "nvmlProcessUtilizationInfo_v1_t");
+_Static_assert(offsetof(nvmlProcessUtilizationInfo_v1_t, pid) == 8, "util info.pid");
+_Static_assert(offsetof(nvmlProcessUtilizationInfo_v1_t, ofaUtil) == 32, "util info.ofaUtil");
+_Static_assert(sizeof(nvmlProcessesUtilizationInfo_v1_t) == 24, "nvmlProcessesUtilizationInfo_v1");
+_Static_assert(offsetof(nvmlProcessesUtilizationInfo_v1_t, lastSeenTimeStamp) == 8,
+	       "utils info.lastSeenTimeStamp");
+_Static_assert(offsetof(nvmlProcessesUtilizationInfo_v1_t, procUtilArray) == 16,
+	       "utils info.procUtilArray");
+_Static_assert(nvmlProcessesUtilizationInfo_v1 == 0x01000018u, "utils info version word");
 #endif
 
 #ifdef __cplusplus

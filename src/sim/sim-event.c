@@ -15,6 +15,25 @@ static CUresult check_event(struct sim_event *e)
 								 : CUDA_ERROR_INVALID_HANDLE;
 }
 
+/* A usable event: also its context still the one it was made in (not destroyed or reset). */
+static CUresult check_live(struct sim_event *e)
+{
+	CUresult r = check_event(e);
+
+	if (r == CUDA_SUCCESS && (!sim_ctx_valid(e->ctx) || e->ctx_id != e->ctx->id))
+		r = CUDA_ERROR_INVALID_HANDLE;
+	return r;
+}
+
+/* True when the work recorded in e has completed, host functions included. */
+static bool event_done(struct sim_event *e)
+{
+	struct sim_stream *hs = atomic_load(&e->host_stream);
+
+	return atomic_load(&e->ts) <= sim_now_ns() &&
+	       (!hs || sim_exec_host_reached(hs, atomic_load(&e->host_seq)));
+}
+
 SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
 	CUresult r = sim_enter(__func__);
@@ -37,6 +56,7 @@ SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 	e->magic = SIM_EVENT_MAGIC;
 	e->flags = Flags;
 	e->ctx = c;
+	e->ctx_id = c->id;
 	*phEvent = (CUevent)e;
 	return CUDA_SUCCESS;
 }
@@ -77,7 +97,7 @@ static CUresult record(const char *name, CUevent h, CUstream hs, unsigned flags,
 		return r;
 	if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = check_event(e);
+	r = check_live(e);
 	if (r)
 		return r;
 	r = sim_exec_stream(hs, ptds, &s);
@@ -93,6 +113,8 @@ static CUresult record(const char *name, CUevent h, CUstream hs, unsigned flags,
 	deps = sim_exec_deps(s);
 	atomic_store(&e->recorded_at, now);
 	atomic_store(&e->ts, deps > now ? deps : now);
+	atomic_store(&e->host_seq, atomic_load(&s->host_seq));
+	atomic_store(&e->host_stream, s);
 	return CUDA_SUCCESS;
 }
 
@@ -123,24 +145,28 @@ SIM_API CUresult cuEventQuery(CUevent hEvent)
 
 	if (r)
 		return r;
-	r = check_event(e);
+	r = check_live(e);
 	if (r)
 		return r;
 	/* An event never recorded has no work to wait for: complete. */
-	return atomic_load(&e->ts) > sim_now_ns() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+	return event_done(e) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 SIM_API CUresult cuEventSynchronize(CUevent hEvent)
 {
 	CUresult r = sim_enter(__func__);
 	struct sim_event *e = (struct sim_event *)hEvent;
+	struct sim_stream *hs;
 
 	if (r)
 		return r;
-	r = check_event(e);
+	r = check_live(e);
 	if (r)
 		return r;
 	sim_exec_sleep_until(atomic_load(&e->ts));
+	hs = atomic_load(&e->host_stream);
+	if (hs)
+		sim_exec_wait_host(hs, atomic_load(&e->host_seq));
 	r = (CUresult)atomic_load(&sim_exec_of(e->ctx)->sticky);
 	sim_pool_sync_release(e->ctx);
 	return r;
@@ -156,7 +182,7 @@ static CUresult elapsed(const char *name, float *ms, CUevent hs, CUevent he)
 		return r;
 	if (!ms)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (check_event(s) || check_event(e))
+	if (check_live(s) || check_live(e))
 		return CUDA_ERROR_INVALID_HANDLE;
 	if ((s->flags | e->flags) & CU_EVENT_DISABLE_TIMING)
 		return CUDA_ERROR_INVALID_HANDLE;
@@ -164,7 +190,7 @@ static CUresult elapsed(const char *name, float *ms, CUevent hs, CUevent he)
 	t1 = atomic_load(&e->ts);
 	if (!t0 || !t1)
 		return CUDA_ERROR_INVALID_HANDLE; /* not recorded */
-	if (t0 > sim_now_ns() || t1 > sim_now_ns())
+	if (!event_done(s) || !event_done(e))
 		return CUDA_ERROR_NOT_READY;
 	*ms = (float)((double)((int64_t)(t1 - t0)) / 1e6);
 	return CUDA_SUCCESS;

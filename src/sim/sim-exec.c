@@ -4,6 +4,7 @@
  * host-function thread.
  */
 #include "sim-exec.h"
+#include "sim-graph.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -34,18 +35,26 @@ struct sim_ctx_exec *sim_exec_of(struct sim_ctx *ctx)
 {
 	struct sim_ctx_exec *x = ctx->exec;
 
-	if (__builtin_expect(x != NULL, 1))
+	if (__builtin_expect(x != NULL && x->ctx_id == ctx->id, 1))
 		return x;
 	pthread_mutex_lock(&sim.lock);
 	x = ctx->exec;
-	if (!x) {
+	if (!x || x->ctx_id != ctx->id) {
+		/*
+		 * First use, or the primary context was reset and retained again:
+		 * the old state (streams, sticky error) belongs to the context that
+		 * was destroyed. It is left allocated, as every handle is, since a
+		 * queued host function may still point at its legacy stream.
+		 */
 		x = calloc(1, sizeof(*x));
 		if (!x)
 			abort(); /* a few KiB at context creation; nothing sane to do without it */
+		x->ctx_id = ctx->id;
 		x->legacy.magic = SIM_STREAM_MAGIC;
 		x->legacy.blocking = true;
 		x->legacy.legacy = true;
 		x->legacy.ctx = ctx;
+		x->legacy.ctx_id = ctx->id;
 		ctx->exec = x;
 	}
 	pthread_mutex_unlock(&sim.lock);
@@ -88,9 +97,11 @@ static struct sim_stream *per_thread_stream(struct sim_ctx *ctx)
 		ptds.epoch = atomic_load(&sim_epoch);
 	}
 	for (int i = 0; i < PTDS_MAX; i++) {
-		if (ptds.ctx[i] == ctx && ptds.stream[i] && !ptds.stream[i]->destroyed)
+		bool live = ptds.ctx[i] && sim_ctx_valid(ptds.ctx[i]) && ptds.stream[i] &&
+			    ptds.stream[i]->ctx_id == ptds.ctx[i]->id;
+		if (live && ptds.ctx[i] == ctx && !ptds.stream[i]->destroyed)
 			return ptds.stream[i];
-		if (free_i < 0 && (!ptds.ctx[i] || !sim_ctx_valid(ptds.ctx[i])))
+		if (free_i < 0 && !live)
 			free_i = i;
 	}
 	if (free_i < 0)
@@ -102,6 +113,7 @@ static struct sim_stream *per_thread_stream(struct sim_ctx *ctx)
 	s->blocking = true;
 	s->per_thread = true;
 	s->ctx = ctx;
+	s->ctx_id = ctx->id;
 	s->id = atomic_fetch_add(&sim.next_id, 1);
 	pthread_mutex_lock(&sim.lock);
 	s->next = x->streams;
@@ -130,7 +142,8 @@ CUresult sim_exec_stream(CUstream h, bool per_thread, struct sim_stream **ret)
 			*ret = &sim_exec_of(c)->legacy;
 		return CUDA_SUCCESS;
 	}
-	if (s->magic != SIM_STREAM_MAGIC || s->destroyed || !sim_ctx_valid(s->ctx))
+	if (s->magic != SIM_STREAM_MAGIC || s->destroyed || !sim_ctx_valid(s->ctx) ||
+	    s->ctx_id != s->ctx->id)
 		return CUDA_ERROR_INVALID_HANDLE;
 	*ret = s;
 	return CUDA_SUCCESS;
@@ -239,6 +252,7 @@ void sim_exec_copy(struct sim_stream *s, uint64_t ns)
 
 struct host_job {
 	uint64_t when;
+	unsigned long long seq;		/* its number on its stream */
 	CUhostFn fn;
 	void *data;
 	struct sim_stream *stream;
@@ -274,6 +288,8 @@ static void *host_thread(void *arg)
 		/* Never under a lock: the callback may call back into the driver's queries. */
 		j->fn(j->data);
 		pthread_mutex_lock(&host.lock);
+		/* A stream's jobs run in the order queued (their times never decrease). */
+		atomic_store(&j->stream->host_done, j->seq);
 		atomic_fetch_sub(&j->stream->host_pending, 1);
 		free(j);
 		pthread_cond_broadcast(&host.done);
@@ -313,10 +329,11 @@ CUresult sim_exec_host_func(struct sim_stream *s, CUhostFn fn, void *data)
 {
 	struct host_job *j = calloc(1, sizeof(*j)), **pp;
 	uint64_t now = sim_now_ns(), deps = sim_exec_deps(s);
+	uint64_t when = now > deps ? now : deps;
 
 	if (!j)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	j->when = now > deps ? now : deps;
+	j->when = when;
 	j->fn = fn;
 	j->data = data;
 	j->stream = s;
@@ -330,11 +347,28 @@ CUresult sim_exec_host_func(struct sim_stream *s, CUhostFn fn, void *data)
 		;
 	j->next = *pp;
 	*pp = j;
+	j->seq = atomic_fetch_add(&s->host_seq, 1) + 1;
 	atomic_fetch_add(&s->host_pending, 1);
 	pthread_cond_signal(&host.wake);
 	pthread_mutex_unlock(&host.lock);
-	sim_exec_complete_at(s, j->when);
+	/* Not j->when: once unlocked, the host thread may have run and freed j. */
+	sim_exec_complete_at(s, when);
 	return CUDA_SUCCESS;
+}
+
+bool sim_exec_host_reached(struct sim_stream *s, unsigned long long seq)
+{
+	return atomic_load(&s->host_done) >= seq;
+}
+
+void sim_exec_wait_host(struct sim_stream *s, unsigned long long seq)
+{
+	if (sim_exec_host_reached(s, seq))
+		return;
+	pthread_mutex_lock(&host.lock);
+	while (!sim_exec_host_reached(s, seq))
+		pthread_cond_wait(&host.done, &host.lock);
+	pthread_mutex_unlock(&host.lock);
 }
 
 static void wait_host(struct sim_stream *s)
@@ -373,7 +407,18 @@ CUresult sim_exec_stream_wait(struct sim_stream *s)
 CUresult sim_exec_ctx_wait(struct sim_ctx *ctx)
 {
 	struct sim_ctx_exec *x = sim_exec_of(ctx);
+	bool capturing = false;
 
+	pthread_mutex_lock(&sim.lock);
+	for (struct sim_stream *s = x->streams; s; s = s->next) {
+		if (s->capture && !s->destroyed) {
+			sim_graph_capture_invalidate(s);
+			capturing = true;
+		}
+	}
+	pthread_mutex_unlock(&sim.lock);
+	if (capturing)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	sim_exec_sleep_until(atomic_load(&x->tail));
 	wait_host(&x->legacy);
 	pthread_mutex_lock(&sim.lock);

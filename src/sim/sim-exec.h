@@ -37,11 +37,14 @@ struct sim_stream {
 	bool legacy;			/* the context's legacy default stream */
 	bool per_thread;		/* a thread's per-thread default stream */
 	struct sim_ctx *ctx;
+	unsigned long long ctx_id;	/* ctx->id when made: a reset primary context is another one */
 	unsigned flags;
 	int priority;
 	unsigned long long id;
 	_Atomic uint64_t tail;		/* completion time of its last work, ns */
 	_Atomic unsigned host_pending;	/* host functions queued, not yet run */
+	_Atomic unsigned long long host_seq;	/* host functions ever queued (numbers them) */
+	_Atomic unsigned long long host_done;	/* number of the last one that has run */
 	struct sim_graph *capture;	/* non-NULL while capturing (sim-graph.c) */
 	CUstreamCaptureMode capture_mode;
 	unsigned long long capture_id;
@@ -50,6 +53,7 @@ struct sim_stream {
 
 /* Per-context execution state (struct sim_ctx.exec). */
 struct sim_ctx_exec {
+	unsigned long long ctx_id;	/* the context's id it belongs to */
 	struct sim_stream legacy;
 	struct sim_stream *streams;	/* created and per-thread streams */
 	_Atomic uint64_t blocking_tail;	/* max tail over blocking streams */
@@ -64,11 +68,20 @@ struct sim_event {
 	bool destroyed;
 	unsigned flags;
 	struct sim_ctx *ctx;
+	unsigned long long ctx_id;	/* ctx->id when made */
 	_Atomic uint64_t ts;		/* completion time of the recorded work, 0: never recorded */
 	_Atomic uint64_t recorded_at;	/* when the record call was made */
+	/* The host functions queued before the record must have run too. */
+	struct sim_stream *_Atomic host_stream;
+	_Atomic unsigned long long host_seq;
 };
 
-/* The context's execution state, created on first use. Never NULL for a valid context. */
+/*
+ * The context's execution state, created on first use and made afresh when
+ * the context was re-created since (a reset primary context keeps its
+ * handle but none of its streams, events or sticky error). Never NULL for a
+ * valid context.
+ */
 struct sim_ctx_exec *sim_exec_of(struct sim_ctx *ctx);
 
 /*
@@ -105,7 +118,12 @@ void sim_exec_sleep_until(uint64_t t);
 /* Waits until all work on s has completed (and its host functions ran). */
 CUresult sim_exec_stream_wait(struct sim_stream *s);
 
-/* Waits until all work of the context has completed. */
+/*
+ * Waits until all work of the context has completed. While a stream of the
+ * context is capturing, invalidates that capture instead and returns
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (a context-wide wait would include
+ * work that is not scheduled for execution).
+ */
 CUresult sim_exec_ctx_wait(struct sim_ctx *ctx);
 
 /*
@@ -113,6 +131,12 @@ CUresult sim_exec_ctx_wait(struct sim_ctx *ctx);
  * before it on s has completed; the stream's later work follows it.
  */
 CUresult sim_exec_host_func(struct sim_stream *s, CUhostFn fn, void *data);
+
+/* True when the first `seq` host functions queued on s have run. */
+bool sim_exec_host_reached(struct sim_stream *s, unsigned long long seq);
+
+/* Waits until the first `seq` host functions queued on s have run. */
+void sim_exec_wait_host(struct sim_stream *s, unsigned long long seq);
 
 /* In a forked child: the host-function thread is gone. */
 void sim_exec_forget_after_fork(void);

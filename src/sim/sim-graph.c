@@ -128,13 +128,18 @@ static CUresult graph_add(struct sim_graph *g, enum node_kind kind, const struct
 	return CUDA_SUCCESS;
 }
 
+/* Work on a stream whose capture was invalidated is refused until the capture ends. */
 CUresult sim_graph_capture_kernel(struct sim_stream *s, const struct sim_launch *l)
 {
+	if (s->capture->invalidated)
+		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 	return graph_add(s->capture, NODE_KERNEL, l, NULL, NULL, NULL);
 }
 
 CUresult sim_graph_capture_host(struct sim_stream *s, CUhostFn fn, void *data)
 {
+	if (s->capture->invalidated)
+		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 	return graph_add(s->capture, NODE_HOST, NULL, fn, data, NULL);
 }
 
@@ -429,9 +434,9 @@ static CUresult add_kernel(const char *name, CUgraphNode *ph, CUgraph hg, const 
 	memcpy(l.grid, grid, sizeof(l.grid));
 	memcpy(l.block, block, sizeof(l.block));
 	l.shmem = shmem;
-	for (int i = 0; i < 3; i++)
-		if (!grid[i] || !block[i])
-			return CUDA_ERROR_INVALID_VALUE;
+	r = sim_launch_check(&l, c->device);
+	if (r)
+		return r;
 	l.args_len = sim_function_param_bytes(l.f);
 	l.args = malloc(l.args_len ? l.args_len : 1);
 	if (!l.args)
@@ -646,12 +651,23 @@ static CUresult graph_launch(const char *name, CUgraphExec hx, CUstream h, bool 
 		sim_graph_capture_invalidate(s);
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	}
+	/*
+	 * Every kernel's function must still be live (its module not unloaded,
+	 * its context not destroyed or reset: the node's pointer would dangle)
+	 * and of the launch stream's context; checked before anything runs.
+	 */
+	for (size_t i = 0; i < x->n; i++) {
+		struct sim_function *f;
+		if (x->nodes[i].kind != NODE_KERNEL)
+			continue;
+		if (sim_function_resolve_ctx((CUfunction)x->nodes[i].launch.f, s->ctx, &f) ||
+		    sim_function_ctx(f) != s->ctx)
+			return CUDA_ERROR_INVALID_VALUE;
+	}
 	for (size_t i = 0; i < x->n && r == CUDA_SUCCESS; i++) {
 		struct sim_graph_node *n = &x->nodes[i];
 		switch (n->kind) {
 		case NODE_KERNEL:
-			if (sim_function_ctx(n->launch.f) != s->ctx)
-				return CUDA_ERROR_INVALID_VALUE;
 			r = sim_launch_run(s, &n->launch);
 			break;
 		case NODE_HOST:

@@ -156,11 +156,11 @@ CUresult sim_launch_run(struct sim_stream *s, const struct sim_launch *l)
 	return CUDA_SUCCESS;
 }
 
-/* Validates geometry and shared memory as the real driver does. */
-static CUresult check_geometry(const struct sim_launch *l, int dev)
+CUresult sim_launch_check(const struct sim_launch *l, int dev)
 {
 	const struct sim_model *m = sim_config_model(&sim.shm->desc[dev]);
 	uint64_t threads = (uint64_t)l->block[0] * l->block[1] * l->block[2];
+	int max_dyn = 0;
 
 	for (int i = 0; i < 3; i++)
 		if (l->grid[i] == 0 || l->block[i] == 0)
@@ -170,6 +170,14 @@ static CUresult check_geometry(const struct sim_launch *l, int dev)
 	if (l->grid[0] > 2147483647u || l->grid[1] > 65535 || l->grid[2] > 65535)
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((int)l->shmem > m->smem_per_block_optin || (int)l->shmem < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	/*
+	 * Above 48 KiB (less the kernel's static shared memory) only after the
+	 * application opted in with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES.
+	 */
+	if (sim_function_get_attr(l->f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+				  &max_dyn) == CUDA_SUCCESS &&
+	    l->shmem > (unsigned)max_dyn)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (l->cooperative) {
 		uint64_t per_sm = (uint64_t)m->max_threads_per_sm / threads;
@@ -212,7 +220,7 @@ static CUresult launch(const char *name, const struct launch_req *q)
 	memcpy(l.block, q->block, sizeof(l.block));
 	l.shmem = q->shmem;
 	l.cooperative = q->cooperative;
-	r = check_geometry(&l, s->ctx->device);
+	r = sim_launch_check(&l, s->ctx->device);
 	if (r)
 		return r;
 	l.args_len = sim_function_param_bytes(l.f);

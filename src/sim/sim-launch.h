@@ -28,6 +28,15 @@ struct sim_launch {
  */
 CUresult sim_launch_run(struct sim_stream *s, const struct sim_launch *l);
 
+/*
+ * Validates a launch's geometry and shared memory for device dev as the
+ * real driver does: CUDA_ERROR_INVALID_VALUE for a zero or too large
+ * dimension, more than 1024 threads, or more dynamic shared memory than the
+ * function may use; CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE for a
+ * cooperative grid that cannot be resident at once.
+ */
+CUresult sim_launch_check(const struct sim_launch *l, int dev);
+
 /* Modelled duration of a launch, ns (without unified-memory migration). */
 uint64_t sim_launch_duration(const struct sim_launch *l, int dev);
 

@@ -198,6 +198,8 @@ static CUresult copy_nd(const char *name, const CUDA_MEMCPY3D_PEER *c, bool peer
 		r = resolve_box(&ss, peer, maxp, w, h, d, &sb);
 		if (r == CUDA_SUCCESS)
 			r = resolve_box(&ds, peer, maxp, w, h, d, &db);
+		if (r == CUDA_SUCCESS && ds.type != CU_MEMORYTYPE_HOST && ds.type != CU_MEMORYTYPE_ARRAY)
+			r = sim_copy_check_writable((uintptr_t)db.ptr);
 		if (r)
 			return r;
 	}

@@ -56,6 +56,8 @@ static CUresult set_2d(const char *name, CUdeviceptr dst, size_t pitch, unsigned
 		    __builtin_add_overflow(span, row, &span))
 			return CUDA_ERROR_INVALID_VALUE;
 		r = sim_copy_check_device((uintptr_t)dst, span);
+		if (r == CUDA_SUCCESS)
+			r = sim_copy_check_writable((uintptr_t)dst);
 		if (r)
 			return r;
 	}

@@ -37,6 +37,17 @@ CUresult sim_copy_check_device(uintptr_t p, size_t len)
 	return a.kind == SIM_ALLOC_ARRAY ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
+CUresult sim_copy_check_writable(uintptr_t p)
+{
+	struct sim_alloc a;
+
+	/* A read-only VMM mapping is mprotect()ed: writing it would fault the host. */
+	if (sim_check_range(p, 1, &a) == CUDA_SUCCESS && a.kind == SIM_ALLOC_VMM &&
+	    a.flags == CU_MEM_ACCESS_FLAGS_PROT_READ)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
 CUresult sim_copy_check_host(uintptr_t p, size_t len)
 {
 	return p && p + len > p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -154,6 +165,8 @@ static CUresult copy_1d_entered(struct end dst, struct end src, size_t n, CUstre
 
 	if (n) {
 		r = resolve(&dst, n, &d, &delem);
+		if (r == CUDA_SUCCESS && dst.kind != END_HOST)
+			r = sim_copy_check_writable((uintptr_t)d);
 		if (r == CUDA_SUCCESS)
 			r = resolve(&src, n, &s, &selem);
 		if (r)

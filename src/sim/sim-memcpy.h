@@ -35,6 +35,12 @@ CUresult sim_copy_check_device(uintptr_t p, size_t len);
  */
 CUresult sim_copy_check_unified(uintptr_t p, size_t len);
 
+/*
+ * CUDA_ERROR_INVALID_VALUE when p lies in memory the device may only read (a
+ * VMM mapping with read-only access); a copy or set must not write there.
+ */
+CUresult sim_copy_check_writable(uintptr_t p);
+
 /* Checks a host buffer (len > 0): not NULL, no wrap-around; else CUDA_ERROR_INVALID_VALUE. */
 CUresult sim_copy_check_host(uintptr_t p, size_t len);
 

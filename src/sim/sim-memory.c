@@ -139,7 +139,8 @@ CUresult sim_mem_free_ptr(CUdeviceptr ptr)
 
 	pthread_mutex_lock(&sim.lock);
 	a = sim_registry_find_locked((uintptr_t)ptr);
-	if (!a || a->base != (uintptr_t)ptr ||
+	/* Memory owned by something else (a module's variables) is not the caller's to free. */
+	if (!a || a->base != (uintptr_t)ptr || a->owner ||
 	    (a->kind != SIM_ALLOC_DEVICE && a->kind != SIM_ALLOC_MANAGED)) {
 		pthread_mutex_unlock(&sim.lock);
 		return CUDA_ERROR_INVALID_VALUE;

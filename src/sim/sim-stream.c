@@ -75,6 +75,7 @@ static CUresult create(const char *name, CUstream *phStream, unsigned int flags,
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	s->magic = SIM_STREAM_MAGIC;
 	s->ctx = c;
+	s->ctx_id = c->id;
 	s->flags = flags;
 	s->blocking = !(flags & CU_STREAM_NON_BLOCKING);
 	/* Priorities are clamped into [greatest, least] = [-5, 0], as documented. */
@@ -137,8 +138,11 @@ static CUresult synchronize(const char *name, CUstream h, bool ptds)
 	r = sim_exec_stream(h, ptds, &s);
 	if (r)
 		return r;
-	if (s->capture)
+	/* Captured work is not scheduled: waiting for it is invalid and ends the capture's use. */
+	if (s->capture) {
+		sim_graph_capture_invalidate(s);
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
 	r = sim_exec_stream_wait(s);
 	sim_pool_sync_release(s->ctx);
 	return r;
@@ -164,8 +168,11 @@ static CUresult query(const char *name, CUstream h, bool ptds)
 	r = sim_exec_stream(h, ptds, &s);
 	if (r)
 		return r;
-	if (s->capture)
+	/* Captured work is not scheduled: waiting for it is invalid and ends the capture's use. */
+	if (s->capture) {
+		sim_graph_capture_invalidate(s);
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
 	r = (CUresult)atomic_load(&sim_exec_of(s->ctx)->sticky);
 	if (r)
 		return r;

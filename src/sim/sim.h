@@ -66,7 +66,7 @@ struct sim_alloc {
 	enum sim_alloc_kind kind;
 	int device;			/* instance device index, -1 for host memory */
 	struct sim_ctx *ctx;		/* context it was allocated in (may be NULL) */
-	void *owner;			/* pool, array, VMM handle, or IPC mapping info */
+	void *owner;			/* pool, array, module, VMM reservation, or IPC mapping */
 	uint64_t arena_off;		/* offset in the process memfd (device kinds) */
 	unsigned order;			/* buddy order of the arena block */
 	unsigned flags;			/* kind-specific (host alloc flags, managed attach) */

@@ -189,6 +189,8 @@ static void check_test_module(CUmodule m, bool from_ptx)
 
 	/* Variables: device memory holding the image's initial bytes. */
 	cst_assert_cu(CUDA_SUCCESS, cuModuleGetGlobal(&p, &bytes, m, "counter"));
+	/* A module variable belongs to its module: cuMemFree refuses it. */
+	cst_assert_cu(CUDA_ERROR_INVALID_VALUE, cuMemFree(p));
 	assert_int_equal(bytes, 4);
 	cst_assert_cu(CUDA_SUCCESS, cuMemcpyDtoH(&counter, p, sizeof(counter)));
 	assert_int_equal(counter, 42);

@@ -192,6 +192,10 @@ static void test_vmm_map_roundtrip(void **state)
 	assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_READ);
 	cst_assert_cu(CUDA_SUCCESS, cuMemcpyDtoH(out, va + 5 * MiB, MiB));
 	assert_memory_equal(in + 5 * MiB, out, MiB);
+	/* ... and writes are refused, never a fault in the host process. */
+	cst_assert_cu(CUDA_ERROR_INVALID_VALUE, cuMemcpyHtoD(va + 5 * MiB, in, 16));
+	cst_assert_cu(CUDA_ERROR_INVALID_VALUE, cuMemsetD8(va + 5 * MiB, 0, 16));
+	cst_assert_cu(CUDA_ERROR_INVALID_VALUE, cuMemcpyDtoD(va + 5 * MiB, va, 16));
 	/* Different access rights: the two mappings are separate ranges now. */
 	cst_assert_cu(CUDA_ERROR_INVALID_VALUE, cuMemcpyDtoH(out, va + 3 * MiB, 2 * MiB));
 	set_access(va + 4 * MiB, 4 * MiB, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);

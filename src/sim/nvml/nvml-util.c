@@ -1,0 +1,250 @@
+/*
+ * Utilization as NVML reports it, read from the busy-time buckets that
+ * libcuda.so.1 processes write into the instance (sim-shared.h): every kernel
+ * reserved on a device's timeline adds its interval to the device's buckets
+ * and to those of the process that launched it.
+ *
+ * Device utilization (nvmlDeviceGetUtilizationRates):
+ *   gpu     percent of the last second (SAMPLE_NS) during which a kernel was
+ *           running on the device: busy ns in [now - 1 s, now) / 1 s;
+ *   memory  cusim does not model memory traffic per kernel, so it reports a
+ *           synthetic figure: half the gpu figure (MEM_SHARE_PCT), the
+ *           order of what a mixed compute workload shows. It is 0 on an idle
+ *           device and moves with load, which is what dashboards need.
+ *
+ * Per-process utilization (nvmlDeviceGetProcessUtilization and
+ * nvmlDeviceGetProcessesUtilizationInfo): a sample is computed when asked,
+ * one per live process holding a context on the device that ran kernels in
+ * the window [max(lastSeen, now - 1 s), now); its timeStamp is the time of
+ * the call (CLOCK_REALTIME, microseconds, as NVML's CPU timestamps are) and
+ * smUtil is the process's busy time in the window over the window's length.
+ * So "samples newer than lastSeenTimeStamp" means activity after it: a
+ * caller that passes back the newest timeStamp it saw gets what happened
+ * since its previous call (at most the last second), and NVML_ERROR_NOT_FOUND
+ * when nothing ran. memUtil follows smUtil as memory follows gpu above;
+ * encoder, decoder, JPEG and OFA engines are not simulated (0).
+ *
+ * Bucket granularity is SIM_BUCKET_NS (10 ms) and partial buckets count pro
+ * rata, so a figure is exact for a busy or idle second and within a couple
+ * of percent at the edges of activity.
+ */
+#include "nvml-sim.h"
+
+#include <string.h>
+#include <time.h>
+
+/* The sample period: NVML's utilization covers about the last second. */
+#define SAMPLE_NS 1000000000ull
+
+/* memory utilization reported = this percent of the SM utilization (see above). */
+#define MEM_SHARE_PCT 50u
+
+/* One process's figures for one query. */
+struct proc_util {
+	unsigned int pid;
+	unsigned int sm;
+};
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* busy / window as a rounded percentage, at most 100. */
+static unsigned int percent(uint64_t busy, uint64_t window)
+{
+	uint64_t p;
+
+	if (window == 0)
+		return 0;
+	p = (busy * 100u + window / 2) / window;
+	return p > 100 ? 100u : (unsigned int)p;
+}
+
+static unsigned int mem_of(unsigned int sm)
+{
+	return (sm * MEM_SHARE_PCT + 50u) / 100u;
+}
+
+/*
+ * The moment a query is answered, on both clocks: `mono` is what the
+ * buckets are indexed by, `real_us` what NVML timestamps are.
+ */
+struct query_time {
+	uint64_t mono;
+	uint64_t real_us;
+	uint64_t offset; /* realtime ns - monotonic ns, at this moment */
+};
+
+static void query_now(struct query_time *q)
+{
+	uint64_t real = clock_ns(CLOCK_REALTIME);
+
+	q->mono = sim_now_ns();
+	q->real_us = real / 1000u;
+	q->offset = real - q->mono;
+}
+
+/*
+ * Start of the window of a per-process query: lastSeen (CLOCK_REALTIME us)
+ * moved to the monotonic clock with the current offset, but no earlier than
+ * one sample period before now. Returns q->mono (an empty window) when
+ * lastSeen is now or later.
+ */
+static uint64_t window_start(const struct query_time *q, unsigned long long last_seen_us)
+{
+	uint64_t floor = q->mono > SAMPLE_NS ? q->mono - SAMPLE_NS : 0;
+	uint64_t seen_ns, seen_mono;
+
+	if (last_seen_us >= q->real_us)
+		return q->mono;
+	seen_ns = (uint64_t)last_seen_us * 1000u;
+	seen_mono = seen_ns > q->offset ? seen_ns - q->offset : 0;
+	if (seen_mono > q->mono)
+		seen_mono = q->mono;
+	return seen_mono > floor ? seen_mono : floor;
+}
+
+/*
+ * Fills out[] (room for SIM_MAX_PROCS) with the processes of device `index`
+ * that were busy in [from, to), and returns their number. Slots of dead
+ * processes are reclaimed first, so a killed process never shows. Lock-free,
+ * like the process list (nvml-process.c).
+ */
+static unsigned collect(unsigned index, uint64_t from, uint64_t to, struct proc_util *out)
+{
+	struct sim_shared *sh = sim_nvml.shm;
+	unsigned n = 0;
+
+	if (to <= from)
+		return 0;
+	sim_proc_reclaim_dead(sh);
+	for (unsigned s = 0; s < SIM_MAX_PROCS; s++) {
+		const struct sim_proc_slot *slot = &sh->procs[s];
+		int32_t pid = atomic_load_explicit(&slot->pid, memory_order_acquire);
+		uint64_t busy;
+
+		if (pid <= 0 || !(atomic_load(&slot->ctx_devices) & (1u << index)))
+			continue;
+		busy = sim_busy_sum(sh, slot, index, from, to);
+		if (busy == 0)
+			continue;
+		out[n].pid = (unsigned int)pid;
+		out[n].sm = percent(busy, to - from);
+		n++;
+	}
+	return n;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+						    nvmlUtilization_t *utilization)
+{
+	unsigned i;
+	uint64_t now, busy;
+	nvmlReturn_t r = sim_nvml_enter_device(__func__, device, &i);
+
+	if (r)
+		return r;
+	if (!utilization)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	now = sim_now_ns();
+	busy = sim_busy_sum(sim_nvml.shm, NULL, i, now > SAMPLE_NS ? now - SAMPLE_NS : 0, now);
+	utilization->gpu = percent(busy, SAMPLE_NS);
+	utilization->memory = mem_of(utilization->gpu);
+	return NVML_SUCCESS;
+}
+
+/*
+ * The sample list protocol shared by both per-process queries: `cap` is the
+ * caller's array capacity (0 when the array is NULL). NVML_ERROR_NOT_FOUND
+ * when no process ran since lastSeen (*ret_n = 0); otherwise *ret_n is the
+ * number of samples, and NVML_ERROR_INSUFFICIENT_SIZE when they exceed cap.
+ */
+static nvmlReturn_t sample(unsigned index, unsigned long long last_seen_us, unsigned cap,
+			   struct query_time *q, struct proc_util *out, unsigned *ret_n)
+{
+	unsigned n;
+
+	query_now(q);
+	n = collect(index, window_start(q, last_seen_us), q->mono, out);
+	*ret_n = n;
+	if (n == 0)
+		return NVML_ERROR_NOT_FOUND;
+	return n > cap ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+}
+
+/*
+ * utilization NULL: *processSamplesCount is set to the number of samples
+ * and NVML_ERROR_INSUFFICIENT_SIZE returned (NVML_ERROR_NOT_FOUND when there
+ * are none), the sizing call of NVML's two-call protocol. Otherwise
+ * *processSamplesCount is the capacity of utilization[] on input and the
+ * number written on output; too small a capacity gets the number needed and
+ * NVML_ERROR_INSUFFICIENT_SIZE (nothing written).
+ */
+NVML_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+						      nvmlProcessUtilizationSample_t *utilization,
+						      unsigned int *processSamplesCount,
+						      unsigned long long lastSeenTimeStamp)
+{
+	struct proc_util found[SIM_MAX_PROCS]; /* 8 KiB */
+	struct query_time q;
+	unsigned i, n;
+	nvmlReturn_t r = sim_nvml_enter_device(__func__, device, &i);
+
+	if (r)
+		return r;
+	if (!processSamplesCount)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	r = sample(i, lastSeenTimeStamp, utilization ? *processSamplesCount : 0, &q, found, &n);
+	*processSamplesCount = n;
+	if (r)
+		return r;
+	for (unsigned k = 0; k < n; k++) {
+		nvmlProcessUtilizationSample_t *s = &utilization[k];
+		memset(s, 0, sizeof(*s));
+		s->pid = found[k].pid;
+		s->timeStamp = q.real_us;
+		s->smUtil = found[k].sm;
+		s->memUtil = mem_of(found[k].sm);
+	}
+	return NVML_SUCCESS;
+}
+
+/*
+ * The versioned form: the same samples into procUtilArray, with the same
+ * sizing protocol on processSamplesCount (procUtilArray NULL: sizing call).
+ * A version word other than nvmlProcessesUtilizationInfo_v1 is refused.
+ */
+NVML_API nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(
+    nvmlDevice_t device, nvmlProcessesUtilizationInfo_t *procesesUtilInfo)
+{
+	nvmlProcessesUtilizationInfo_t *info = procesesUtilInfo;
+	struct proc_util found[SIM_MAX_PROCS];
+	struct query_time q;
+	unsigned i, n;
+	nvmlReturn_t r = sim_nvml_enter_device(__func__, device, &i);
+
+	if (r)
+		return r;
+	if (!info)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (info->version != nvmlProcessesUtilizationInfo_v1)
+		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+	r = sample(i, info->lastSeenTimeStamp, info->procUtilArray ? info->processSamplesCount : 0,
+		   &q, found, &n);
+	info->processSamplesCount = n;
+	if (r)
+		return r;
+	for (unsigned k = 0; k < n; k++) {
+		nvmlProcessUtilizationInfo_v1_t *s = &info->procUtilArray[k];
+		memset(s, 0, sizeof(*s));
+		s->timeStamp = q.real_us;
+		s->pid = found[k].pid;
+		s->smUtil = found[k].sm;
+		s->memUtil = mem_of(found[k].sm);
+	}
+	return NVML_SUCCESS;
+}
