@@ -47,7 +47,9 @@ struct sim_ctx *sim_ctx_current(void)
 
 bool sim_ctx_valid(const struct sim_ctx *ctx)
 {
-	return ctx && ctx->magic == SIM_CTX_MAGIC && !ctx->destroyed;
+	/* A child of a CUDA process cannot use its parent's contexts. */
+	return ctx && ctx->magic == SIM_CTX_MAGIC && !ctx->destroyed &&
+	       ctx->epoch == atomic_load_explicit(&sim_epoch, memory_order_relaxed);
 }
 
 CUresult sim_ctx_resolve(CUcontext ctx, struct sim_ctx **ret)
@@ -86,6 +88,7 @@ static CUresult ctx_activate_locked(struct sim_ctx *c)
 	c->charged = sim.shm->ctx_mem;
 	c->destroyed = false;
 	c->id = atomic_fetch_add(&sim.next_id, 1);
+	c->epoch = atomic_load(&sim_epoch);
 	set_default_limits(c);
 	if (ctx_count[c->device]++ == 0)
 		atomic_fetch_or(&sim.slot->ctx_devices, 1u << c->device);

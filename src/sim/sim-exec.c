@@ -196,11 +196,11 @@ void sim_exec_sleep_until(uint64_t t)
 		sched_yield();
 }
 
-void sim_exec_kernel(struct sim_stream *s, uint64_t ns, uint64_t *ret_start, uint64_t *ret_end)
+unsigned long long sim_exec_kernel_slot(struct sim_stream *s)
 {
 	struct sim_ctx_exec *x = sim_exec_of(s->ctx);
 	struct sim_device_state *ds = &sim.shm->dev[s->ctx->device];
-	uint64_t now, deps, bu, start, end, slot_ns;
+	uint64_t slot_ns, bu, now;
 	unsigned long long n;
 
 	/* A full launch queue blocks the launching thread until a slot frees. */
@@ -210,8 +210,34 @@ void sim_exec_kernel(struct sim_stream *s, uint64_t ns, uint64_t *ret_start, uin
 	pthread_mutex_unlock(&sim.lock);
 	if (slot_ns > sim_now_ns())
 		sim_exec_sleep_until(slot_ns);
+	/*
+	 * Nor is work reserved more than SIM_QUEUE_AHEAD_NS ahead of now, so the
+	 * busy-time rings (10.24 s) never wrap onto the present. A device
+	 * wedged by a practically endless kernel (over an hour) does not block.
+	 */
+	for (;;) {
+		bu = atomic_load_explicit(&ds->busy_until, memory_order_acquire);
+		now = sim_now_ns();
+		if (bu <= now + SIM_QUEUE_AHEAD_NS || bu - now > 3600000000000ull)
+			break;
+		sim_exec_sleep_until(bu - SIM_QUEUE_AHEAD_NS);
+	}
+	return n;
+}
 
-	ns += OP_LATENCY_NS;
+void sim_exec_kernel(struct sim_stream *s, unsigned long long n, uint64_t ns, uint64_t *ret_start,
+		     uint64_t *ret_end)
+{
+	struct sim_ctx_exec *x = sim_exec_of(s->ctx);
+	struct sim_device_state *ds = &sim.shm->dev[s->ctx->device];
+	uint64_t now, deps, bu, start, end;
+
+	/*
+	 * Saturating: a kernel "longer than forever" (cusim_spin(~0ull)) keeps
+	 * the device busy for good instead of wrapping its end into the past,
+	 * which would move the device's timeline backwards for every process.
+	 */
+	ns = ns > UINT64_MAX - OP_LATENCY_NS ? UINT64_MAX : ns + OP_LATENCY_NS;
 	deps = sim_exec_deps(s);
 	bu = atomic_load_explicit(&ds->busy_until, memory_order_acquire);
 	do {
@@ -219,7 +245,7 @@ void sim_exec_kernel(struct sim_stream *s, uint64_t ns, uint64_t *ret_start, uin
 		start = now > deps ? now : deps;
 		if (bu > start)
 			start = bu;
-		end = start + ns;
+		end = start > UINT64_MAX - ns ? UINT64_MAX : start + ns;
 	} while (!atomic_compare_exchange_weak_explicit(&ds->busy_until, &bu, end,
 							memory_order_acq_rel, memory_order_acquire));
 	pthread_mutex_lock(&sim.lock);

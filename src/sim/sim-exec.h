@@ -37,7 +37,7 @@ struct sim_stream {
 	bool legacy;			/* the context's legacy default stream */
 	bool per_thread;		/* a thread's per-thread default stream */
 	struct sim_ctx *ctx;
-	unsigned long long ctx_id;	/* ctx->id when made: a reset primary context is another one */
+	unsigned long long ctx_id;	/* ctx->id when made (a reset context is another) */
 	unsigned flags;
 	int priority;
 	unsigned long long id;
@@ -99,12 +99,20 @@ uint64_t sim_exec_deps(struct sim_stream *s);
 void sim_exec_complete_at(struct sim_stream *s, uint64_t end);
 
 /*
- * Reserves `ns` of device time for a kernel on s (after its dependencies and
- * every kernel already reserved on the device), records it as busy time of
- * this process, and returns its [start, end). Blocks first while the context
- * has SIM_LAUNCH_QUEUE launches in flight, as a full launch queue does.
+ * Takes a launch slot for a kernel on s: blocks while the context has
+ * SIM_LAUNCH_QUEUE launches in flight (a full launch queue) or the device's
+ * work reaches more than SIM_QUEUE_AHEAD_NS ahead. Returns the slot number
+ * to pass to sim_exec_kernel.
  */
-void sim_exec_kernel(struct sim_stream *s, uint64_t ns, uint64_t *ret_start, uint64_t *ret_end);
+unsigned long long sim_exec_kernel_slot(struct sim_stream *s);
+
+/*
+ * Reserves `ns` of device time for a kernel on s in launch slot n (after its
+ * dependencies and every kernel already reserved on the device), records it
+ * as busy time of this process, and returns its [start, end).
+ */
+void sim_exec_kernel(struct sim_stream *s, unsigned long long n, uint64_t ns, uint64_t *ret_start,
+		     uint64_t *ret_end);
 
 /* Occupies s (not the device) for ns, e.g. a copy. */
 void sim_exec_copy(struct sim_stream *s, uint64_t ns);

@@ -138,7 +138,8 @@ CUresult sim_launch_run(struct sim_stream *s, const struct sim_launch *l)
 {
 	struct sim_ctx_exec *x = sim_exec_of(s->ctx);
 	int dev = s->ctx->device;
-	uint64_t ns, start, end;
+	uint64_t ns, mig, start, end;
+	unsigned long long slot;
 	CUresult r = (CUresult)atomic_load(&x->sticky);
 
 	if (r)
@@ -151,8 +152,12 @@ CUresult sim_launch_run(struct sim_stream *s, const struct sim_launch *l)
 		int zero = 0;
 		atomic_compare_exchange_strong(&x->sticky, &zero, CUDA_ERROR_ILLEGAL_ADDRESS);
 	}
-	ns = sim_launch_duration(l, dev) + sim_um_prepare_kernel(dev);
-	sim_exec_kernel(s, ns, &start, &end);
+	/* The slot first: residency decided before waiting could be evicted meanwhile. */
+	slot = sim_exec_kernel_slot(s);
+	ns = sim_launch_duration(l, dev);
+	mig = sim_um_prepare_kernel(dev);
+	ns = ns > UINT64_MAX - mig ? UINT64_MAX : ns + mig; /* cusim_spin(~0ull): for ever */
+	sim_exec_kernel(s, slot, ns, &start, &end);
 	return CUDA_SUCCESS;
 }
 

@@ -267,7 +267,7 @@ struct sim_proc_slot *sim_proc_register(struct sim_shared *sh, pid_t pid, int vr
 				continue;
 			slot_drain(sh, slot);
 			/* A new process must not inherit the busy history of the slot. */
-			memset((void *)sh->proc_busy[i], 0, sizeof(sh->proc_busy[i]));
+			atomic_store(&slot->registered_ns, sim_now_ns());
 			slot->vram_fd = vram_fd;
 			atomic_store(&slot->start_time, start);
 			atomic_store(&slot->pid, (int32_t)pid);
@@ -375,6 +375,8 @@ uint64_t sim_busy_sum(const struct sim_shared *sh, const struct sim_proc_slot *s
 	unsigned n = slot ? SIM_PROC_BUCKETS : SIM_DEV_BUCKETS;
 	uint64_t sum = 0;
 
+	if (slot && from < atomic_load_explicit(&slot->registered_ns, memory_order_relaxed))
+		from = atomic_load_explicit(&slot->registered_ns, memory_order_relaxed);
 	if (to <= from)
 		return 0;
 	if (to - from > (uint64_t)n * SIM_BUCKET_NS)

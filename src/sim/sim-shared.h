@@ -43,7 +43,9 @@
 #define SIM_BUCKET_NS 10000000ull
 #define SIM_BUCKET_BITS 24
 #define SIM_DEV_BUCKETS 1024		/* 10.24 s of device history */
-#define SIM_PROC_BUCKETS 256		/* 2.56 s of per-process history */
+#define SIM_PROC_BUCKETS 1024		/* 10.24 s of per-process history */
+/* Kernels are not reserved further ahead than this, so the rings never wrap onto now. */
+#define SIM_QUEUE_AHEAD_NS 2000000000ull
 
 /* Slot pid values other than a real pid. */
 #define SIM_PID_FREE 0
@@ -87,6 +89,7 @@ struct sim_proc_slot {
 	_Atomic uint64_t managed[SIM_MAX_DEVICES];	/* managed bytes allocated, per device */
 	_Atomic uint64_t resident[SIM_MAX_DEVICES];	/* of which resident on the device */
 	_Atomic uint64_t last_run[SIM_MAX_DEVICES];	/* end of its latest kernel (LRU eviction) */
+	_Atomic uint64_t registered_ns;	/* CLOCK_MONOTONIC at registration: older buckets are not its */
 };
 
 /*
@@ -128,7 +131,7 @@ struct sim_shared {
 
 _Static_assert(sizeof(struct sim_device_desc) == 192, "device desc layout");
 _Static_assert(sizeof(struct sim_device_state) == 256, "device state layout");
-_Static_assert(sizeof(struct sim_proc_slot) == 152 + 3 * 8 * SIM_MAX_DEVICES, "proc slot layout");
+_Static_assert(sizeof(struct sim_proc_slot) == 160 + 3 * 8 * SIM_MAX_DEVICES, "proc slot layout");
 _Static_assert(sizeof(struct sim_fault) == 96, "fault layout");
 
 /*

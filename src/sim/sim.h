@@ -84,6 +84,7 @@ struct sim_ctx {
 	bool primary;
 	bool destroyed;
 	unsigned long long id;
+	unsigned epoch;			/* sim_epoch when activated: void in a forked child */
 	uint64_t charged;		/* context footprint charged on the device */
 	size_t limits[16];		/* cuCtxSetLimit values by CUlimit */
 	CUfunc_cache cache_config;

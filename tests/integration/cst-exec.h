@@ -27,9 +27,10 @@
 /* The three kernels cusim runs as built-ins, from one loaded image. */
 struct cx_kernels {
 	CUmodule mod;
-	CUfunction spin;	/* cusim_spin(unsigned long long ns) */
-	CUfunction fill;	/* cusim_fill_u32(unsigned *dst, unsigned v, size_t n) */
-	CUfunction vecadd;	/* cusim_vecadd_f32(const float *a, const float *b, float *c, size_t n) */
+	CUfunction spin; /* cusim_spin(unsigned long long ns) */
+	CUfunction fill; /* cusim_fill_u32(unsigned *dst, unsigned v, size_t n) */
+	CUfunction
+	    vecadd; /* cusim_vecadd_f32(const float *a, const float *b, float *c, size_t n) */
 };
 
 /* CLOCK_MONOTONIC, the clock cusim's timeline runs on, in ns. */
@@ -181,7 +182,8 @@ static inline void cx_vec_check(CUdeviceptr c, size_t n)
 	cst_assert_cu(CUDA_SUCCESS, cuMemcpyDtoH(h, c, n * sizeof(*h)));
 	for (size_t i = 0; i < n; i++) {
 		if (h[i] != 3.0f * (float)i + 0.5f)
-			fail_msg("c[%zu] = %f, expected %f", i, (double)h[i], 3.0 * (double)i + 0.5);
+			fail_msg("c[%zu] = %f, expected %f", i, (double)h[i],
+				 3.0 * (double)i + 0.5);
 	}
 	free(h);
 }

@@ -298,8 +298,10 @@ static void test_errors_fork_child(void **state)
 	pid_t pid;
 	int status;
 
+	CUcontext parent_ctx;
+
 	(void)state;
-	cst_init_primary(0);
+	parent_ctx = cst_init_primary(0);
 	for (size_t i = 0; i < sizeof(in); i++)
 		in[i] = (char)(i ^ 0x5a);
 	cst_assert_cu(CUDA_SUCCESS, cuMemAlloc(&d, sizeof(in)));
@@ -324,6 +326,9 @@ static void test_errors_fork_child(void **state)
 		if (++step && (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx != NULL))
 			_exit(step);
 		if (++step && cuDeviceGet(&dev, 0) != CUDA_SUCCESS)
+			_exit(step);
+		/* The parent's context is not the child's either. */
+		if (++step && cuCtxSetCurrent(parent_ctx) != CUDA_ERROR_INVALID_CONTEXT)
 			_exit(step);
 		if (++step && (cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)))
 			_exit(step);

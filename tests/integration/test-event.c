@@ -146,7 +146,8 @@ static void test_event_handles(void **state)
 
 	/* An event records only on streams of its own context. */
 	cst_assert_cu(CUDA_ERROR_INVALID_HANDLE, cuEventRecord(e, s_other));
-	cst_assert_cu(CUDA_ERROR_INVALID_HANDLE, cuEventRecord(e, NULL)); /* other's legacy stream */
+	cst_assert_cu(CUDA_ERROR_INVALID_HANDLE,
+		      cuEventRecord(e, NULL)); /* other's legacy stream */
 	cst_assert_cu(CUDA_ERROR_INVALID_HANDLE, cuEventRecord(e_other, s_primary));
 	cst_assert_cu(CUDA_SUCCESS, cuEventRecord(e_other, s_other));
 	cst_assert_cu(CUDA_SUCCESS, cuEventRecord(e, s_primary));
@@ -280,12 +281,9 @@ static void test_event_sticky(void **state)
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_event_elapsed),
-		cmocka_unit_test(test_event_flags),
-		cmocka_unit_test(test_event_handles),
-		cmocka_unit_test(test_event_not_initialized),
-		cmocka_unit_test(test_event_host_func),
-		cmocka_unit_test(test_event_sticky),
+	    cmocka_unit_test(test_event_elapsed),   cmocka_unit_test(test_event_flags),
+	    cmocka_unit_test(test_event_handles),   cmocka_unit_test(test_event_not_initialized),
+	    cmocka_unit_test(test_event_host_func), cmocka_unit_test(test_event_sticky),
 	};
 
 	return cst_isolate_main("event", tests, sizeof(tests) / sizeof(tests[0]), argc, argv);

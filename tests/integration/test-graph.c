@@ -17,8 +17,8 @@
 
 struct host_count {
 	_Atomic int calls;
-	unsigned long long last;	/* when it last ran */
-	const unsigned *watch;		/* device memory to read when called (host-addressable) */
+	unsigned long long last; /* when it last ran */
+	const unsigned *watch;	 /* device memory to read when called (host-addressable) */
 	unsigned seen;
 };
 
@@ -79,8 +79,7 @@ static void capture_work(const struct cx_kernels *k, CUstream s, const struct bu
 }
 
 /* Launches x on s, waits, and checks the replay: results, host function, time. */
-static void launch_and_check(CUgraphExec x, CUstream s, const struct bufs *b,
-			     struct host_count *h)
+static void launch_and_check(CUgraphExec x, CUstream s, const struct bufs *b, struct host_count *h)
 {
 	int before = atomic_load(&h->calls);
 	unsigned long long t0 = cx_now();
@@ -197,7 +196,7 @@ static void test_graph_instantiate(void **state)
 
 	cst_assert_cu(CUDA_SUCCESS, cuGraphInstantiateWithFlags(&x[0], g, 0));
 	cst_assert_cu(CUDA_SUCCESS, cuGraphInstantiateWithFlags(
-					    &x[1], g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+					&x[1], g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
 	cst_assert_cu(CUDA_SUCCESS, v1(&x[2], g, &err, log, sizeof(log)));
 	assert_null(err);
 	assert_string_equal(log, "");
@@ -291,7 +290,7 @@ static void test_graph_capture_info(void **state)
 
 	/* Capture on the per-thread default stream (stream 0 of a _ptsz entry point). */
 	CUresult (*begin_ptsz)(CUstream, CUstreamCaptureMode) =
-		cx_sym("cuStreamBeginCapture_v2_ptsz");
+	    cx_sym("cuStreamBeginCapture_v2_ptsz");
 	CUresult (*end_ptsz)(CUstream, CUgraph *) = cx_sym("cuStreamEndCapture_ptsz");
 	cst_assert_cu(CUDA_SUCCESS, begin_ptsz(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL));
 	cst_assert_cu(CUDA_SUCCESS, cuStreamIsCapturing(CU_STREAM_PER_THREAD, &st));
@@ -567,8 +566,13 @@ static void test_graph_exec_errors(void **state)
 	unsigned val = 4;
 	size_t count = N;
 	void *params[] = {&b.fill, &val, &count};
-	CUDA_KERNEL_NODE_PARAMS kp = {.func = k.fill, .gridDimX = 4, .gridDimY = 1, .gridDimZ = 1,
-				      .blockDimX = 256, .blockDimY = 1, .blockDimZ = 1,
+	CUDA_KERNEL_NODE_PARAMS kp = {.func = k.fill,
+				      .gridDimX = 4,
+				      .gridDimY = 1,
+				      .gridDimZ = 1,
+				      .blockDimX = 256,
+				      .blockDimY = 1,
+				      .blockDimZ = 1,
 				      .kernelParams = params};
 	cst_assert_cu(CUDA_SUCCESS, cuGraphCreate(&g, 0));
 	cst_assert_cu(CUDA_SUCCESS, cuGraphAddHostNode(&hn, g, NULL, 0, &hp));
@@ -601,12 +605,12 @@ static void test_graph_exec_errors(void **state)
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_graph_capture_replay),
-		cmocka_unit_test(test_graph_instantiate),
-		cmocka_unit_test(test_graph_capture_info),
-		cmocka_unit_test(test_graph_capture_errors),
-		cmocka_unit_test(test_graph_explicit),
-		cmocka_unit_test(test_graph_exec_errors),
+	    cmocka_unit_test(test_graph_capture_replay),
+	    cmocka_unit_test(test_graph_instantiate),
+	    cmocka_unit_test(test_graph_capture_info),
+	    cmocka_unit_test(test_graph_capture_errors),
+	    cmocka_unit_test(test_graph_explicit),
+	    cmocka_unit_test(test_graph_exec_errors),
 	};
 
 	return cst_isolate_main("graph", tests, sizeof(tests) / sizeof(tests[0]), argc, argv);

@@ -16,8 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define N 1000		/* elements the kernels work on */
-#define CAP 1024	/* elements allocated: N plus a guard band */
+#define N 1000	 /* elements the kernels work on */
+#define CAP 1024 /* elements allocated: N plus a guard band */
 #define GUARD 0xdeadbeefu
 
 /* A u32 buffer of CAP elements, all GUARD. */
@@ -66,21 +66,24 @@ static void test_launch_params(void **state)
 	(void)state;
 	cx_setup("launch", NULL, &k);
 	p = guarded_buf();
-	cst_assert_cu(CUDA_SUCCESS, cuLaunchKernel(k.fill, 4, 1, 1, 256, 1, 1, 0, NULL, params, NULL));
+	cst_assert_cu(CUDA_SUCCESS,
+		      cuLaunchKernel(k.fill, 4, 1, 1, 256, 1, 1, 0, NULL, params, NULL));
 	cst_assert_cu(CUDA_SUCCESS, cuCtxSynchronize());
 	assert_filled(p, val, N);
 
 	/* n = 0: nothing written, still a successful launch. */
 	n = 0;
 	val = 1;
-	cst_assert_cu(CUDA_SUCCESS, cuLaunchKernel(k.fill, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
+	cst_assert_cu(CUDA_SUCCESS,
+		      cuLaunchKernel(k.fill, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
 	cst_assert_cu(CUDA_SUCCESS, cuCtxSynchronize());
 	assert_filled(p, 0x12345678u, N);
 
 	/* The last element of the allocation exactly: in range. */
 	n = CAP;
 	val = 7;
-	cst_assert_cu(CUDA_SUCCESS, cuLaunchKernel(k.fill, 4, 1, 1, 256, 1, 1, 0, NULL, params, NULL));
+	cst_assert_cu(CUDA_SUCCESS,
+		      cuLaunchKernel(k.fill, 4, 1, 1, 256, 1, 1, 0, NULL, params, NULL));
 	cst_assert_cu(CUDA_SUCCESS, cuCtxSynchronize());
 	cx_assert_u32(p, 7, CAP);
 
@@ -134,13 +137,15 @@ static void test_launch_extra(void **state)
 	fa.dst = guarded_buf();
 	fa.value = 0xcafef00du;
 	fa.n = 777;
-	cst_assert_cu(CUDA_SUCCESS, cuLaunchKernel(k.fill, 4, 1, 1, 256, 1, 1, 0, NULL, NULL, fextra));
+	cst_assert_cu(CUDA_SUCCESS,
+		      cuLaunchKernel(k.fill, 4, 1, 1, 256, 1, 1, 0, NULL, NULL, fextra));
 	cst_assert_cu(CUDA_SUCCESS, cuCtxSynchronize());
 	assert_filled(fa.dst, 0xcafef00du, 777);
 
 	vec_bufs(v);
 	va = (struct vecadd_args){v[0], v[1], v[2], 513};
-	cst_assert_cu(CUDA_SUCCESS, cuLaunchKernel(k.vecadd, 3, 1, 1, 256, 1, 1, 0, NULL, NULL, vextra));
+	cst_assert_cu(CUDA_SUCCESS,
+		      cuLaunchKernel(k.vecadd, 3, 1, 1, 256, 1, 1, 0, NULL, NULL, vextra));
 	cst_assert_cu(CUDA_SUCCESS, cuCtxSynchronize());
 	assert_vecadd(v[2], 513);
 
@@ -192,18 +197,19 @@ static void test_launch_ptsz(void **state)
 
 	(void)state;
 	probe.ctx = cx_setup("launch", NULL, &k);
-	cst_assert_cu(CUDA_SUCCESS, cuGetProcAddress_v2("cuLaunchKernel", &pfn, 13000,
-						     CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
-						     &st));
+	cst_assert_cu(CUDA_SUCCESS,
+		      cuGetProcAddress_v2("cuLaunchKernel", &pfn, 13000,
+					  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
 	assert_int_equal(st, CU_GET_PROC_ADDRESS_SUCCESS);
 	assert_ptr_equal(pfn, cx_sym("cuLaunchKernel_ptsz"));
 	launch_ptsz = (launch_fn)pfn;
 	cst_assert_cu(CUDA_SUCCESS, cuGetProcAddress_v2("cuLaunchKernel", &pfn, 13000,
-						     CU_GET_PROC_ADDRESS_DEFAULT, &st));
+							CU_GET_PROC_ADDRESS_DEFAULT, &st));
 	assert_ptr_equal(pfn, (void *)cuLaunchKernel);
 
 	p = guarded_buf();
-	cst_assert_cu(CUDA_SUCCESS, launch_ptsz(k.fill, 4, 1, 1, 256, 1, 1, 0, NULL, fparams, NULL));
+	cst_assert_cu(CUDA_SUCCESS,
+		      launch_ptsz(k.fill, 4, 1, 1, 256, 1, 1, 0, NULL, fparams, NULL));
 	cst_assert_cu(CUDA_SUCCESS, cuStreamSynchronize(CU_STREAM_PER_THREAD));
 	assert_filled(p, 99, N);
 
@@ -235,15 +241,20 @@ static void test_launch_ex(void **state)
 	CUlaunchAttribute coop = {.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE, .value.cooperative = 1};
 	CUlaunchAttribute prio = {.id = CU_LAUNCH_ATTRIBUTE_PRIORITY, .value.priority = -1};
 	CUlaunchAttribute both[2] = {prio, coop};
-	CUlaunchConfig cfg = {.gridDimX = 4, .gridDimY = 1, .gridDimZ = 1,
-			      .blockDimX = 256, .blockDimY = 1, .blockDimZ = 1};
+	CUlaunchConfig cfg = {.gridDimX = 4,
+			      .gridDimY = 1,
+			      .gridDimZ = 1,
+			      .blockDimX = 256,
+			      .blockDimY = 1,
+			      .blockDimZ = 1};
 
 	(void)state;
 	cx_setup("launch", NULL, &k);
 	cst_assert_cu(CUDA_SUCCESS,
 		      cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0));
-	cst_assert_cu(CUDA_SUCCESS, cuDeviceGetAttribute(
-					    &tpsm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 0));
+	cst_assert_cu(
+	    CUDA_SUCCESS,
+	    cuDeviceGetAttribute(&tpsm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 0));
 	p = guarded_buf();
 	cst_assert_cu(CUDA_SUCCESS, cuLaunchKernelEx(&cfg, k.fill, params, NULL));
 	cst_assert_cu(CUDA_SUCCESS, cuCtxSynchronize());
@@ -302,8 +313,9 @@ static void test_launch_cooperative(void **state)
 	assert_int_equal(coop, 1);
 	cst_assert_cu(CUDA_SUCCESS,
 		      cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0));
-	cst_assert_cu(CUDA_SUCCESS, cuDeviceGetAttribute(
-					    &tpsm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 0));
+	cst_assert_cu(
+	    CUDA_SUCCESS,
+	    cuDeviceGetAttribute(&tpsm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 0));
 	p = guarded_buf();
 	cst_assert_cu(CUDA_SUCCESS,
 		      cuLaunchCooperativeKernel(k.fill, 4, 1, 1, 256, 1, 1, 0, NULL, params));
@@ -320,12 +332,14 @@ static void test_launch_cooperative(void **state)
 	val = 0x66u;
 	cst_assert_cu(CUDA_SUCCESS,
 		      cuLaunchCooperativeKernel(k.fill, max256, 1, 1, 256, 1, 1, 0, NULL, params));
-	cst_assert_cu(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
-		      cuLaunchCooperativeKernel(k.fill, max256 + 1, 1, 1, 256, 1, 1, 0, NULL, params));
+	cst_assert_cu(
+	    CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+	    cuLaunchCooperativeKernel(k.fill, max256 + 1, 1, 1, 256, 1, 1, 0, NULL, params));
 	cst_assert_cu(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
 		      cuLaunchCooperativeKernel(k.fill, max256, 2, 1, 256, 1, 1, 0, NULL, params));
-	cst_assert_cu(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
-		      cuLaunchCooperativeKernel(k.fill, 1, 1, max256 + 1, 256, 1, 1, 0, NULL, params));
+	cst_assert_cu(
+	    CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+	    cuLaunchCooperativeKernel(k.fill, 1, 1, max256 + 1, 256, 1, 1, 0, NULL, params));
 	/* The same grid as an ordinary launch is fine. */
 	cst_assert_cu(CUDA_SUCCESS,
 		      cuLaunchKernel(k.fill, max256 + 1, 1, 1, 256, 1, 1, 0, NULL, params, NULL));
@@ -365,9 +379,14 @@ static void run_image(const char *image)
 static void test_launch_images(void **state)
 {
 	static const char *const images[] = {
-		"test-kernels.ptx",	      "test-kernels.cubin",	   "test-kernels.fatbin",
-		"test-kernels-plain.fatbin",  "test-kernels-lz4.fatbin",   "test-kernels-zstd.fatbin",
-		"test-kernels-ptx-zstd.fatbin", "test-kernels-ptx-lz4.fatbin",
+	    "test-kernels.ptx",
+	    "test-kernels.cubin",
+	    "test-kernels.fatbin",
+	    "test-kernels-plain.fatbin",
+	    "test-kernels-lz4.fatbin",
+	    "test-kernels-zstd.fatbin",
+	    "test-kernels-ptx-zstd.fatbin",
+	    "test-kernels-ptx-lz4.fatbin",
 	};
 
 	(void)state;
@@ -394,7 +413,8 @@ static void test_launch_library(void **state)
 		CUdeviceptr p, v[3];
 		unsigned val = 0x0f0f0000u + (unsigned)i;
 
-		cst_assert_cu(CUDA_SUCCESS, cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0));
+		cst_assert_cu(CUDA_SUCCESS,
+			      cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0));
 		free(img);
 		cst_assert_cu(CUDA_SUCCESS, cuLibraryGetKernel(&fill, lib, "cusim_fill_u32"));
 		cst_assert_cu(CUDA_SUCCESS, cuLibraryGetKernel(&vecadd, lib, "cusim_vecadd_f32"));
@@ -500,15 +520,15 @@ static void test_launch_geometry(void **state)
 	int optin = 0, perblock = 0;
 	void *params[] = {&p, &val, &n};
 	static const unsigned bad[][6] = {
-		{0, 1, 1, 1, 1, 1},	 {1, 0, 1, 1, 1, 1},	  {1, 1, 0, 1, 1, 1},
-		{1, 1, 1, 0, 1, 1},	 {1, 1, 1, 1, 0, 1},	  {1, 1, 1, 1, 1, 0},
-		{1, 1, 1, 1025, 1, 1},	 {1, 1, 1, 1, 1025, 1},	  {1, 1, 1, 1, 1, 65},
-		{1, 1, 1, 32, 32, 2},	 {1, 1, 1, 512, 1, 4},	  {1, 65536, 1, 1, 1, 1},
-		{1, 1, 65536, 1, 1, 1},
+	    {0, 1, 1, 1, 1, 1},	    {1, 0, 1, 1, 1, 1},	   {1, 1, 0, 1, 1, 1},
+	    {1, 1, 1, 0, 1, 1},	    {1, 1, 1, 1, 0, 1},	   {1, 1, 1, 1, 1, 0},
+	    {1, 1, 1, 1025, 1, 1},  {1, 1, 1, 1, 1025, 1}, {1, 1, 1, 1, 1, 65},
+	    {1, 1, 1, 32, 32, 2},   {1, 1, 1, 512, 1, 4},  {1, 65536, 1, 1, 1, 1},
+	    {1, 1, 65536, 1, 1, 1},
 	};
 	static const unsigned good[][6] = {
-		{1, 1, 1, 1024, 1, 1},	 {1, 1, 1, 1, 1024, 1},	  {1, 1, 1, 1, 1, 64},
-		{1, 1, 1, 32, 32, 1},	 {1, 65535, 65535, 1, 1, 1}, {2147483647u, 1, 1, 1, 1, 1},
+	    {1, 1, 1, 1024, 1, 1}, {1, 1, 1, 1, 1024, 1},      {1, 1, 1, 1, 1, 64},
+	    {1, 1, 1, 32, 32, 1},  {1, 65535, 65535, 1, 1, 1}, {2147483647u, 1, 1, 1, 1, 1},
 	};
 
 	(void)state;
@@ -519,8 +539,8 @@ static void test_launch_geometry(void **state)
 		CUresult r = cuLaunchKernel(k.fill, g[0], g[1], g[2], g[3], g[4], g[5], 0, NULL,
 					    params, NULL);
 		if (r != CUDA_ERROR_INVALID_VALUE)
-			fail_msg("grid %ux%ux%u block %ux%ux%u: got %d", g[0], g[1], g[2], g[3], g[4],
-				 g[5], (int)r);
+			fail_msg("grid %ux%ux%u block %ux%ux%u: got %d", g[0], g[1], g[2], g[3],
+				 g[4], g[5], (int)r);
 	}
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		const unsigned *g = good[i];
@@ -532,29 +552,30 @@ static void test_launch_geometry(void **state)
 	assert_filled(p, 100 + sizeof(good) / sizeof(good[0]) - 1, 1);
 
 	/* Dynamic shared memory: 48 KiB without opting in, the device's opt-in maximum with. */
-	cst_assert_cu(CUDA_SUCCESS, cuDeviceGetAttribute(
-					    &perblock, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 0));
-	cst_assert_cu(CUDA_SUCCESS,
-		      cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-					   0));
+	cst_assert_cu(
+	    CUDA_SUCCESS,
+	    cuDeviceGetAttribute(&perblock, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 0));
+	cst_assert_cu(
+	    CUDA_SUCCESS,
+	    cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 0));
 	assert_int_equal(perblock, 48 << 10);
 	assert_true(optin > perblock);
 	cst_assert_cu(CUDA_SUCCESS, cuLaunchKernel(k.fill, 1, 1, 1, 32, 1, 1, (unsigned)perblock,
 						   NULL, params, NULL));
-	cst_assert_cu(CUDA_ERROR_INVALID_VALUE,
-		      cuLaunchKernel(k.fill, 1, 1, 1, 32, 1, 1, (unsigned)perblock + 1, NULL, params,
-				     NULL));
-	cst_assert_cu(CUDA_ERROR_INVALID_VALUE,
-		      cuLaunchKernel(k.fill, 1, 1, 1, 32, 1, 1, (unsigned)optin + 1, NULL, params,
-				     NULL));
-	cst_assert_cu(CUDA_SUCCESS, cuFuncSetAttribute(k.fill,
-						       CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-						       optin));
+	cst_assert_cu(
+	    CUDA_ERROR_INVALID_VALUE,
+	    cuLaunchKernel(k.fill, 1, 1, 1, 32, 1, 1, (unsigned)perblock + 1, NULL, params, NULL));
+	cst_assert_cu(
+	    CUDA_ERROR_INVALID_VALUE,
+	    cuLaunchKernel(k.fill, 1, 1, 1, 32, 1, 1, (unsigned)optin + 1, NULL, params, NULL));
+	cst_assert_cu(
+	    CUDA_SUCCESS,
+	    cuFuncSetAttribute(k.fill, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin));
 	cst_assert_cu(CUDA_SUCCESS, cuLaunchKernel(k.fill, 1, 1, 1, 32, 1, 1, (unsigned)optin, NULL,
 						   params, NULL));
-	cst_assert_cu(CUDA_ERROR_INVALID_VALUE,
-		      cuLaunchKernel(k.fill, 1, 1, 1, 32, 1, 1, (unsigned)optin + 1, NULL, params,
-				     NULL));
+	cst_assert_cu(
+	    CUDA_ERROR_INVALID_VALUE,
+	    cuLaunchKernel(k.fill, 1, 1, 1, 32, 1, 1, (unsigned)optin + 1, NULL, params, NULL));
 	cst_assert_cu(CUDA_ERROR_INVALID_VALUE,
 		      cuLaunchKernel(k.fill, 1, 1, 1, 32, 1, 1, 0x80000000u, NULL, params, NULL));
 	cst_assert_cu(CUDA_SUCCESS, cuCtxSynchronize());
@@ -606,8 +627,12 @@ static void test_launch_not_initialized(void **state)
 {
 	unsigned long long ns = 1;
 	void *params[] = {&ns};
-	CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
-			      .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1};
+	CUlaunchConfig cfg = {.gridDimX = 1,
+			      .gridDimY = 1,
+			      .gridDimZ = 1,
+			      .blockDimX = 1,
+			      .blockDimY = 1,
+			      .blockDimZ = 1};
 
 	(void)state;
 	cst_fresh_instance("launch", NULL, NULL);
@@ -619,6 +644,32 @@ static void test_launch_not_initialized(void **state)
 	cst_assert_cu(CUDA_SUCCESS, cuInit(0));
 	cst_assert_cu(CUDA_ERROR_INVALID_CONTEXT,
 		      cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+}
+
+/*
+ * A kernel that never ends (cusim_spin(~0)) keeps the device busy: later
+ * kernels of any stream queue behind it, and nothing wraps into the past.
+ */
+static void test_launch_forever(void **state)
+{
+	struct cx_kernels k;
+	CUstream a, b;
+	CUevent e;
+
+	(void)state;
+	cx_setup("launch", NULL, &k);
+	cst_assert_cu(CUDA_SUCCESS, cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+	cst_assert_cu(CUDA_SUCCESS, cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+	cst_assert_cu(CUDA_SUCCESS, cuEventCreate(&e, 0));
+	cst_assert_cu(CUDA_SUCCESS, cx_spin(k.spin, a, ~0ull));
+	cst_assert_cu(CUDA_SUCCESS, cx_spin(k.spin, a, ~0ull - 1000));
+	cst_assert_cu(CUDA_SUCCESS, cx_spin(k.spin, b, MS));
+	cst_assert_cu(CUDA_SUCCESS, cuEventRecord(e, b));
+	usleep(20000);
+	cst_assert_cu(CUDA_ERROR_NOT_READY, cuStreamQuery(a));
+	cst_assert_cu(CUDA_ERROR_NOT_READY, cuStreamQuery(b));
+	cst_assert_cu(CUDA_ERROR_NOT_READY, cuEventQuery(e));
+	/* The process exits with the work in flight, as an application may. */
 }
 
 /* ---- fork ---- */
@@ -697,19 +748,20 @@ static void test_launch_fork(void **state)
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_launch_params),
-		cmocka_unit_test(test_launch_extra),
-		cmocka_unit_test(test_launch_ptsz),
-		cmocka_unit_test(test_launch_ex),
-		cmocka_unit_test(test_launch_cooperative),
-		cmocka_unit_test(test_launch_images),
-		cmocka_unit_test(test_launch_library),
-		cmocka_unit_test(test_launch_illegal_address),
-		cmocka_unit_test(test_launch_fault_writes_nothing),
-		cmocka_unit_test(test_launch_geometry),
-		cmocka_unit_test(test_launch_context_errors),
-		cmocka_unit_test(test_launch_not_initialized),
-		cmocka_unit_test(test_launch_fork),
+	    cmocka_unit_test(test_launch_params),
+	    cmocka_unit_test(test_launch_extra),
+	    cmocka_unit_test(test_launch_ptsz),
+	    cmocka_unit_test(test_launch_ex),
+	    cmocka_unit_test(test_launch_cooperative),
+	    cmocka_unit_test(test_launch_images),
+	    cmocka_unit_test(test_launch_library),
+	    cmocka_unit_test(test_launch_illegal_address),
+	    cmocka_unit_test(test_launch_fault_writes_nothing),
+	    cmocka_unit_test(test_launch_geometry),
+	    cmocka_unit_test(test_launch_context_errors),
+	    cmocka_unit_test(test_launch_not_initialized),
+	    cmocka_unit_test(test_launch_forever),
+	    cmocka_unit_test(test_launch_fork),
 	};
 
 	return cst_isolate_main("launch", tests, sizeof(tests) / sizeof(tests[0]), argc, argv);

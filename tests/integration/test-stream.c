@@ -364,8 +364,10 @@ static void *ptds_thread(void *arg)
 static void test_stream_per_thread(void **state)
 {
 	struct cx_kernels k;
-	struct ptds_thread t = {.query_pt = CUDA_ERROR_UNKNOWN, .query_ptsz = CUDA_ERROR_UNKNOWN,
-				.record = CUDA_ERROR_UNKNOWN, .event = CUDA_ERROR_UNKNOWN};
+	struct ptds_thread t = {.query_pt = CUDA_ERROR_UNKNOWN,
+				.query_ptsz = CUDA_ERROR_UNKNOWN,
+				.record = CUDA_ERROR_UNKNOWN,
+				.event = CUDA_ERROR_UNKNOWN};
 	CUdriverProcAddressQueryResult st;
 	void *pfn = NULL;
 	unsigned long long t0, mine = 0, legacy = 0;
@@ -541,16 +543,16 @@ static void test_stream_host_func_sync(void **state)
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_stream_create_query),
-		cmocka_unit_test(test_stream_destroyed),
-		cmocka_unit_test(test_stream_priority_flags),
-		cmocka_unit_test(test_stream_attrs),
-		cmocka_unit_test(test_stream_order),
-		cmocka_unit_test(test_stream_wait_event),
-		cmocka_unit_test(test_stream_legacy),
-		cmocka_unit_test(test_stream_per_thread),
-		cmocka_unit_test(test_stream_host_func),
-		cmocka_unit_test(test_stream_host_func_sync),
+	    cmocka_unit_test(test_stream_create_query),
+	    cmocka_unit_test(test_stream_destroyed),
+	    cmocka_unit_test(test_stream_priority_flags),
+	    cmocka_unit_test(test_stream_attrs),
+	    cmocka_unit_test(test_stream_order),
+	    cmocka_unit_test(test_stream_wait_event),
+	    cmocka_unit_test(test_stream_legacy),
+	    cmocka_unit_test(test_stream_per_thread),
+	    cmocka_unit_test(test_stream_host_func),
+	    cmocka_unit_test(test_stream_host_func_sync),
 	};
 
 	return cst_isolate_main("stream", tests, sizeof(tests) / sizeof(tests[0]), argc, argv);
