@@ -320,63 +320,42 @@ static CUresult resolve(const char *name, CUstream h, bool ptds, struct sim_stre
 	return r ? r : sim_exec_stream(h, ptds, ret);
 }
 
-SIM_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+/* The stream's context; and its green context, which cusim does not model (NULL). */
+static CUresult get_ctx(const char *name, CUstream h, bool ptds, CUcontext *pctx,
+			CUgreenCtx *pgreen, bool green_form)
 {
 	struct sim_stream *s;
-	CUresult r = resolve(__func__, hStream, false, &s);
+	CUresult r = resolve(name, h, ptds, &s);
 
 	if (r)
 		return r;
-	if (!pctx)
+	if (green_form ? (!pctx && !pgreen) : !pctx)
 		return CUDA_ERROR_INVALID_VALUE;
-	*pctx = (CUcontext)s->ctx;
+	if (pctx)
+		*pctx = (CUcontext)s->ctx;
+	if (pgreen)
+		*pgreen = NULL;
 	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+	return get_ctx(__func__, hStream, false, pctx, NULL, false);
 }
 
 SIM_API CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
 {
-	struct sim_stream *s;
-	CUresult r = resolve(__func__, hStream, true, &s);
-
-	if (r)
-		return r;
-	if (!pctx)
-		return CUDA_ERROR_INVALID_VALUE;
-	*pctx = (CUcontext)s->ctx;
-	return CUDA_SUCCESS;
+	return get_ctx(__func__, hStream, true, pctx, NULL, false);
 }
 
-/* CUDA 12.5: also returns the green context, which cusim does not model (NULL). */
 SIM_API CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
-	struct sim_stream *s;
-	CUresult r = resolve(__func__, hStream, false, &s);
-
-	if (r)
-		return r;
-	if (!pCtx && !pGreenCtx)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (pCtx)
-		*pCtx = (CUcontext)s->ctx;
-	if (pGreenCtx)
-		*pGreenCtx = NULL;
-	return CUDA_SUCCESS;
+	return get_ctx(__func__, hStream, false, pCtx, pGreenCtx, true);
 }
 
 SIM_API CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
-	struct sim_stream *s;
-	CUresult r = resolve(__func__, hStream, true, &s);
-
-	if (r)
-		return r;
-	if (!pCtx && !pGreenCtx)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (pCtx)
-		*pCtx = (CUcontext)s->ctx;
-	if (pGreenCtx)
-		*pGreenCtx = NULL;
-	return CUDA_SUCCESS;
+	return get_ctx(__func__, hStream, true, pCtx, pGreenCtx, true);
 }
 
 static CUresult get_flags(const char *name, CUstream h, unsigned int *flags, bool ptds)
