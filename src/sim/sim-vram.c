@@ -303,40 +303,37 @@ struct sim_alloc *sim_registry_take_locked(uintptr_t base)
 	return a;
 }
 
-static struct {
-	void (*fn)(struct sim_alloc *, void *);
-	void *arg;
+struct walk {
 	struct sim_alloc **list;
 	size_t n, cap;
-} walk;
+};
 
-static void collect(const void *node, VISIT which, int depth)
+static void collect(const void *node, VISIT which, void *closure)
 {
-	(void)depth;
+	struct walk *w = closure;
+
 	if (which != postorder && which != leaf)
 		return;
-	if (walk.n == walk.cap) {
-		size_t cap = walk.cap ? walk.cap * 2 : 64;
-		struct sim_alloc **l = realloc(walk.list, cap * sizeof(*l));
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 64;
+		struct sim_alloc **l = realloc(w->list, cap * sizeof(*l));
 		if (!l)
-			return;
-		walk.list = l;
-		walk.cap = cap;
+			return; /* out of host memory: the rest is left for the process's exit */
+		w->list = l;
+		w->cap = cap;
 	}
-	walk.list[walk.n++] = *(struct sim_alloc *const *)node;
+	w->list[w->n++] = *(struct sim_alloc *const *)node;
 }
 
 void sim_registry_walk_locked(void (*fn)(struct sim_alloc *a, void *arg), void *arg)
 {
-	/*
-	 * twalk(3) has no context argument and fn may remove entries, so collect
-	 * first (under sim.lock, hence the static state), then call.
-	 */
-	walk.n = 0;
-	twalk(vram.registry, collect);
-	for (size_t i = 0; i < walk.n; i++)
-		fn(walk.list[i], arg);
-	walk.n = 0;
+	struct walk w = {0};
+
+	/* fn may remove entries, which a tree walk cannot survive: collect first, then call. */
+	twalk_r(vram.registry, collect, &w);
+	for (size_t i = 0; i < w.n; i++)
+		fn(w.list[i], arg);
+	free(w.list);
 }
 
 CUresult sim_check_range(uintptr_t p, size_t len, struct sim_alloc *ret_copy)
