@@ -23,10 +23,13 @@ demo: all
 bench: all
 	meson test -C $(BUILD) --suite bench --benchmark --verbose
 
-install: setup
-	meson configure $(BUILD) -Dprefix=$(abspath $(PREFIX)) >/dev/null
-	ninja -C $(BUILD)
-	meson install -C $(BUILD) --no-rebuild
+# Installed programs are built without the sanitizers the test build uses.
+install: deps
+	@test -f $(BUILD)-install/build.ninja || \
+		meson setup $(BUILD)-install --werror -Dsanitize=false $(MESON_OPTS) >/dev/null
+	meson configure $(BUILD)-install -Dprefix=$(abspath $(PREFIX)) >/dev/null
+	ninja -C $(BUILD)-install
+	meson install -C $(BUILD)-install --no-rebuild
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-install
