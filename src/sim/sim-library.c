@@ -269,17 +269,7 @@ SIM_API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
 /* The entry prologue of calls on a library handle. */
 static CUresult lib_enter(const char *fn, CUlibrary h, struct sim_library **ret)
 {
-	CUresult r = sim_enter(fn);
-
-	if (r)
-		return r;
-	sim_module_lock();
-	*ret = sim_handle_get(h, SIM_LIBRARY_MAGIC);
-	if (!*ret) {
-		sim_module_unlock();
-		return CUDA_ERROR_INVALID_HANDLE;
-	}
-	return CUDA_SUCCESS;
+	return sim_handle_enter(fn, h, SIM_LIBRARY_MAGIC, (void **)ret);
 }
 
 SIM_API CUresult cuLibraryUnload(CUlibrary library)
@@ -453,17 +443,7 @@ SIM_API CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, con
 
 static CUresult kernel_enter(const char *fn, CUkernel h, struct sim_kernel **ret)
 {
-	CUresult r = sim_enter(fn);
-
-	if (r)
-		return r;
-	sim_module_lock();
-	*ret = sim_handle_get(h, SIM_KERNEL_MAGIC);
-	if (!*ret) {
-		sim_module_unlock();
-		return CUDA_ERROR_INVALID_HANDLE;
-	}
-	return CUDA_SUCCESS;
+	return sim_handle_enter(fn, h, SIM_KERNEL_MAGIC, (void **)ret);
 }
 
 SIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)

@@ -40,6 +40,12 @@ void sim_module_unlock(void);
 
 /* h as a live object whose first word is magic, or NULL (never reads a dead h). */
 void *sim_handle_get(const void *h, uint32_t magic);
+/*
+ * The prologue of a call on a handle: sim_enter(fn), then sim_module_lock()
+ * and the live object of that magic in *ret. CUDA_ERROR_INVALID_HANDLE (lock
+ * released) when h is not one; on success the caller holds the lock.
+ */
+CUresult sim_handle_enter(const char *fn, const void *h, uint32_t magic, void **ret);
 /* Makes room for `more` handles; -ENOMEM. sim_handle_put then cannot fail. */
 int sim_handle_reserve(size_t more);
 void sim_handle_put(const void *h);

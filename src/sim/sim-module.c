@@ -162,6 +162,21 @@ void *sim_handle_get(const void *h, uint32_t magic)
 	return (void *)h;
 }
 
+CUresult sim_handle_enter(const char *fn, const void *h, uint32_t magic, void **ret)
+{
+	CUresult r = sim_enter(fn);
+
+	if (r)
+		return r;
+	sim_module_lock();
+	*ret = sim_handle_get(h, magic);
+	if (!*ret) {
+		sim_module_unlock();
+		return CUDA_ERROR_INVALID_HANDLE;
+	}
+	return CUDA_SUCCESS;
+}
+
 /* ---- modules (caller holds reg.lock) ---- */
 
 int sim_module_dev_cc(int dev)
