@@ -10,7 +10,7 @@ static const char *const level_names[] = {"error", "warning", "info", "debug"};
 
 void cs_log_write(int level, const char *component, const char *fmt, ...)
 {
-	char buf[1024];
+	char buf[2048];
 	int saved = errno;
 	va_list ap;
 	int n;

@@ -1,0 +1,192 @@
+/*
+ * Charging the group: the device of an allocation, atomic reservation
+ * against the limit, and what happens at the limit.
+ *
+ * A reservation is taken before the driver is asked and given back if the
+ * driver fails, so processes racing for the last bytes can never together
+ * pass the limit (cs_group_reserve is one CAS loop on the shared counter).
+ * At the limit we first make sure the refusal is real: dead processes'
+ * accounting is reclaimed and pools are reconciled with what the driver
+ * says they hold; then we try once more.
+ */
+#include "cs-preload.h"
+
+#include <stdio.h>
+#include <time.h>
+
+#include "cs-log.h"
+#include "cs-size.h"
+
+/* At most one refusal message per this interval. */
+#define OOM_LOG_INTERVAL_NS 1000000000ull
+/* Views reclaim dead processes at most this often. */
+#define VIEW_RECLAIM_NS 100000000ull
+
+static _Atomic uint64_t last_oom_log_ns;
+static _Atomic uint64_t oom_unlogged;
+static _Atomic uint64_t last_reclaim_ns;
+
+/* CLOCK_MONOTONIC_COARSE is served by the vDSO: no syscall. */
+static uint64_t coarse_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static CUresult refuse_closed(void)
+{
+	if (!atomic_exchange(&cs.fail_logged, true))
+		cs_log(CS_LOG_ERROR, CS_LOG_NAME, "%s; GPU memory allocations are refused",
+		       cs.fail_reason);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult cs_ordinal_gdev(int ordinal, unsigned *gdev)
+{
+	CUresult r;
+
+	if (CS_UNLIKELY(atomic_load_explicit(&cs.attach, memory_order_acquire) != CS_ATTACHED)) {
+		r = cs_attach_result();
+		if (r != CUDA_SUCCESS)
+			return cs_mode() == CS_MODE_FAIL_CLOSED ? refuse_closed() : r;
+	}
+	if (CS_UNLIKELY(cs_mode() != CS_MODE_ACTIVE))
+		return refuse_closed();
+	if (CS_UNLIKELY(ordinal < 0 || ordinal >= cs.ndev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (CS_UNLIKELY(cs.dev[ordinal].gdev < 0))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*gdev = (unsigned)cs.dev[ordinal].gdev;
+	return CUDA_SUCCESS;
+}
+
+CUresult cs_current_gdev(unsigned *gdev)
+{
+	CUdevice dev;
+	CUresult r;
+
+	if (CS_UNLIKELY(cs_mode() == CS_MODE_FAIL_CLOSED))
+		return refuse_closed();
+	if (CS_UNLIKELY(!cs_drv.cuCtxGetDevice)) {
+		/* Not attached yet: attaching loads the driver functions. */
+		r = cs_attach_result();
+		if (r != CUDA_SUCCESS)
+			return cs_mode() == CS_MODE_FAIL_CLOSED ? refuse_closed() : r;
+	}
+	/* No current context: the same error the allocation itself would give. */
+	r = cs_drv.cuCtxGetDevice(&dev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	return cs_ordinal_gdev((int)dev, gdev);
+}
+
+/*
+ * Refusals are logged at most once a second: a job hovering at its limit
+ * refuses thousands of allocations a second (the framework retries smaller),
+ * and one line with the count says as much.
+ */
+static void log_refusal(unsigned gdev, uint64_t bytes)
+{
+	uint64_t now = coarse_now_ns();
+	uint64_t last = atomic_load_explicit(&last_oom_log_ns, memory_order_relaxed);
+	struct cs_group_dev *d = &cs.g->dev[gdev];
+	char want[32], used[32], limit[32], more[64] = "";
+	uint64_t quiet;
+
+	if ((last && now - last < OOM_LOG_INTERVAL_NS) ||
+	    !atomic_compare_exchange_strong(&last_oom_log_ns, &last, now)) {
+		atomic_fetch_add_explicit(&oom_unlogged, 1, memory_order_relaxed);
+		return;
+	}
+	quiet = atomic_exchange_explicit(&oom_unlogged, 0, memory_order_relaxed);
+	if (quiet)
+		snprintf(more, sizeof(more), "; %llu more refused since the last message",
+			 (unsigned long long)quiet);
+	cs_log(CS_LOG_WARN, CS_LOG_NAME,
+	       "group %s: out of memory on %s: %s requested, %s of %s in use (%llu bytes of %llu)%s",
+	       cs.group_name, d->uuid, cs_size_format(bytes, want, sizeof(want)),
+	       cs_size_format(atomic_load(&d->used), used, sizeof(used)),
+	       cs_size_format(atomic_load(&d->limit), limit, sizeof(limit)),
+	       (unsigned long long)atomic_load(&d->used),
+	       (unsigned long long)atomic_load(&d->limit), more);
+}
+
+bool cs_reserve(unsigned gdev, uint64_t bytes)
+{
+	if (CS_LIKELY(cs_group_reserve(cs.g, gdev, cs.self, bytes)))
+		return true;
+	/* Slow path: is the group really full? */
+	cs_group_reclaim(&cs.gh);
+	cs_pools_reconcile();
+	if (cs_group_reserve(cs.g, gdev, cs.self, bytes)) {
+		/* The first attempt counted a denial that did not happen in the end. */
+		atomic_fetch_sub_explicit(&cs.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
+		return true;
+	}
+	log_refusal(gdev, bytes);
+	return false;
+}
+
+void cs_charge(unsigned gdev, uint64_t bytes)
+{
+	cs_group_charge(cs.g, gdev, cs.self, bytes);
+}
+
+void cs_uncharge(unsigned gdev, uint64_t bytes)
+{
+	cs_group_uncharge(cs.g, gdev, cs.self, bytes);
+}
+
+void cs_untrack_begin(struct cs_untrack *u, enum cs_ptr_kind kind, uint64_t key)
+{
+	u->kind = kind;
+	u->key = key;
+	u->tracked = cs_mode() != CS_MODE_OFF && cs.map_ready &&
+		     cs_ptrmap_take(&cs.map, kind, key, &u->e);
+}
+
+void cs_untrack_pointer_begin(struct cs_untrack *u, CUdeviceptr ptr)
+{
+	cs_untrack_begin(u, CS_PTR_DEVICE, ptr);
+	if (!u->tracked)
+		cs_untrack_begin(u, CS_PTR_POOL_ALLOC, ptr);
+}
+
+CUresult cs_untrack_end(struct cs_untrack *u, CUresult r)
+{
+	if (!u->tracked)
+		return r;
+	if (r != CUDA_SUCCESS) {
+		cs_ptrmap_insert(&cs.map, u->kind, u->key, u->e.size, u->e.dev, u->e.aux);
+		return r;
+	}
+	if (u->kind == CS_PTR_POOL_ALLOC)
+		cs_pool_alloc_freed(u->e.aux);	/* the pool, not the block, is charged */
+	else
+		cs_uncharge(u->e.dev, u->e.size);
+	return r;
+}
+
+void cs_reclaim_maybe(void)
+{
+	uint64_t now = coarse_now_ns();
+	uint64_t last = atomic_load_explicit(&last_reclaim_ns, memory_order_relaxed);
+
+	if (now - last < VIEW_RECLAIM_NS ||
+	    !atomic_compare_exchange_strong(&last_reclaim_ns, &last, now))
+		return;
+	cs_group_reclaim(&cs.gh);
+	cs_pools_reconcile();
+}
+
+uint64_t cs_limit_of(unsigned gdev)
+{
+	return atomic_load_explicit(&cs.g->dev[gdev].limit, memory_order_relaxed);
+}
+
+uint64_t cs_used_of(unsigned gdev)
+{
+	return atomic_load_explicit(&cs.g->dev[gdev].used, memory_order_relaxed);
+}

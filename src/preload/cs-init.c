@@ -1,0 +1,327 @@
+/*
+ * Configuration (read once, at load), attachment to the group (once, at
+ * cuInit or the first accounted call), fork, and cuInit.
+ *
+ * Environment:
+ *   CUSLICE_GROUP      group name; processes with the same name on a machine
+ *                      share one quota per GPU. Default when only a limit is
+ *                      given: "pid-<pid>", exported so that children join.
+ *   CUSLICE_MEM_LIMIT  the group's memory limit (cs-limits.h forms).
+ *   CUSLICE_SHM_DIR    where group regions live (default /dev/shm).
+ *   CUSLICE_CTX_MEM    bytes charged per context (default: measured).
+ *   CUSLICE_LOG_LEVEL  error, warn (default), info or debug.
+ * None of CUSLICE_GROUP and CUSLICE_MEM_LIMIT set: the library is inert.
+ * Any invalid value: the process fails closed (device allocations refused).
+ */
+#include "cs-preload.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cs-log.h"
+#include "cs-size.h"
+
+struct cs_state cs = {
+	.gh = {.fd = -1, .slot = -1},
+};
+
+/* True on the thread that is attaching: calls back into us pass through. */
+static __thread bool in_attach __attribute__((tls_model("initial-exec")));
+
+void cs_fail_closed(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cs.fail_reason, sizeof(cs.fail_reason), fmt, ap);
+	va_end(ap);
+	atomic_store(&cs.mode, CS_MODE_FAIL_CLOSED);
+	if (!atomic_exchange(&cs.fail_logged, true))
+		cs_log(CS_LOG_ERROR, CS_LOG_NAME,
+		       "%s; GPU memory allocations in this process will fail (out of memory)",
+		       cs.fail_reason);
+}
+
+void cs_format_uuid(const CUuuid *u, char out[CS_GROUP_UUID_LEN])
+{
+	const unsigned char *b = (const unsigned char *)u->bytes;
+
+	snprintf(out, CS_GROUP_UUID_LEN,
+		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+		 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+		 b[14], b[15]);
+}
+
+static void load_log_level(void)
+{
+	static const char *const names[] = {"error", "warn", "info", "debug"};
+	const char *v = getenv("CUSLICE_LOG_LEVEL");
+
+	if (!v)
+		return;
+	for (int i = 0; i < 4; i++) {
+		if (strcasecmp(v, names[i]) == 0) {
+			cs_log_threshold = i;
+			return;
+		}
+	}
+	cs_log(CS_LOG_ERROR, CS_LOG_NAME,
+	       "CUSLICE_LOG_LEVEL=\"%s\": accepted: error, warn, info, debug; using warn", v);
+}
+
+/* Reads the environment; decides OFF, ACTIVE or FAIL_CLOSED. */
+static void load_config(void)
+{
+	const char *group = getenv("CUSLICE_GROUP");
+	const char *limit = getenv("CUSLICE_MEM_LIMIT");
+	const char *dir = getenv("CUSLICE_SHM_DIR");
+	const char *ctx = getenv("CUSLICE_CTX_MEM");
+	char err[1024];
+
+	load_log_level();
+	if (!group && !limit)
+		return;
+	atomic_store(&cs.mode, CS_MODE_ACTIVE);
+
+	if (!dir)
+		dir = "/dev/shm";
+	if (dir[0] != '/' || strlen(dir) >= sizeof(cs.shm_dir)) {
+		cs_fail_closed("CUSLICE_SHM_DIR=\"%s\": expected an absolute directory path shorter "
+			       "than %zu characters",
+			       dir, sizeof(cs.shm_dir));
+		return;
+	}
+	strcpy(cs.shm_dir, dir);
+
+	if (group) {
+		if (!cs_group_name_valid(group)) {
+			cs_fail_closed("CUSLICE_GROUP=\"%s\": expected 1 to %d characters of "
+				       "A-Z a-z 0-9 . _ -, not starting with '.' or '-'",
+				       group, CS_GROUP_NAME_MAX);
+			return;
+		}
+		strcpy(cs.group_name, group);
+	} else {
+		snprintf(cs.group_name, sizeof(cs.group_name), "pid-%d", (int)getpid());
+		/* Children (a job's workers) share the quota of the process that was given it. */
+		setenv("CUSLICE_GROUP", cs.group_name, 1);
+	}
+
+	if (limit) {
+		if (cs_limits_parse("CUSLICE_MEM_LIMIT", limit, CS_LIMIT_SIZES | CS_LIMIT_PERCENT,
+				    &cs.limits, err, sizeof(err)) != 0) {
+			cs_fail_closed("%s", err);
+			return;
+		}
+		cs.has_limits = true;
+	}
+
+	if (ctx && cs_size_parse(ctx, &cs.ctx_mem_override) != 0) {
+		cs_fail_closed("CUSLICE_CTX_MEM=\"%s\": expected %s", ctx, CS_SIZE_FORMS);
+		return;
+	}
+}
+
+static void atfork_child(void)
+{
+	/*
+	 * The child has no CUDA contexts or memory of its own yet: it is a new
+	 * member of the group, registered when it initialises CUDA. The
+	 * parent's slot (and its lock) stays the parent's.
+	 */
+	if (cs.gh.fd >= 0)
+		cs_group_forget_after_fork(&cs.gh);
+	cs.g = NULL;
+	cs.self = NULL;
+	for (int i = 0; i < CS_MAX_ORDINALS; i++) {
+		atomic_store(&cs.dev[i].primary_refs, 0);
+		atomic_store(&cs.dev[i].primary_charged, 0);
+	}
+	cs_pools_forget();
+	atomic_store(&cs.attach, CS_DETACHED);
+}
+
+__attribute__((constructor)) static void cs_load(void)
+{
+	load_config();
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
+/* Maps this process's CUDA devices to the group's entries. */
+static CUresult map_devices(void)
+{
+	char err[1024];
+	int n = 0;
+	CUresult r;
+
+	r = cs_drv.cuDeviceGetCount(&n);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n > CS_MAX_ORDINALS) {
+		cs_log(CS_LOG_WARN, CS_LOG_NAME,
+		       "%d CUDA devices visible; devices from %d on are refused allocations", n,
+		       CS_MAX_ORDINALS);
+		n = CS_MAX_ORDINALS;
+	}
+	if (cs.has_limits && cs_limits_check_ordinals(&cs.limits, n, err, sizeof(err)) != 0) {
+		cs_fail_closed("%s", err);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	for (int i = 0; i < n; i++) {
+		struct cs_device *d = &cs.dev[i];
+		CUdevice dev;
+		CUuuid uuid;
+		size_t total = 0;
+
+		d->gdev = -1;
+		r = cs_drv.cuDeviceGet(&dev, i);
+		if (r == CUDA_SUCCESS)
+			r = cs_drv.cuDeviceGetUuid_v2(&uuid, dev);
+		if (r == CUDA_SUCCESS)
+			r = CS_REAL(cuDeviceTotalMem_v2)(&total, dev);
+		if (r != CUDA_SUCCESS)
+			return r;
+		cs_format_uuid(&uuid, d->uuid);
+		d->total = total;
+	}
+	for (int i = 0; i < n; i++) {
+		struct cs_device *d = &cs.dev[i];
+		struct cs_limit_device ld = {.ordinal = i, .uuid = d->uuid, .total = d->total};
+		uint64_t want = cs.has_limits ? cs_limits_resolve(&cs.limits, &ld) : CS_LIMIT_NONE;
+		int gdev = cs_group_device(&cs.gh, d->uuid, d->total, want);
+		uint64_t have;
+
+		if (gdev < 0) {
+			cs_log(CS_LOG_ERROR, CS_LOG_NAME,
+			       "group %s: no room for device %d (%s): its allocations are refused",
+			       cs.group_name, i, d->uuid);
+			continue;
+		}
+		d->gdev = gdev;
+		have = atomic_load(&cs.gh.g->dev[gdev].limit);
+		if (cs.has_limits && have != want)
+			cs_log(CS_LOG_WARN, CS_LOG_NAME,
+			       "group %s already has limit %llu bytes on device %d (%s); "
+			       "CUSLICE_MEM_LIMIT asks %llu: the group's limit applies",
+			       cs.group_name, (unsigned long long)have, i, d->uuid,
+			       (unsigned long long)want);
+		if (cs.ctx_mem_override)
+			atomic_store(&d->ctx_bytes, cs.ctx_mem_override);
+	}
+	cs.ndev = n;
+	return CUDA_SUCCESS;
+}
+
+static CUresult do_attach(void)
+{
+	CUresult r;
+	int e;
+
+	r = CS_REAL(cuInit)(0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!cs_driver_api_load()) {
+		cs_fail_closed("the CUDA driver lacks functions cuslice needs (cuDeviceGet, "
+			       "cuDeviceGetCount, cuDeviceGetUuid_v2, cuCtxGetDevice)");
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (!cs.map_ready) {
+		e = cs_ptrmap_init(&cs.map, CS_PTRMAP_LOG2_DEFAULT);
+		if (e) {
+			cs_fail_closed("cannot reserve the allocation table: %s", strerror(-e));
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		cs.map_ready = true;
+	} else {
+		cs_ptrmap_reset(&cs.map);	/* a fork child: the parent's entries are not ours */
+	}
+	if (cs.gh.fd < 0) {
+		e = cs_group_open(&cs.gh, cs.shm_dir, cs.group_name);
+		if (e == -ENOENT || e == -ENOTDIR || e == -EACCES || e == -EPERM || e == -EROFS) {
+			cs_fail_closed("CUSLICE_SHM_DIR=\"%s\": cannot create the region of group %s "
+				       "there: %s; expected an existing directory the group's processes "
+				       "can write (default /dev/shm)",
+				       cs.shm_dir, cs.group_name, strerror(-e));
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		if (e) {
+			cs_fail_closed("group %s: cannot open %s/cuslice-group-%s: %s", cs.group_name,
+				       cs.shm_dir, cs.group_name, strerror(-e));
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+	}
+	e = cs_group_register(&cs.gh);
+	if (e < 0) {
+		cs_fail_closed("group %s: cannot register this process: %s", cs.group_name,
+			       e == -ENOSPC ? "all process slots are taken" : strerror(-e));
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	cs.g = cs.gh.g;
+	cs.self = &cs.g->proc[cs.gh.slot];
+	cs_pid_identity_self(&cs.id);
+	r = map_devices();
+	if (r != CUDA_SUCCESS)
+		return r;
+	cs_log(CS_LOG_INFO, CS_LOG_NAME, "group %s: attached as slot %d with %d device(s)",
+	       cs.group_name, cs.gh.slot, cs.ndev);
+	return CUDA_SUCCESS;
+}
+
+/*
+ * Attaches once; CUDA_SUCCESS when attached. Concurrent callers wait for the
+ * one that attaches. A call made from inside attaching (a driver that calls
+ * back into us) returns an error instead of waiting for itself.
+ */
+static CUresult attach(void)
+{
+	int expected = CS_DETACHED;
+	CUresult r;
+
+	if (atomic_load_explicit(&cs.attach, memory_order_acquire) == CS_ATTACHED)
+		return CUDA_SUCCESS;
+	if (cs_mode() == CS_MODE_FAIL_CLOSED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (cs_mode() != CS_MODE_ACTIVE || in_attach)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!atomic_compare_exchange_strong(&cs.attach, &expected, CS_ATTACHING)) {
+		struct timespec pause = {0, 100000};
+
+		while (atomic_load_explicit(&cs.attach, memory_order_acquire) == CS_ATTACHING)
+			nanosleep(&pause, NULL);
+		return atomic_load(&cs.attach) == CS_ATTACHED ? CUDA_SUCCESS
+							      : CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	in_attach = true;
+	r = do_attach();
+	in_attach = false;
+	atomic_store_explicit(&cs.attach, r == CUDA_SUCCESS ? CS_ATTACHED : CS_DETACHED,
+			      memory_order_release);
+	return r;
+}
+
+bool cs_attach(void)
+{
+	return attach() == CUDA_SUCCESS;
+}
+
+CUresult cs_attach_result(void)
+{
+	return attach();
+}
+
+CS_EXPORT CUresult cuInit(unsigned int Flags)
+{
+	CUresult r = CS_REAL(cuInit)(Flags);
+
+	if (r == CUDA_SUCCESS && cs_mode() == CS_MODE_ACTIVE && !in_attach)
+		attach();
+	return r;
+}

@@ -1,0 +1,192 @@
+/*
+ * Linear and managed device memory: cuMemAlloc, cuMemAllocPitch,
+ * cuMemAllocManaged, cuMemFree (every ABI variant).
+ *
+ * An allocation is charged what the caller asked for (pitch x height for
+ * pitched memory: what the driver actually laid out), on the device of the
+ * current context, before the driver is asked. The pointer and its charge go
+ * into the per-process map so that free finds them in O(1).
+ *
+ * Free gives back what the map says (cs_untrack_begin/end).
+ */
+#include "cs-preload.h"
+
+#include "cs-log.h"
+
+/* Pitched rows are aligned to 512 bytes on current GPUs (and in cusim). */
+#define PITCH_ALIGN 512u
+
+/* Reserves `bytes` on the current context's device: CUDA_SUCCESS, or the error to return. */
+static CUresult begin(uint64_t bytes, unsigned *gdev)
+{
+	CUresult r = cs_current_gdev(gdev);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	return cs_reserve(*gdev, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/*
+ * After the driver's answer r: remember the new range, or give the
+ * reservation back. undo frees the range when it cannot be remembered.
+ */
+static CUresult finish(CUresult r, CUdeviceptr ptr, unsigned gdev, uint64_t bytes,
+		       CUresult (*undo)(CUdeviceptr))
+{
+	if (r != CUDA_SUCCESS) {
+		cs_uncharge(gdev, bytes);
+		return r;
+	}
+	if (CS_LIKELY(cs_ptrmap_insert(&cs.map, CS_PTR_DEVICE, ptr, bytes, gdev, 0)))
+		return CUDA_SUCCESS;
+	undo(ptr);
+	cs_uncharge(gdev, bytes);
+	cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: allocation refused");
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult free_v2(CUdeviceptr ptr)
+{
+	return CS_REAL(cuMemFree_v2)(ptr);
+}
+
+static CUresult free_v1(CUdeviceptr ptr)
+{
+	return CS_REAL(cuMemFree)((CUdeviceptr_v1)ptr);
+}
+
+/* Frees through `real_free`, giving back what the range was charged. */
+static CUresult free_tracked(CUdeviceptr ptr, CUresult (*real_free)(CUdeviceptr))
+{
+	struct cs_untrack u;
+
+	cs_untrack_pointer_begin(&u, ptr);
+	return cs_untrack_end(&u, real_free(ptr));
+}
+
+CS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+	unsigned gdev;
+	CUresult r;
+
+	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
+		return CS_REAL(cuMemAlloc_v2)(dptr, bytesize);
+	r = begin(bytesize, &gdev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = CS_REAL(cuMemAlloc_v2)(dptr, bytesize);
+	return finish(r, *dptr, gdev, bytesize, free_v2);
+}
+
+CS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+	return free_tracked(dptr, free_v2);
+}
+
+/* The pre-CUDA-3.2 ABI (32-bit sizes and pointers): same accounting. */
+CS_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+	unsigned gdev;
+	CUresult r;
+
+	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
+		return CS_REAL(cuMemAlloc)(dptr, bytesize);
+	r = begin(bytesize, &gdev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = CS_REAL(cuMemAlloc)(dptr, bytesize);
+	return finish(r, *dptr, gdev, bytesize, free_v1);
+}
+
+CS_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+	return free_tracked(dptr, free_v1);
+}
+
+/*
+ * Pitched memory: reserve for rows rounded up to PITCH_ALIGN, then settle on
+ * what the driver laid out (pitch x height).
+ */
+static CUresult settle_pitch(CUresult r, CUdeviceptr ptr, size_t pitch, size_t height,
+			     unsigned gdev, uint64_t estimate, CUresult (*undo)(CUdeviceptr))
+{
+	uint64_t actual;
+
+	if (r != CUDA_SUCCESS) {
+		cs_uncharge(gdev, estimate);
+		return r;
+	}
+	actual = (uint64_t)pitch * height;
+	if (actual < estimate) {
+		cs_uncharge(gdev, estimate - actual);
+	} else if (actual > estimate && !cs_reserve(gdev, actual - estimate)) {
+		undo(ptr);
+		cs_uncharge(gdev, estimate);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return finish(CUDA_SUCCESS, ptr, gdev, actual, undo);
+}
+
+/* Bytes to reserve for a pitched allocation; 0 when the request is malformed. */
+static uint64_t pitch_estimate(size_t width, size_t height)
+{
+	uint64_t row;
+
+	if (width == 0 || height == 0 || width > UINT64_MAX - PITCH_ALIGN)
+		return 0;
+	row = (width + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+	return height > UINT64_MAX / row ? 0 : row * height;
+}
+
+CS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+				      size_t Height, unsigned int ElementSizeBytes)
+{
+	uint64_t estimate = pitch_estimate(WidthInBytes, Height);
+	unsigned gdev;
+	CUresult r;
+
+	if (cs_mode() == CS_MODE_OFF || !dptr || !pPitch || estimate == 0)
+		return CS_REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height,
+						   ElementSizeBytes);
+	r = begin(estimate, &gdev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = CS_REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+	return settle_pitch(r, *dptr, *pPitch, Height, gdev, estimate, free_v2);
+}
+
+CS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
+				   unsigned int WidthInBytes, unsigned int Height,
+				   unsigned int ElementSizeBytes)
+{
+	uint64_t estimate = pitch_estimate(WidthInBytes, Height);
+	unsigned gdev;
+	CUresult r;
+
+	if (cs_mode() == CS_MODE_OFF || !dptr || !pPitch || estimate == 0)
+		return CS_REAL(cuMemAllocPitch)(dptr, pPitch, WidthInBytes, Height,
+						ElementSizeBytes);
+	r = begin(estimate, &gdev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = CS_REAL(cuMemAllocPitch)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+	return settle_pitch(r, *dptr, *pPitch, Height, gdev, estimate, free_v1);
+}
+
+/*
+ * Managed memory counts against the device of the current context, in full:
+ * the group may make all of it resident there.
+ */
+CS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	unsigned gdev;
+	CUresult r;
+
+	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
+		return CS_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
+	r = begin(bytesize, &gdev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = CS_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
+	return finish(r, *dptr, gdev, bytesize, free_v2);
+}

@@ -1,0 +1,46 @@
+/*
+ * NVML on our own behalf: device usage for measuring a context's footprint,
+ * handles by UUID. We initialise NVML once (NVML counts initialisations, so
+ * the application's own nvmlInit/nvmlShutdown pairs are unaffected) and never
+ * shut it down: a process may ask at any time, and exit frees it.
+ */
+#include "cs-preload.h"
+
+typedef nvmlReturn_t (*nvml_init_fn)(void);
+typedef nvmlReturn_t (*nvml_by_uuid_fn)(const char *, nvmlDevice_t *);
+
+static _Atomic int nvml_state;	/* 0 untried, 1 ready, -1 unavailable */
+
+static bool nvml_ready(void)
+{
+	int s = atomic_load_explicit(&nvml_state, memory_order_acquire);
+	nvml_init_fn init;
+
+	if (s)
+		return s > 0;
+	init = (nvml_init_fn)cs_nvml_sym("nvmlInit_v2");
+	s = init && init() == NVML_SUCCESS ? 1 : -1;
+	atomic_store_explicit(&nvml_state, s, memory_order_release);
+	return s > 0;
+}
+
+bool cs_nvml_device(const char *uuid, nvmlDevice_t *dev)
+{
+	nvml_by_uuid_fn by_uuid;
+
+	if (!nvml_ready())
+		return false;
+	by_uuid = (nvml_by_uuid_fn)cs_nvml_sym("nvmlDeviceGetHandleByUUID");
+	return by_uuid && by_uuid(uuid, dev) == NVML_SUCCESS;
+}
+
+bool cs_nvml_used(const char *uuid, uint64_t *used)
+{
+	nvmlDevice_t dev;
+	nvmlMemory_t m;
+
+	if (!cs_nvml_device(uuid, &dev) || CS_REAL(nvmlDeviceGetMemoryInfo)(dev, &m) != NVML_SUCCESS)
+		return false;
+	*used = m.used;
+	return true;
+}

@@ -1,0 +1,274 @@
+/*
+ * libcuslice: the map of the interposer.
+ *
+ * Every wrapped driver or NVML function is listed once in hooks-cuda.def or
+ * hooks-nvml.def and defined with CS_EXPORT in one cs-*.c file. The build
+ * generates from those lists the export version script, the hook ids
+ * (cs-hooks-gen.h), dlsym's by-name table and cuGetProcAddress's
+ * (name, version, flavour) -> wrapper table (cs-hooks-gen.c).
+ *
+ * A wrapper reaches the real function with CS_REAL(symbol): one relaxed
+ * load from cs_real[] (resolved by dlsym on the driver's own handle the first
+ * time) and an indirect call.
+ *
+ * Process state (`cs`, below) moves through three modes decided from the
+ * environment at load time: OFF (no CUSLICE_GROUP and no CUSLICE_MEM_LIMIT:
+ * every wrapper is a pass-through), FAIL_CLOSED (bad configuration: device
+ * allocations are refused) and ACTIVE (accounting in the group's shared
+ * region). ACTIVE processes attach to the region lazily, at cuInit or the
+ * first accounted call, so programs that never touch a GPU never take a slot.
+ *
+ * Fast paths (allocation, free, launch) take no lock, make no syscall and
+ * allocate nothing: they use atomics on the group region and the
+ * preallocated pointer map. Slow paths (attach, out of memory, views) may.
+ */
+#ifndef CS_PRELOAD_H
+#define CS_PRELOAD_H
+
+/* Declares the legacy and per-thread-stream prototypes we also define. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nvml-abi.h"
+#include "cs-group.h"
+#include "cs-limits.h"
+#include "cs-ptrmap.h"
+#include "cs-hooks-gen.h"
+#include "cs-proc.h"
+
+#define CS_EXPORT __attribute__((visibility("default")))
+#define CS_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Component name in log lines. */
+#define CS_LOG_NAME "cuslice"
+
+/* ---- generated tables (cs-hooks-gen.c) ---- */
+
+typedef void (*cs_hook_fn)(void);
+
+struct cs_hook_name {
+	const char *name;
+	int id;
+};
+
+extern const char *const cs_hook_names[CS_HOOK_COUNT];
+extern const cs_hook_fn cs_hook_wrappers[CS_HOOK_COUNT];
+extern const struct cs_hook_name cs_hooks_by_name[CS_HOOK_COUNT];	/* sorted by name */
+/* Every driver ABI variant, sorted by (name, version, flavour); fn = our wrapper or NULL. */
+extern const struct cs_proc cs_procs[];
+extern const size_t cs_nprocs;
+
+/* ---- real functions (cs-real.c) ---- */
+
+extern _Atomic(void *) cs_real[CS_HOOK_COUNT];
+
+/*
+ * The real driver/NVML function behind hook `id`, resolved on first use with
+ * dlsym on the library's own handle. Never NULL: a function the installed
+ * driver lacks resolves to a stand-in that returns CUDA_ERROR_NOT_FOUND
+ * (NVML_ERROR_FUNCTION_NOT_FOUND for NVML hooks).
+ */
+void *cs_real_resolve(int id);
+
+static inline void *cs_real_get(int id)
+{
+	void *p = atomic_load_explicit(&cs_real[id], memory_order_relaxed);
+
+	return CS_LIKELY(p != NULL) ? p : cs_real_resolve(id);
+}
+
+#define CS_REAL(sym) ((__typeof__(&sym))cs_real_get(CS_HOOK_##sym))
+
+/* The real driver's / NVML's dlopen handle (loaded on first need), or NULL. */
+void *cs_driver_handle(void);
+void *cs_nvml_handle(void);
+
+/* A driver/NVML function we call but do not wrap, by exact symbol; NULL if absent. */
+void *cs_driver_sym(const char *symbol);
+void *cs_nvml_sym(const char *symbol);
+
+/*
+ * Driver functions we call but do not wrap, resolved at attach. The first
+ * four are required (attach fails closed without them); callers check the
+ * others for NULL.
+ */
+struct cs_driver_api {
+	__typeof__(&cuDeviceGet) cuDeviceGet;
+	__typeof__(&cuDeviceGetCount) cuDeviceGetCount;
+	__typeof__(&cuDeviceGetUuid_v2) cuDeviceGetUuid_v2;
+	__typeof__(&cuCtxGetDevice) cuCtxGetDevice;
+	__typeof__(&cuDeviceGetMemPool) cuDeviceGetMemPool;
+	__typeof__(&cuDeviceGetDefaultMemPool) cuDeviceGetDefaultMemPool;
+	__typeof__(&cuMemPoolGetAttribute) cuMemPoolGetAttribute;
+	__typeof__(&cuStreamSynchronize) cuStreamSynchronize;
+	__typeof__(&cuStreamSynchronize_ptsz) cuStreamSynchronize_ptsz;
+};
+extern struct cs_driver_api cs_drv;
+bool cs_driver_api_load(void);
+
+/* The real dlsym (libc's), for lookups made on our own behalf. */
+void *cs_real_dlsym(void *handle, const char *name);
+
+/* ---- process state (cs-init.c) ---- */
+
+enum cs_mode {
+	CS_MODE_OFF = 0,	/* not configured: pass everything through */
+	CS_MODE_ACTIVE = 1,	/* accounting in the group region */
+	CS_MODE_FAIL_CLOSED = 2,	/* bad configuration: refuse device allocations */
+};
+
+enum cs_attach {
+	CS_DETACHED = 0,
+	CS_ATTACHING = 1,
+	CS_ATTACHED = 2,
+};
+
+/* Per CUDA device ordinal of this process. */
+struct cs_device {
+	int gdev;			/* index in the group region, -1 if none */
+	uint64_t total;			/* physical bytes */
+	char uuid[CS_GROUP_UUID_LEN];
+	_Atomic uint64_t ctx_bytes;	/* footprint charged per context; 0 = not yet known */
+	_Atomic int primary_refs;	/* our count of primary-context retains */
+	_Atomic uint64_t primary_charged;	/* bytes charged for the primary context */
+};
+
+#define CS_MAX_ORDINALS CS_GROUP_MAX_DEVICES
+
+struct cs_state {
+	_Atomic int mode;		/* enum cs_mode, decided at load */
+	_Atomic int attach;		/* enum cs_attach */
+	char fail_reason[1280];		/* why FAIL_CLOSED (logged once) */
+	_Atomic bool fail_logged;
+
+	/* configuration (environment, read once at load) */
+	char group_name[CS_GROUP_NAME_MAX + 1];
+	char shm_dir[256];
+	bool has_limits;
+	struct cs_limits limits;
+	uint64_t ctx_mem_override;	/* CUSLICE_CTX_MEM, 0 = measure */
+
+	/* attached state */
+	struct cs_group_handle gh;
+	struct cs_group *g;
+	struct cs_group_proc *self;
+	struct cs_pid_identity id;
+	int ndev;
+	struct cs_device dev[CS_MAX_ORDINALS];
+	struct cs_ptrmap map;
+	bool map_ready;
+};
+
+extern struct cs_state cs;
+
+static inline enum cs_mode cs_mode(void)
+{
+	return (enum cs_mode)atomic_load_explicit(&cs.mode, memory_order_relaxed);
+}
+
+/*
+ * Attaches this process to its group (once; later calls return at once):
+ * opens or creates the region, claims a process slot, maps every CUDA device
+ * ordinal to the group's entry for its UUID with the configured limit.
+ * Needs an initialised driver (calls the real cuInit(0) itself). On failure
+ * the process switches to FAIL_CLOSED with the reason. Returns true when
+ * attached.
+ */
+bool cs_attach(void);
+
+/* Same, as a CUresult: the driver's error, or OUT_OF_MEMORY when failed closed. */
+CUresult cs_attach_result(void);
+
+static inline bool cs_attached(void)
+{
+	return CS_LIKELY(atomic_load_explicit(&cs.attach, memory_order_acquire) == CS_ATTACHED) ||
+	       cs_attach();
+}
+
+/* Switches to FAIL_CLOSED with a reason (printf-style); logs it once. */
+__attribute__((format(printf, 1, 2))) void cs_fail_closed(const char *fmt, ...);
+
+/* ---- accounting (cs-account.c) ---- */
+
+/*
+ * The group device of the calling thread's current context. Returns
+ * CUDA_SUCCESS with *gdev set; the driver's error when there is no current
+ * context (the caller returns it, as the real call would have); or
+ * CUDA_ERROR_OUT_OF_MEMORY when the process is FAIL_CLOSED (reason logged).
+ * Only for ACTIVE or FAIL_CLOSED mode.
+ */
+CUresult cs_current_gdev(unsigned *gdev);
+
+/* The group device of CUDA ordinal `ordinal`, same returns as cs_current_gdev. */
+CUresult cs_ordinal_gdev(int ordinal, unsigned *gdev);
+
+/*
+ * Reserves `bytes` on group device gdev for this process, atomically against
+ * the limit. On refusal reclaims dead processes and reconciles pools, then
+ * tries once more; a final refusal is counted and logged (once per burst).
+ */
+bool cs_reserve(unsigned gdev, uint64_t bytes);
+void cs_charge(unsigned gdev, uint64_t bytes);
+void cs_uncharge(unsigned gdev, uint64_t bytes);
+
+/*
+ * Giving back what a freed or destroyed thing was charged. The entry is taken
+ * out of the map *before* the driver call: once the driver has freed a range
+ * another thread may be handed the same address, and its new entry must not
+ * meet ours. If the driver refuses, the entry goes back.
+ *     struct cs_untrack u;
+ *     cs_untrack_begin(&u, CS_PTR_DEVICE, ptr);
+ *     return cs_untrack_end(&u, real_free(ptr));
+ */
+struct cs_untrack {
+	bool tracked;
+	enum cs_ptr_kind kind;
+	uint64_t key;
+	struct cs_ptr_entry e;
+};
+
+void cs_untrack_begin(struct cs_untrack *u, enum cs_ptr_kind kind, uint64_t key);
+CUresult cs_untrack_end(struct cs_untrack *u, CUresult r);
+/* The same for a device pointer, which may be a cuMemAlloc'ed one or a pool block. */
+void cs_untrack_pointer_begin(struct cs_untrack *u, CUdeviceptr ptr);
+
+/* Rate-limited reclaim of dead processes (at most every 100 ms), for views. */
+void cs_reclaim_maybe(void);
+
+/* The limit and usage of group device gdev. */
+uint64_t cs_limit_of(unsigned gdev);
+uint64_t cs_used_of(unsigned gdev);
+
+/* Pools: reconcile every known pool's reservation with the driver (cs-pool.c). */
+void cs_pools_reconcile(void);
+
+/* A block of pool entry `index` was freed (cs-pool.c). */
+void cs_pool_alloc_freed(uint64_t index);
+
+/* Fork child: forget pool entries of the parent (cs-pool.c). */
+void cs_pools_forget(void);
+
+/* ---- NVML on our own behalf (cs-nvml.c) ---- */
+
+/* The NVML handle of the GPU with this UUID (NVML initialised on first use). */
+bool cs_nvml_device(const char *uuid, nvmlDevice_t *dev);
+/* Device-wide used bytes as NVML reports them. */
+bool cs_nvml_used(const char *uuid, uint64_t *used);
+
+/* ---- helpers ---- */
+
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" from a CUuuid. */
+void cs_format_uuid(const CUuuid *u, char out[CS_GROUP_UUID_LEN]);
+
+static inline uint64_t cs_min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+#endif

@@ -1,0 +1,112 @@
+/*
+ * The real driver and NVML behind the wrappers.
+ *
+ * We load the libraries ourselves by soname with RTLD_LOCAL: when the
+ * application has them loaded already (linked, or dlopen'ed by the runtime)
+ * the loader hands back that same object. Lookups go through the library's
+ * own handle, whose scope is the library and its dependencies, so they find
+ * the real definitions and never our exported wrappers.
+ */
+#include "cs-preload.h"
+
+#include <dlfcn.h>
+
+#include "cs-log.h"
+
+_Atomic(void *) cs_real[CS_HOOK_COUNT];
+
+static _Atomic(void *) driver_h;
+static _Atomic(void *) nvml_h;
+static _Atomic bool driver_warned, nvml_warned;
+
+/*
+ * Stand-ins for functions the installed library lacks. They are called
+ * through a pointer of the wrapped function's type; on the ABIs we support
+ * a function that ignores its arguments and returns an int is safe to call
+ * that way.
+ */
+static CUresult missing_driver_fn(void)
+{
+	return CUDA_ERROR_NOT_FOUND;
+}
+
+static nvmlReturn_t missing_nvml_fn(void)
+{
+	return NVML_ERROR_FUNCTION_NOT_FOUND;
+}
+
+static void *load(const char *soname, _Atomic(void *) *slot, _Atomic bool *warned)
+{
+	void *h = atomic_load_explicit(slot, memory_order_acquire);
+	void *expected = NULL;
+
+	if (h)
+		return h;
+	h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		if (!atomic_exchange(warned, true))
+			cs_log(CS_LOG_ERROR, CS_LOG_NAME, "cannot load %s: %s", soname, dlerror());
+		return NULL;
+	}
+	/* Two threads may both load it: the loader counts references, drop ours. */
+	if (!atomic_compare_exchange_strong(slot, &expected, h)) {
+		dlclose(h);
+		h = expected;
+	}
+	return h;
+}
+
+void *cs_driver_handle(void)
+{
+	return load("libcuda.so.1", &driver_h, &driver_warned);
+}
+
+void *cs_nvml_handle(void)
+{
+	return load("libnvidia-ml.so.1", &nvml_h, &nvml_warned);
+}
+
+void *cs_driver_sym(const char *symbol)
+{
+	void *h = cs_driver_handle();
+
+	return h ? cs_real_dlsym(h, symbol) : NULL;
+}
+
+void *cs_nvml_sym(const char *symbol)
+{
+	void *h = cs_nvml_handle();
+
+	return h ? cs_real_dlsym(h, symbol) : NULL;
+}
+
+void *cs_real_resolve(int id)
+{
+	bool nvml = id >= CS_HOOK_FIRST_NVML;
+	void *p = nvml ? cs_nvml_sym(cs_hook_names[id]) : cs_driver_sym(cs_hook_names[id]);
+
+	/* Never our own wrapper: that would recurse forever. */
+	if (!p || p == (void *)cs_hook_wrappers[id])
+		p = nvml ? (void *)missing_nvml_fn : (void *)missing_driver_fn;
+	atomic_store_explicit(&cs_real[id], p, memory_order_relaxed);
+	return p;
+}
+
+struct cs_driver_api cs_drv;
+
+bool cs_driver_api_load(void)
+{
+#define LOAD(fn) cs_drv.fn = (__typeof__(&fn))cs_driver_sym(#fn)
+	LOAD(cuDeviceGet);
+	LOAD(cuDeviceGetCount);
+	LOAD(cuDeviceGetUuid_v2);
+	LOAD(cuCtxGetDevice);
+	LOAD(cuDeviceGetMemPool);
+	LOAD(cuDeviceGetDefaultMemPool);
+	LOAD(cuMemPoolGetAttribute);
+	LOAD(cuStreamSynchronize);
+	LOAD(cuStreamSynchronize_ptsz);
+#undef LOAD
+	return cs_drv.cuDeviceGet && cs_drv.cuDeviceGetCount && cs_drv.cuDeviceGetUuid_v2 &&
+	       cs_drv.cuCtxGetDevice;
+}

@@ -1,0 +1,130 @@
+/*
+ * Virtual memory management (cuMemCreate & co.), which NCCL and PyTorch's
+ * expandable segments use.
+ *
+ * Physical memory is created with cuMemCreate and lives while anything holds
+ * it: the creation's handle, every cuMemRetainAllocationHandle, and every
+ * mapping (cuMemMap) of it. It goes back to the device when the last of
+ * those is gone, in whatever order (mapping then releasing the handle at
+ * once is common). So each created handle is charged its size at creation
+ * and carries a hold count in its map entry (aux); each mapping has an entry
+ * of its own naming its handle. The charge is given back when the count
+ * reaches zero.
+ *
+ * Handles imported from another process (cuMemImportFromShareableHandle)
+ * are charged to the exporter only: they are not in our map and mapping
+ * them changes nothing here.
+ */
+#include "cs-preload.h"
+
+#include "cs-log.h"
+
+/* Drops one hold on a created handle; the last gives its memory back. */
+static void drop_hold(CUmemGenericAllocationHandle handle)
+{
+	struct cs_ptr_entry *e = cs_ptrmap_find(&cs.map, CS_PTR_VMM_HANDLE, handle);
+	struct cs_ptr_entry out;
+
+	if (!e)
+		return;
+	if (atomic_fetch_sub(&e->aux, 1) == 1 &&
+	    cs_ptrmap_take(&cs.map, CS_PTR_VMM_HANDLE, handle, &out))
+		cs_uncharge(out.dev, out.size);
+}
+
+static void add_hold(CUmemGenericAllocationHandle handle)
+{
+	struct cs_ptr_entry *e = cs_ptrmap_find(&cs.map, CS_PTR_VMM_HANDLE, handle);
+
+	if (e)
+		atomic_fetch_add(&e->aux, 1);
+}
+
+static bool tracking(void)
+{
+	return cs_mode() == CS_MODE_ACTIVE && cs.map_ready;
+}
+
+CS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+			       const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	unsigned gdev;
+	CUresult r;
+
+	if (cs_mode() == CS_MODE_OFF || !handle || !prop || size == 0 ||
+	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return CS_REAL(cuMemCreate)(handle, size, prop, flags);
+	r = cs_ordinal_gdev(prop->location.id, &gdev);
+	if (r == CUDA_ERROR_INVALID_DEVICE)
+		return CS_REAL(cuMemCreate)(handle, size, prop, flags);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!cs_reserve(gdev, size))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r = CS_REAL(cuMemCreate)(handle, size, prop, flags);
+	if (r != CUDA_SUCCESS) {
+		cs_uncharge(gdev, size);
+		return r;
+	}
+	if (!cs_ptrmap_insert(&cs.map, CS_PTR_VMM_HANDLE, *handle, size, gdev, 1)) {
+		CS_REAL(cuMemRelease)(*handle);
+		cs_uncharge(gdev, size);
+		cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: allocation refused");
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return r;
+}
+
+CS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+	CUresult r = CS_REAL(cuMemRelease)(handle);
+
+	if (r == CUDA_SUCCESS && tracking())
+		drop_hold(handle);
+	return r;
+}
+
+CS_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+	CUresult r = CS_REAL(cuMemRetainAllocationHandle)(handle, addr);
+
+	if (r == CUDA_SUCCESS && handle && tracking())
+		add_hold(*handle);
+	return r;
+}
+
+CS_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+			    CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+	CUresult r = CS_REAL(cuMemMap)(ptr, size, offset, handle, flags);
+
+	if (r != CUDA_SUCCESS || !tracking() ||
+	    !cs_ptrmap_find(&cs.map, CS_PTR_VMM_HANDLE, handle))
+		return r;
+	if (!cs_ptrmap_insert(&cs.map, CS_PTR_VMM_MAP, ptr, size, 0, handle)) {
+		/* Without its entry an unmap could not find the handle: undo. */
+		CS_REAL(cuMemUnmap)(ptr, size);
+		cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: mapping refused");
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	add_hold(handle);
+	return r;
+}
+
+/* cuMemUnmap may cover several adjacent mappings: each drops its hold. */
+CS_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	CUresult r = CS_REAL(cuMemUnmap)(ptr, size);
+	CUdeviceptr p = ptr;
+	struct cs_ptr_entry m;
+
+	if (r != CUDA_SUCCESS || !tracking())
+		return r;
+	while (p < ptr + size && cs_ptrmap_take(&cs.map, CS_PTR_VMM_MAP, p, &m)) {
+		drop_hold(m.aux);
+		if (m.size == 0)
+			break;
+		p += m.size;
+	}
+	return r;
+}
