@@ -231,6 +231,26 @@ last=$(( wall_a > wall_b ? wall_a : wall_b ))
 [ "$last" -ge 500 ] || die "two processes finished in ${last} ms: the device was not shared"
 ok "together they take about 600 ms: one device, time-sliced between processes"
 
+section "A group quota with libcuslice"
+notice "job-a's processes share 4 GiB on GPU 0, whatever each of them asks for"
+export LD_PRELOAD=$build/src/preload/libcuslice.so CUSLICE_GROUP=job-a-$$ CUSLICE_MEM_LIMIT=0=4GiB
+export CUSLICE_SHM_DIR=$tmp CUSLICE_CTX_MEM=$CUSIM_CTX_MEM
+start_holder quota_a --bytes 2GiB --verify sample
+run "$alloc" --bytes 1536MiB --verify sample
+total=$(field "$tmp/out" "meminfo before" total)
+[ "$total" -eq $((4 * GiB)) ] || die "cuMemGetInfo inside the group shows total $total, expected 4 GiB"
+notice "the second process sees a 4 GiB GPU with 1.5 GiB free (two contexts + 2 GiB are taken) and fits exactly"
+run_fails "$alloc" --bytes 1537MiB --verify none
+notice "one MiB more does not fit: CUDA_ERROR_OUT_OF_MEMORY, and libcuslice says why"
+run "$nvml"
+notice "NVML inside the group: a 4096 MiB GPU 0 and only the group's processes"
+kill -9 "$quota_a_pid"
+wait "$quota_a_pid" 2>/dev/null || true
+run "$alloc" --bytes 3840MiB --verify none
+notice "after kill -9 of the holder its 2 GiB and context come back to the group at once"
+unset LD_PRELOAD CUSLICE_GROUP CUSLICE_MEM_LIMIT CUSLICE_SHM_DIR CUSLICE_CTX_MEM
+ok "one quota per group, exact at the byte, shared by its processes, reclaimed from the dead"
+
 section "Reset"
 run "$ctl" reset
 notice "the instance file is gone; the next program would create a fresh machine."
