@@ -47,6 +47,12 @@ static int claim_entry(struct cs_group *g, const char *uuid, size_t len, uint64_
 		atomic_store_explicit(&d->limit, limit, memory_order_relaxed);
 		atomic_store_explicit(&d->used, 0, memory_order_relaxed);
 		atomic_store_explicit(&d->oom_denials, 0, memory_order_relaxed);
+		atomic_store_explicit(&d->core_limit, CS_CORE_NONE, memory_order_relaxed);
+		atomic_store_explicit(&d->core_flags, 0, memory_order_relaxed);
+		atomic_store_explicit(&d->gate, 0, memory_order_relaxed);
+		atomic_store_explicit(&d->busy_ns, 0, memory_order_relaxed);
+		atomic_store_explicit(&d->throttled_ns, 0, memory_order_relaxed);
+		atomic_store_explicit(&d->ctl_beat_ns, 0, memory_order_relaxed);
 		atomic_store_explicit(&d->state, CS_GROUP_DEV_READY, memory_order_release);
 		return (int)i;
 	}

@@ -24,6 +24,10 @@
  *   newcomer's first charge) and CS_GROUP_LOCK_DEVICES (claiming a device
  *   entry). A dead holder's lock is released by the kernel; a living holder is
  *   waited for a bounded time only, so no caller can hang on another process.
+ * - CS_GROUP_LOCK_CONTROLLER elects the group's compute controller: whoever
+ *   holds it measures the group's device time and opens and closes the
+ *   gates of devices with a core limit; the others wait for it (F_OFD_SETLKW)
+ *   and take over when its holder dies.
  *
  * The layout is fixed-width and versioned (magic, version, size checked on
  * open). A file of another layout is refused with -EPROTO.
@@ -46,7 +50,7 @@
 #define CS_GROUP_UUID_LEN 48		/* buffer size for "GPU-..." + NUL */
 
 #define CS_GROUP_MAGIC "CSGP"		/* first 4 bytes of the file */
-#define CS_GROUP_VERSION 1u
+#define CS_GROUP_VERSION 2u	/* 2: compute fields in the device entries */
 
 /* The accepted form of a group name, for error messages. */
 #define CS_GROUP_NAME_FORMS "1 to 63 characters of [A-Za-z0-9._-], not starting with '.' or '-'"
@@ -57,6 +61,13 @@
 /* Byte offsets of the OFD locks (past the slot bytes 0..CS_GROUP_MAX_PROCS-1). */
 #define CS_GROUP_LOCK_REGISTER CS_GROUP_MAX_PROCS
 #define CS_GROUP_LOCK_DEVICES (CS_GROUP_MAX_PROCS + 1)
+#define CS_GROUP_LOCK_CONTROLLER (CS_GROUP_MAX_PROCS + 2)
+
+/* cs_group_dev.core_limit: no compute limit. Otherwise a share in parts per million. */
+#define CS_CORE_NONE UINT32_MAX
+#define CS_CORE_PPM 1000000u
+/* cs_group_dev.core_flags */
+#define CS_CORE_BURST 1u		/* may use idle device time above the limit */
 
 /* cs_group_dev.state */
 #define CS_GROUP_DEV_FREE 0u
@@ -76,7 +87,14 @@ struct cs_group_dev {
 	_Atomic uint64_t limit;		/* bytes, CS_LIMIT_NONE = none; may change at run time */
 	_Atomic uint64_t used;		/* bytes charged to the group on this GPU */
 	_Atomic uint64_t oom_denials;	/* allocations refused by the quota */
-	uint64_t reserved[5];
+	/* compute: written by the controller (cs-core-ctl.h), read by launches */
+	_Atomic uint32_t core_limit;	/* share of device time, ppm; CS_CORE_NONE = none */
+	_Atomic uint32_t core_flags;	/* CS_CORE_* */
+	_Atomic uint32_t gate;		/* 0 open, 1 closed: launches wait (a futex word) */
+	uint32_t pad1;
+	_Atomic uint64_t busy_ns;	/* device time the group used, as measured */
+	_Atomic uint64_t throttled_ns;	/* time the group's launches waited at the gate */
+	_Atomic uint64_t ctl_beat_ns;	/* the controller's last tick, CLOCK_MONOTONIC; 0 none */
 } __attribute__((aligned(64)));
 
 /* One process of the group. Written by its owner only, except by a reclaimer once it died. */

@@ -7,10 +7,14 @@
  *                      share one quota per GPU. Default when only a limit is
  *                      given: "pid-<pid>", exported so that children join.
  *   CUSLICE_MEM_LIMIT  the group's memory limit (cs-limits.h forms).
+ *   CUSLICE_CORE_LIMIT the group's share of device time, percent (same forms).
+ *   CUSLICE_CORE_MODE  hard (default: never above the share) or burst (may use
+ *                      idle device time above it while other processes do not).
  *   CUSLICE_SHM_DIR    where group regions live (default /dev/shm).
  *   CUSLICE_CTX_MEM    bytes charged per context (default: measured).
  *   CUSLICE_LOG_LEVEL  error, warn (default), info or debug.
- * None of CUSLICE_GROUP and CUSLICE_MEM_LIMIT set: the library is inert.
+ * None of CUSLICE_GROUP, CUSLICE_MEM_LIMIT and CUSLICE_CORE_LIMIT set: the
+ * library is inert.
  * Any invalid value: the process fails closed (device allocations refused).
  */
 #include "cs-preload.h"
@@ -84,10 +88,12 @@ static void load_config(void)
 	const char *limit = getenv("CUSLICE_MEM_LIMIT");
 	const char *dir = getenv("CUSLICE_SHM_DIR");
 	const char *ctx = getenv("CUSLICE_CTX_MEM");
+	const char *core = getenv("CUSLICE_CORE_LIMIT");
+	const char *core_mode = getenv("CUSLICE_CORE_MODE");
 	char err[1024];
 
 	load_log_level();
-	if (!group && !limit)
+	if (!group && !limit && !core)
 		return;
 	atomic_store(&cs.mode, CS_MODE_ACTIVE);
 
@@ -124,6 +130,25 @@ static void load_config(void)
 		cs.has_limits = true;
 	}
 
+	if (core) {
+		if (cs_limits_parse("CUSLICE_CORE_LIMIT", core, CS_LIMIT_PERCENT, &cs.core_limits,
+				    err, sizeof(err)) != 0) {
+			cs_fail_closed("%s", err);
+			return;
+		}
+		cs.has_core = true;
+	}
+	if (core_mode) {
+		if (strcmp(core_mode, "burst") == 0) {
+			cs.core_burst = true;
+		} else if (strcmp(core_mode, "hard") != 0) {
+			cs_fail_closed("CUSLICE_CORE_MODE=\"%s\": accepted: hard (never above the "
+				       "share) or burst (may use idle device time above it)",
+				       core_mode);
+			return;
+		}
+	}
+
 	if (ctx && cs_size_parse(ctx, &cs.ctx_mem_override) != 0) {
 		cs_fail_closed("CUSLICE_CTX_MEM=\"%s\": expected %s", ctx, CS_SIZE_FORMS);
 		return;
@@ -146,6 +171,8 @@ static void atfork_child(void)
 		atomic_store(&cs.dev[i].primary_charged, 0);
 	}
 	cs_pools_forget();
+	atomic_store(&cs.core_watch, false);
+	cs_core_after_fork();
 	atomic_store(&cs.attach, CS_DETACHED);
 }
 
@@ -153,6 +180,34 @@ __attribute__((constructor)) static void cs_load(void)
 {
 	load_config();
 	pthread_atfork(NULL, NULL, atfork_child);
+}
+
+/*
+ * The configured core limit of ordinal i becomes the group's on gdev unless
+ * the group has one there already (the first process sets it, as for memory).
+ */
+static void set_core_limit(int i, int gdev)
+{
+	struct cs_group_dev *gd = &cs.gh.g->dev[gdev];
+	struct cs_limit_device ld = {.ordinal = i, .uuid = cs.dev[i].uuid, .total = CS_CORE_PPM};
+	uint32_t want, have = CS_CORE_NONE;
+	uint64_t v;
+
+	if (!cs.has_core)
+		return;
+	v = cs_limits_resolve(&cs.core_limits, &ld);
+	if (v == CS_LIMIT_NONE)
+		return;
+	want = v > CS_CORE_PPM ? CS_CORE_PPM : (uint32_t)v;
+	if (atomic_compare_exchange_strong(&gd->core_limit, &have, want)) {
+		atomic_store(&gd->core_flags, cs.core_burst ? CS_CORE_BURST : 0u);
+		return;
+	}
+	if (have != want)
+		cs_log(CS_LOG_WARN, CS_LOG_NAME,
+		       "group %s already has a core limit of %.4g%% on device %d (%s); "
+		       "CUSLICE_CORE_LIMIT asks %.4g%%: the group's limit applies",
+		       cs.group_name, have / 1e4, i, cs.dev[i].uuid, want / 1e4);
 }
 
 /* Maps this process's CUDA devices to the group's entries. */
@@ -199,6 +254,7 @@ static CUresult map_devices(void)
 		int gdev = cs_group_device(&cs.gh, d->uuid, d->total, want);
 		uint64_t have;
 
+		cs_core_bind(i, gdev);
 		if (gdev < 0) {
 			cs_log(CS_LOG_ERROR, CS_LOG_NAME,
 			       "group %s: no room for device %d (%s): its allocations are refused",
@@ -206,6 +262,7 @@ static CUresult map_devices(void)
 			continue;
 		}
 		d->gdev = gdev;
+		set_core_limit(i, gdev);
 		have = atomic_load(&cs.gh.g->dev[gdev].limit);
 		if (cs.has_limits && have != want)
 			cs_log(CS_LOG_WARN, CS_LOG_NAME,
@@ -218,6 +275,20 @@ static CUresult map_devices(void)
 	}
 	cs.ndev = n;
 	return CUDA_SUCCESS;
+}
+
+/* Compute: gates on, and a controller thread when any of our devices has a core limit. */
+static void start_compute(void)
+{
+	bool limited = false;
+
+	for (int i = 0; i < cs.ndev; i++)
+		if (cs.dev[i].gdev >= 0 &&
+		    atomic_load(&cs.g->dev[cs.dev[i].gdev].core_limit) != CS_CORE_NONE)
+			limited = true;
+	atomic_store(&cs.core_watch, true);
+	if (limited)
+		cs_core_start_controller();
 }
 
 static CUresult do_attach(void)
@@ -270,6 +341,7 @@ static CUresult do_attach(void)
 	r = map_devices();
 	if (r != CUDA_SUCCESS)
 		return r;
+	start_compute();
 	cs_log(CS_LOG_INFO, CS_LOG_NAME, "group %s: attached as slot %d with %d device(s)",
 	       cs.group_name, cs.gh.slot, cs.ndev);
 	return CUDA_SUCCESS;

@@ -1,7 +1,8 @@
 /*
- * Kernel launches. Memory isolation does not need them; they are wrapped so
- * that every loading path already hands out our launch entry points, which
- * compute limits govern. Today they cost one load and an indirect call.
+ * Every way work reaches the GPU: kernel launches (plain, extended,
+ * cooperative) and graph launches, each ABI variant. Each one passes the
+ * group's launch gate first (cs_launch_gate: a few loads when the group has
+ * budget, a sleep when its compute controller has closed the gate).
  */
 #include "cs-preload.h"
 
@@ -11,6 +12,7 @@ CS_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned 
 				  unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
 				  void **extra)
 {
+	cs_launch_gate();
 	return CS_REAL(cuLaunchKernel)(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
 				       blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
 }
@@ -21,7 +23,58 @@ CS_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsi
 				       unsigned int sharedMemBytes, CUstream hStream,
 				       void **kernelParams, void **extra)
 {
+	cs_launch_gate();
 	return CS_REAL(cuLaunchKernel_ptsz)(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
 					    blockDimZ, sharedMemBytes, hStream, kernelParams,
 					    extra);
+}
+
+CS_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
+				    void **kernelParams, void **extra)
+{
+	cs_launch_gate();
+	return CS_REAL(cuLaunchKernelEx)(config, f, kernelParams, extra);
+}
+
+CS_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+					 void **kernelParams, void **extra)
+{
+	cs_launch_gate();
+	return CS_REAL(cuLaunchKernelEx_ptsz)(config, f, kernelParams, extra);
+}
+
+CS_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
+					     unsigned int gridDimY, unsigned int gridDimZ,
+					     unsigned int blockDimX, unsigned int blockDimY,
+					     unsigned int blockDimZ, unsigned int sharedMemBytes,
+					     CUstream hStream, void **kernelParams)
+{
+	cs_launch_gate();
+	return CS_REAL(cuLaunchCooperativeKernel)(f, gridDimX, gridDimY, gridDimZ, blockDimX,
+						  blockDimY, blockDimZ, sharedMemBytes, hStream,
+						  kernelParams);
+}
+
+CS_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
+						  unsigned int gridDimY, unsigned int gridDimZ,
+						  unsigned int blockDimX, unsigned int blockDimY,
+						  unsigned int blockDimZ, unsigned int sharedMemBytes,
+						  CUstream hStream, void **kernelParams)
+{
+	cs_launch_gate();
+	return CS_REAL(cuLaunchCooperativeKernel_ptsz)(f, gridDimX, gridDimY, gridDimZ, blockDimX,
+						       blockDimY, blockDimZ, sharedMemBytes,
+						       hStream, kernelParams);
+}
+
+CS_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+	cs_launch_gate();
+	return CS_REAL(cuGraphLaunch)(hGraphExec, hStream);
+}
+
+CS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+	cs_launch_gate();
+	return CS_REAL(cuGraphLaunch_ptsz)(hGraphExec, hStream);
 }

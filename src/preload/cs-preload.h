@@ -153,6 +153,9 @@ struct cs_state {
 	bool has_limits;
 	struct cs_limits limits;
 	uint64_t ctx_mem_override;	/* CUSLICE_CTX_MEM, 0 = measure */
+	bool has_core;			/* CUSLICE_CORE_LIMIT given */
+	struct cs_limits core_limits;
+	bool core_burst;		/* CUSLICE_CORE_MODE=burst */
 
 	/* attached state */
 	struct cs_group_handle gh;
@@ -163,6 +166,9 @@ struct cs_state {
 	struct cs_device dev[CS_MAX_ORDINALS];
 	struct cs_ptrmap map;
 	bool map_ready;
+	/* per ordinal: the group device's launch gate (an always-open word outside the group) */
+	const _Atomic uint32_t *gate[CS_MAX_ORDINALS];
+	_Atomic bool core_watch;	/* attached: launches look at the gates */
 };
 
 extern struct cs_state cs;
@@ -253,6 +259,33 @@ void cs_pool_alloc_freed(uint64_t index);
 
 /* Fork child: forget pool entries of the parent (cs-pool.c). */
 void cs_pools_forget(void);
+
+/* ---- compute limits (cs-core.c) ---- */
+
+/* Points ordinal's launch gate at group device gdev's (-1: always open). */
+void cs_core_bind(int ordinal, int gdev);
+/* Slow path of a launch: waits while the launch's device gate is closed. */
+void cs_core_gate_wait(void);
+/* Starts this process's controller thread (once); it takes over when it gets the lock. */
+void cs_core_start_controller(void);
+/* Fork child: no controller thread any more. */
+void cs_core_after_fork(void);
+
+/*
+ * Launch fast path: a few loads. Every gate open, or not attached (no group):
+ * go. Otherwise wait in cs_core_gate_wait.
+ */
+static inline void cs_launch_gate(void)
+{
+	if (CS_LIKELY(!atomic_load_explicit(&cs.core_watch, memory_order_relaxed)))
+		return;
+	for (int i = 0; i < cs.ndev; i++) {
+		if (CS_UNLIKELY(atomic_load_explicit(cs.gate[i], memory_order_relaxed))) {
+			cs_core_gate_wait();
+			return;
+		}
+	}
+}
 
 /* ---- NVML on our own behalf (cs-nvml.c) ---- */
 

@@ -13,20 +13,25 @@
  *           device and moves with load, which is what dashboards need.
  *
  * Per-process utilization (nvmlDeviceGetProcessUtilization and
- * nvmlDeviceGetProcessesUtilizationInfo): a sample is computed when asked,
- * one per live process holding a context on the device that ran kernels in
- * the window [max(lastSeen, now - 1 s), now); its timeStamp is the time of
- * the call (CLOCK_REALTIME, microseconds, as NVML's CPU timestamps are) and
- * smUtil is the process's busy time in the window over the window's length.
- * So "samples newer than lastSeenTimeStamp" means activity after it: a
- * caller that passes back the newest timeStamp it saw gets what happened
- * since its previous call (at most the last second), and NVML_ERROR_NOT_FOUND
- * when nothing ran. memUtil follows smUtil as memory follows gpu above;
- * encoder, decoder, JPEG and OFA engines are not simulated (0).
+ * nvmlDeviceGetProcessesUtilizationInfo): like the real NVML, whose driver
+ * samples utilization periodically, samples are taken at the boundaries of
+ * the busy-time buckets. A query answers for the window from lastSeen to
+ * the last bucket boundary before the call (at most 1 s back), with one
+ * sample per live process holding a context on the device that ran kernels
+ * in it; the sample's timeStamp is that boundary (CLOCK_REALTIME,
+ * microseconds, as NVML's CPU timestamps are) and smUtil the process's busy
+ * time in the window over the window's length. Only complete buckets are
+ * read: they never change afterwards (kernels are only ever placed at or
+ * after the present), so a caller that passes back the newest timeStamp it
+ * saw gets every nanosecond of device time exactly once, and
+ * NVML_ERROR_NOT_FOUND when nothing ran since. A lastSeen between
+ * boundaries counts from the nearest one. memUtil follows smUtil as memory
+ * follows gpu above; encoder, decoder, JPEG and OFA engines are not
+ * simulated (0).
  *
- * Bucket granularity is SIM_BUCKET_NS (10 ms) and partial buckets count pro
- * rata, so a figure is exact for a busy or idle second and within a couple
- * of percent at the edges of activity.
+ * Bucket granularity is SIM_BUCKET_NS (10 ms). Device utilization reads
+ * partial buckets pro rata, so its figure is exact for a busy or idle second
+ * and within a couple of percent at the edges of activity.
  */
 #include "nvml-sim.h"
 
@@ -70,29 +75,31 @@ static unsigned int mem_of(unsigned int sm)
 }
 
 /*
- * The moment a query is answered, on both clocks: `mono` is what the
- * buckets are indexed by, `real_us` what NVML timestamps are.
+ * The sample a query answers with, on both clocks: `mono` is the last bucket
+ * boundary before the call (what the buckets are indexed by), `real_us` the
+ * same instant as NVML timestamps are, `offset` realtime - monotonic now.
  */
 struct query_time {
 	uint64_t mono;
 	uint64_t real_us;
-	uint64_t offset; /* realtime ns - monotonic ns, at this moment */
+	uint64_t offset;
 };
 
 static void query_now(struct query_time *q)
 {
 	uint64_t real = clock_ns(CLOCK_REALTIME);
+	uint64_t now = sim_now_ns();
 
-	q->mono = sim_now_ns();
-	q->real_us = real / 1000u;
-	q->offset = real - q->mono;
+	q->offset = real - now;
+	q->mono = now / SIM_BUCKET_NS * SIM_BUCKET_NS;
+	q->real_us = (q->mono + q->offset) / 1000u;
 }
 
 /*
  * Start of the window of a per-process query: lastSeen (CLOCK_REALTIME us)
- * moved to the monotonic clock with the current offset, but no earlier than
- * one sample period before now. Returns q->mono (an empty window) when
- * lastSeen is now or later.
+ * moved to the monotonic clock with the current offset and to the nearest
+ * bucket boundary, but no earlier than one sample period before the
+ * sample. Returns q->mono (an empty window) when lastSeen is at or after it.
  */
 static uint64_t window_start(const struct query_time *q, unsigned long long last_seen_us)
 {
@@ -103,6 +110,7 @@ static uint64_t window_start(const struct query_time *q, unsigned long long last
 		return q->mono;
 	seen_ns = (uint64_t)last_seen_us * 1000u;
 	seen_mono = seen_ns > q->offset ? seen_ns - q->offset : 0;
+	seen_mono = (seen_mono + SIM_BUCKET_NS / 2) / SIM_BUCKET_NS * SIM_BUCKET_NS;
 	if (seen_mono > q->mono)
 		seen_mono = q->mono;
 	return seen_mono > floor ? seen_mono : floor;
