@@ -1,7 +1,9 @@
 /*
  * cs-spin: a GPU workload of known length. Loads a module holding
  * cusim_spin(unsigned long long ns) (tests/kernels/test-kernels.cu), launches
- * it with cuLaunchKernel until --total-ms of kernel time has been submitted,
+ * it with cuLaunchKernel (or, with --launch, cuLaunchKernelEx,
+ * cuLaunchCooperativeKernel, or a one-kernel graph through cuGraphLaunch)
+ * until --total-ms of kernel time has been submitted,
  * synchronizing every --sync-every launches, and prints one line
  *
  *     wall_ms=W device_ms=D
@@ -76,6 +78,7 @@ struct opts {
 	const char *module; /* NULL: from the environment or built in */
 	bool wait_go;
 	uint64_t linger_ms;
+	enum { LAUNCH_KERNEL, LAUNCH_EX, LAUNCH_COOPERATIVE, LAUNCH_GRAPH } launch;
 };
 
 static void usage(FILE *f)
@@ -93,6 +96,9 @@ static void usage(FILE *f)
 	    "                    a file or a directory with " KERNELS_FILE ", else built-in PTX)\n"
 	    "  --wait-go         print `ready` after setup, start on a line (or EOF) on stdin\n"
 	    "  --linger-ms L     stay alive, idle, L ms after the result line\n"
+	    "  --launch HOW      kernel (cuLaunchKernel, default), ex (cuLaunchKernelEx),\n"
+	    "                    cooperative (cuLaunchCooperativeKernel) or graph (a one-kernel\n"
+	    "                    graph launched with cuGraphLaunch)\n"
 	    "Prints: wall_ms=W device_ms=D\n");
 }
 
@@ -133,6 +139,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"kernel-us", required_argument, NULL, 'k'},
 	    {"total-ms", required_argument, NULL, 't'},
 	    {"sync-every", required_argument, NULL, 's'},
+	    {"launch", required_argument, NULL, 'L'},
 	    {"managed", required_argument, NULL, 'm'},
 	    {"device", required_argument, NULL, 'd'},
 	    {"module", required_argument, NULL, 'M'},
@@ -182,6 +189,23 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'l':
 			if (!parse_u64("linger-ms", optarg, 0, 86400000, &o->linger_ms))
 				return -EINVAL;
+			break;
+		case 'L':
+			if (strcmp(optarg, "kernel") == 0) {
+				o->launch = LAUNCH_KERNEL;
+			} else if (strcmp(optarg, "ex") == 0) {
+				o->launch = LAUNCH_EX;
+			} else if (strcmp(optarg, "cooperative") == 0) {
+				o->launch = LAUNCH_COOPERATIVE;
+			} else if (strcmp(optarg, "graph") == 0) {
+				o->launch = LAUNCH_GRAPH;
+			} else {
+				fprintf(stderr,
+					PROG ": --launch: expected kernel, ex, cooperative or graph, "
+					     "got \"%s\"\n",
+					optarg);
+				return -1;
+			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -240,16 +264,59 @@ static bool load_module(const struct opts *o, CUmodule *ret)
 	return check(cuModuleLoad(ret, path), what);
 }
 
+/* A graph of one cusim_spin(ns) kernel node, instantiated. */
+static bool make_graph(CUfunction f, void **params, CUgraphExec *ret)
+{
+	CUDA_KERNEL_NODE_PARAMS kp = {
+	    .func = f,
+	    .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
+	    .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1,
+	    .kernelParams = params,
+	};
+	CUgraphNode node;
+	CUgraph g;
+
+	return check(cuGraphCreate(&g, 0), "cuGraphCreate") &&
+	       check(cuGraphAddKernelNode(&node, g, NULL, 0, &kp), "cuGraphAddKernelNode") &&
+	       check(cuGraphInstantiate(ret, g, 0), "cuGraphInstantiate");
+}
+
+/* One launch of cusim_spin the way --launch says. */
+static bool launch_one(const struct opts *o, CUfunction f, void **params, CUgraphExec graph)
+{
+	CUlaunchConfig cfg = {
+	    .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
+	    .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1,
+	};
+
+	switch (o->launch) {
+	case LAUNCH_EX:
+		return check(cuLaunchKernelEx(&cfg, f, params, NULL), "cuLaunchKernelEx(cusim_spin)");
+	case LAUNCH_COOPERATIVE:
+		return check(cuLaunchCooperativeKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params),
+			     "cuLaunchCooperativeKernel(cusim_spin)");
+	case LAUNCH_GRAPH:
+		return check(cuGraphLaunch(graph, NULL), "cuGraphLaunch(cusim_spin graph)");
+	case LAUNCH_KERNEL:
+		break;
+	}
+	return check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
+		     "cuLaunchKernel(cusim_spin)");
+}
+
 /* Launches and synchronizes; on success stores the wall time in *ret_wall_ns. */
 static bool spin(const struct opts *o, CUfunction f, uint64_t launches, uint64_t *ret_wall_ns)
 {
 	unsigned long long ns = (unsigned long long)o->kernel_us * 1000ull;
 	void *params[] = {&ns};
-	uint64_t t0 = now_ns();
+	CUgraphExec graph = NULL;
+	uint64_t t0;
 
+	if (o->launch == LAUNCH_GRAPH && !make_graph(f, params, &graph))
+		return false;
+	t0 = now_ns();
 	for (uint64_t i = 0; i < launches; i++) {
-		if (!check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
-			   "cuLaunchKernel(cusim_spin)"))
+		if (!launch_one(o, f, params, graph))
 			return false;
 		if (o->sync_every && (i + 1) % o->sync_every == 0 &&
 		    !check(cuStreamSynchronize(NULL), "cuStreamSynchronize"))
