@@ -63,6 +63,10 @@
 #define CS_GROUP_LOCK_DEVICES (CS_GROUP_MAX_PROCS + 1)
 #define CS_GROUP_LOCK_CONTROLLER (CS_GROUP_MAX_PROCS + 2)
 
+/* cs_group.flags, written by the daemon */
+#define CS_GROUP_MANAGED 1u		/* cusliced owns this group's policy */
+#define CS_GROUP_DAEMON_REQUIRED 2u	/* members must reach cusliced, or fail closed */
+
 /* cs_group_dev.core_limit: no compute limit. Otherwise a share in parts per million. */
 #define CS_CORE_NONE UINT32_MAX
 #define CS_CORE_PPM 1000000u
@@ -120,7 +124,9 @@ struct cs_group {
 	_Atomic uint32_t proc_hwm;	/* slots [proc_hwm, MAX) were never used: scans stop there */
 	uint32_t pad1;
 	char name[CS_GROUP_NAME_MAX + 1];	/* the group name, NUL-terminated */
-	uint64_t reserved[20];
+	_Atomic uint32_t flags;		/* CS_GROUP_MANAGED, CS_GROUP_DAEMON_REQUIRED */
+	uint32_t pad2;
+	uint64_t reserved[19];
 	struct cs_group_dev dev[CS_GROUP_MAX_DEVICES];
 	struct cs_group_proc proc[CS_GROUP_MAX_PROCS];
 };

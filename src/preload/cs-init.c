@@ -13,6 +13,10 @@
  *   CUSLICE_SHM_DIR    where group regions live (default /dev/shm).
  *   CUSLICE_CTX_MEM    bytes charged per context (default: measured).
  *   CUSLICE_LOG_LEVEL  error, warn (default), info or debug.
+ *   CUSLICE_SOCKET     cusliced's socket (default /run/cuslice/cusliced.sock).
+ *   CUSLICE_DAEMON     off, optional (default: register when cusliced runs),
+ *                      required (fail closed without it).
+ *   CUSLICE_TOKEN      the shared token cusliced may ask for.
  * None of CUSLICE_GROUP, CUSLICE_MEM_LIMIT and CUSLICE_CORE_LIMIT set: the
  * library is inert.
  * Any invalid value: the process fails closed (device allocations refused).
@@ -35,6 +39,7 @@
 
 struct cs_state cs = {
 	.gh = {.fd = -1, .slot = -1},
+	.daemon_fd = -1,
 };
 
 /* True on the thread that is attaching: calls back into us pass through. */
@@ -115,6 +120,7 @@ static void load_config(void)
 			return;
 		}
 		strcpy(cs.group_name, group);
+		cs.group_explicit = true;
 	} else {
 		snprintf(cs.group_name, sizeof(cs.group_name), "pid-%d", (int)getpid());
 		/* Children (a job's workers) share the quota of the process that was given it. */
@@ -173,6 +179,7 @@ static void atfork_child(void)
 	cs_pools_forget();
 	atomic_store(&cs.core_watch, false);
 	cs_core_after_fork();
+	cs_daemon_after_fork();
 	atomic_store(&cs.attach, CS_DETACHED);
 }
 
@@ -314,6 +321,8 @@ static CUresult do_attach(void)
 	} else {
 		cs_ptrmap_reset(&cs.map);	/* a fork child: the parent's entries are not ours */
 	}
+	if (cs.gh.fd < 0 && cs.daemon_fd < 0 && cs_daemon_register() < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (cs.gh.fd < 0) {
 		e = cs_group_open(&cs.gh, cs.shm_dir, cs.group_name);
 		if (e == -ENOENT || e == -ENOTDIR || e == -EACCES || e == -EPERM || e == -EROFS) {
@@ -328,6 +337,12 @@ static CUresult do_attach(void)
 				       cs.shm_dir, cs.group_name, strerror(-e));
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
+	}
+	if (cs.daemon_fd < 0 && (atomic_load(&cs.gh.g->flags) & CS_GROUP_DAEMON_REQUIRED)) {
+		cs_fail_closed("group %s: its policy requires cusliced, which is not reachable at "
+			       "%s (CUSLICE_SOCKET)",
+			       cs.group_name, cs_daemon_socket());
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	e = cs_group_register(&cs.gh);
 	if (e < 0) {

@@ -149,6 +149,7 @@ struct cs_state {
 
 	/* configuration (environment, read once at load) */
 	char group_name[CS_GROUP_NAME_MAX + 1];
+	bool group_explicit;		/* CUSLICE_GROUP was given (not the pid-<pid> default) */
 	char shm_dir[256];
 	bool has_limits;
 	struct cs_limits limits;
@@ -169,6 +170,7 @@ struct cs_state {
 	/* per ordinal: the group device's launch gate (an always-open word outside the group) */
 	const _Atomic uint32_t *gate[CS_MAX_ORDINALS];
 	_Atomic bool core_watch;	/* attached: launches look at the gates */
+	int daemon_fd;			/* the registration connection to cusliced, or -1 */
 };
 
 extern struct cs_state cs;
@@ -286,6 +288,19 @@ static inline void cs_launch_gate(void)
 		}
 	}
 }
+
+/* ---- cusliced (cs-daemon.c) ---- */
+
+/*
+ * Registers with cusliced at attach. 0: registered (cs.group_name and
+ * cs.shm_dir are the daemon's word now); 1: no daemon, standalone; -1:
+ * refused or required but unreachable (the process failed closed).
+ */
+int cs_daemon_register(void);
+/* The daemon's socket path (CUSLICE_SOCKET or the default). */
+const char *cs_daemon_socket(void);
+/* Fork child: closes the parent's registration. */
+void cs_daemon_after_fork(void);
 
 /* ---- NVML on our own behalf (cs-nvml.c) ---- */
 

@@ -1,0 +1,125 @@
+/* libcuslice <-> cusliced messages (see cs-ipc.h). */
+#include "cs-ipc.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "cs-group.h"
+
+_Static_assert(sizeof(struct cs_ipc_register) == 200, "register layout");
+_Static_assert(sizeof(struct cs_ipc_registered) == 328, "registered layout");
+_Static_assert(sizeof(struct cs_ipc_denied) == 264, "denied layout");
+_Static_assert(sizeof(struct cs_ipc_ping) == 8, "ping layout");
+_Static_assert(CS_IPC_NAME == CS_GROUP_NAME_MAX + 1, "group names fit");
+
+size_t cs_ipc_body_size(uint32_t type)
+{
+	switch (type) {
+	case CS_IPC_REGISTER:
+		return sizeof(struct cs_ipc_register);
+	case CS_IPC_REGISTERED:
+		return sizeof(struct cs_ipc_registered);
+	case CS_IPC_DENIED:
+		return sizeof(struct cs_ipc_denied);
+	case CS_IPC_PING:
+	case CS_IPC_PONG:
+		return sizeof(struct cs_ipc_ping);
+	default:
+		return 0;
+	}
+}
+
+static void put16(unsigned char *p, uint16_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint16_t get16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/*
+ * Bodies travel as the structs' bytes: every supported target is
+ * little-endian (checked here), and the structs have no padding.
+ */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian wire format");
+
+size_t cs_ipc_encode(enum cs_ipc_type type, uint32_t seq, const void *body, void *buf,
+		     size_t size)
+{
+	size_t n = cs_ipc_body_size(type);
+	unsigned char *p = buf;
+
+	if (n == 0 || size < CS_IPC_HEADER + n)
+		return 0;
+	memcpy(p, CS_IPC_MAGIC, 4);
+	put16(p + 4, (uint16_t)type);
+	put16(p + 6, 0);
+	put32(p + 8, (uint32_t)n);
+	put32(p + 12, seq);
+	memcpy(p + CS_IPC_HEADER, body, n);
+	return CS_IPC_HEADER + n;
+}
+
+/* True when field[0..len) holds a NUL. */
+static int terminated(const char *field, size_t len)
+{
+	return memchr(field, '\0', len) != NULL;
+}
+
+static int valid_body(const struct cs_ipc_msg *m)
+{
+	switch (m->h.type) {
+	case CS_IPC_REGISTER:
+		return terminated(m->u.reg.group, sizeof(m->u.reg.group)) &&
+		       terminated(m->u.reg.token, sizeof(m->u.reg.token)) &&
+		       (m->u.reg.group[0] == '\0' || cs_group_name_valid(m->u.reg.group));
+	case CS_IPC_REGISTERED:
+		return terminated(m->u.ok.group, sizeof(m->u.ok.group)) &&
+		       terminated(m->u.ok.shm_dir, sizeof(m->u.ok.shm_dir)) &&
+		       cs_group_name_valid(m->u.ok.group) && m->u.ok.shm_dir[0] == '/';
+	case CS_IPC_DENIED:
+		return terminated(m->u.denied.reason, sizeof(m->u.denied.reason));
+	default:
+		return 1;
+	}
+}
+
+long cs_ipc_decode(const void *buf, size_t len, struct cs_ipc_msg *msg)
+{
+	const unsigned char *p = buf;
+	size_t want, have = len < 4 ? len : 4;
+
+	/* A wrong magic is wrong as soon as its first differing byte arrives. */
+	if (memcmp(p, CS_IPC_MAGIC, have) != 0)
+		return -EPROTO;
+	if (len < CS_IPC_HEADER)
+		return 0;
+	msg->h.type = get16(p + 4);
+	msg->h.flags = get16(p + 6);
+	msg->h.length = get32(p + 8);
+	msg->h.seq = get32(p + 12);
+	want = cs_ipc_body_size(msg->h.type);
+	if (want == 0 || msg->h.flags != 0 || msg->h.length != want ||
+	    msg->h.length > CS_IPC_MAX_BODY)
+		return -EPROTO;
+	if (len < CS_IPC_HEADER + want)
+		return 0;
+	memcpy(&msg->u, p + CS_IPC_HEADER, want);
+	if (!valid_body(msg))
+		return -EPROTO;
+	return (long)(CS_IPC_HEADER + want);
+}
