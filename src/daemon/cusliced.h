@@ -29,6 +29,8 @@ struct cd_peer {
 	gid_t gid;
 	char cgroup[256];	/* the unified (or first) hierarchy's path from /proc/PID/cgroup */
 	bool authorized;	/* by uid/gid (the token is checked separately) */
+	unsigned ngroups;
+	gid_t groups[32];	/* supplementary groups (SO_PEERGROUPS), for allow_gids and members */
 };
 
 /* Configuration after the INI file and the command line. */

@@ -7,10 +7,12 @@
  * The controlled quantity is the group's cumulative device time. The group
  * is entitled to `rate` of every nanosecond of wall-clock time:
  *   hard   rate = limit;
- *   burst  rate = limit while other processes use the device; when they are
- *          idle the group may use it all (rate = 100 %), and in between it may
- *          use what they leave minus a margin (so that it yields within a few
- *          ticks when they want more).
+ *   burst  rate = 100 % once no other process has used the device for
+ *          CS_CORE_BURST_QUIET_NS, else the limit: the group may take idle
+ *          time above its share, and falls back to it as soon as another
+ *          process runs anything. (Deciding from one tick's measurement of
+ *          the others does not work: the burst group's own kernels crowd
+ *          theirs out of the tick, so they look lighter than they want to be.)
  * Each tick adds rate * dt to what the group is allowed and the measured
  * busy time to what it consumed; the gate is closed while consumption is
  * ahead of the allowance. This is an integral controller on the quantity the
@@ -28,13 +30,14 @@
 
 /* Banked allowance: at most this much wall-clock time's worth of the rate. */
 #define CS_CORE_CREDIT_NS 50000000ull
-/* Burst mode leaves this share of the device to the others while they are active. */
-#define CS_CORE_BURST_MARGIN_PPM 100000u
+/* Burst mode takes the whole device after the others were idle this long. */
+#define CS_CORE_BURST_QUIET_NS 100000000ull
 
 struct cs_core_ctl {
 	uint64_t consumed_ns;	/* device time the group used (measured) */
 	uint64_t allowed_ns;	/* device time it was entitled to */
 	uint32_t rate_ppm;	/* the last tick's rate */
+	uint64_t quiet_ns;	/* how long the others have been idle (saturates) */
 };
 
 /* One tick's measurements. */

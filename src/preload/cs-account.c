@@ -115,18 +115,19 @@ static void log_refusal(unsigned gdev, uint64_t bytes)
 
 bool cs_reserve(unsigned gdev, uint64_t bytes)
 {
+	bool ok;
+
 	if (CS_LIKELY(cs_group_reserve(cs.g, gdev, cs.self, bytes)))
 		return true;
 	/* Slow path: is the group really full? */
 	cs_group_reclaim(&cs.gh);
 	cs_pools_reconcile();
-	if (cs_group_reserve(cs.g, gdev, cs.self, bytes)) {
-		/* The first attempt counted a denial that did not happen in the end. */
-		atomic_fetch_sub_explicit(&cs.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
-		return true;
-	}
-	log_refusal(gdev, bytes);
-	return false;
+	ok = cs_group_reserve(cs.g, gdev, cs.self, bytes);
+	/* Both attempts counted a denial: this is one allocation, refused or not. */
+	atomic_fetch_sub_explicit(&cs.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
+	if (!ok)
+		log_refusal(gdev, bytes);
+	return ok;
 }
 
 void cs_charge(unsigned gdev, uint64_t bytes)

@@ -169,7 +169,13 @@ int cs_daemon_register(void)
 		       strerror(-fd));
 		return 1;
 	}
-	strcpy(reg.group, cs.group_explicit ? cs.group_name : "");
+	/*
+	 * Always the name we run under: CUSLICE_GROUP, or the pid-<pid> default
+	 * that load_config exported, so that exec'd and forked children ask for
+	 * the same group as their parent. A managed group whose members match
+	 * this process wins anyway: the daemon decides.
+	 */
+	strcpy(reg.group, cs.group_name);
 	if (token)
 		strcpy(reg.token, token);
 	n = cs_ipc_encode(CS_IPC_REGISTER, 1, &reg, buf, sizeof(buf));

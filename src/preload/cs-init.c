@@ -120,7 +120,6 @@ static void load_config(void)
 			return;
 		}
 		strcpy(cs.group_name, group);
-		cs.group_explicit = true;
 	} else {
 		snprintf(cs.group_name, sizeof(cs.group_name), "pid-%d", (int)getpid());
 		/* Children (a job's workers) share the quota of the process that was given it. */
@@ -138,7 +137,8 @@ static void load_config(void)
 
 	if (core) {
 		if (cs_limits_parse("CUSLICE_CORE_LIMIT", core, CS_LIMIT_PERCENT, &cs.core_limits,
-				    err, sizeof(err)) != 0) {
+				    err, sizeof(err)) != 0 ||
+		    cs_limits_check_shares(&cs.core_limits, err, sizeof(err)) != 0) {
 			cs_fail_closed("%s", err);
 			return;
 		}
@@ -233,7 +233,8 @@ static CUresult map_devices(void)
 		       CS_MAX_ORDINALS);
 		n = CS_MAX_ORDINALS;
 	}
-	if (cs.has_limits && cs_limits_check_ordinals(&cs.limits, n, err, sizeof(err)) != 0) {
+	if ((cs.has_limits && cs_limits_check_ordinals(&cs.limits, n, err, sizeof(err)) != 0) ||
+	    (cs.has_core && cs_limits_check_ordinals(&cs.core_limits, n, err, sizeof(err)) != 0)) {
 		cs_fail_closed("%s", err);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}

@@ -383,6 +383,24 @@ int cs_limits_check_ordinals(const struct cs_limits *l, int device_count, char *
 	return 0;
 }
 
+int cs_limits_check_shares(const struct cs_limits *l, char *err, size_t errlen)
+{
+	struct msg m = {err, err ? errlen : 0, 0};
+
+	for (unsigned i = 0; i < l->n; i++) {
+		const struct cs_limit_rule *r = &l->rule[i];
+
+		if (!r->percent || r->ppm > 0)
+			continue;
+		msg_add(&m,
+			"%s: a share of 0%% would stop the group's GPU work for good; accepted: a "
+			"percentage above 0, up to 100",
+			l->var);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int cs_limits_check_uuids(const struct cs_limits *l, const struct cs_limit_device *devs,
 			  unsigned n, char *err, size_t errlen)
 {

@@ -94,6 +94,12 @@ uint64_t cs_limits_resolve(const struct cs_limits *l, const struct cs_limit_devi
  * Returns 0, or -EINVAL with a message when an ordinal rule names a device
  * >= device_count (the process does not see it).
  */
+/*
+ * -EINVAL with a message when a percentage rule is 0 %: for compute shares,
+ * which would block every launch of the group forever.
+ */
+int cs_limits_check_shares(const struct cs_limits *l, char *err, size_t errlen);
+
 int cs_limits_check_ordinals(const struct cs_limits *l, int device_count, char *err,
 			     size_t errlen);
 

@@ -149,7 +149,6 @@ struct cs_state {
 
 	/* configuration (environment, read once at load) */
 	char group_name[CS_GROUP_NAME_MAX + 1];
-	bool group_explicit;		/* CUSLICE_GROUP was given (not the pid-<pid> default) */
 	char shm_dir[256];
 	bool has_limits;
 	struct cs_limits limits;

@@ -371,6 +371,27 @@ static void test_limits_error_buffer(void **state)
 	assert_true(strlen(big) < 1000);
 }
 
+/* A 0 % compute share would block the group for good: refused; sizes are not shares. */
+static void test_limits_check_shares(void **state)
+{
+	struct cs_limits l;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(cs_limits_parse("CUSLICE_CORE_LIMIT", "0=30,1=0.0001", CS_LIMIT_PERCENT, &l,
+					 err, sizeof(err)),
+			 0);
+	assert_int_equal(cs_limits_check_shares(&l, err, sizeof(err)), 0);
+	assert_int_equal(cs_limits_parse("CUSLICE_CORE_LIMIT", "0=30,1=0", CS_LIMIT_PERCENT, &l, err,
+					 sizeof(err)),
+			 0);
+	assert_int_equal(cs_limits_check_shares(&l, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "CUSLICE_CORE_LIMIT: a share of 0% would stop the group's GPU "
+				 "work for good; accepted: a percentage above 0, up to 100");
+	l = parse_ok("0", BOTH);	/* 0 bytes of memory: a (strict) limit, not a share */
+	assert_int_equal(cs_limits_check_shares(&l, err, sizeof(err)), 0);
+}
+
 static void test_limits_check_ordinals(void **state)
 {
 	struct cs_limits l = parse_ok("0=1G,3=2G,GPU-1a=3G,4G", BOTH);
@@ -433,6 +454,7 @@ int main(void)
 		cmocka_unit_test(test_limits_errors),
 		cmocka_unit_test(test_limits_errors_percent_only),
 		cmocka_unit_test(test_limits_error_buffer),
+		cmocka_unit_test(test_limits_check_shares),
 		cmocka_unit_test(test_limits_check_ordinals),
 		cmocka_unit_test(test_limits_check_uuids),
 	};

@@ -1,0 +1,136 @@
+/* The listing commands: status, gpus, ps, groups. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <string.h>
+
+/*
+ * Parses the options of a command that has only the common ones, and checks
+ * that at most max_args operands follow. Returns CLI_CONTINUE with the
+ * operands at argv[optind..argc), or an exit code.
+ */
+static int parse_plain(struct cli *c, int argc, char **argv, int max_args)
+{
+	static const struct option longopts[] = {CLI_COMMON_LONG, {0}};
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
+		rc = cli_common_option(c, opt, argv);
+		if (rc != CLI_CONTINUE)
+			return rc;
+	}
+	/* getopt permutes: options may also follow an operand ("groups NAME -o json"). */
+	if (argc - optind > max_args) {
+		if (max_args == 0)
+			return cli_usage(c, "unexpected argument \"%s\"", argv[optind]);
+		return cli_usage(c, "unexpected argument \"%s\"", argv[optind + max_args]);
+	}
+	return CLI_CONTINUE;
+}
+
+/* Prints a reply as JSON or through a renderer; the exit code. */
+static int show(const char *path, int e)
+{
+	if (e == -ENOMEM)
+		return cli_fail(CLI_EXIT_FAIL, "out of memory");
+	if (e)
+		return cli_fail(CLI_EXIT_FAIL,
+				"cusliced's reply to GET %s lacks the fields the table needs "
+				"(try -o json)",
+				path);
+	return CLI_EXIT_OK;
+}
+
+int cli_cmd_status(struct cli *c, int argc, char **argv)
+{
+	cJSON *st;
+	int rc = parse_plain(c, argc, argv, 0);
+
+	if (rc != CLI_CONTINUE)
+		return rc;
+	rc = cli_get_json(c, "/v1/status", &st);
+	if (rc)
+		return rc;
+	if (c->output == CLI_OUTPUT_JSON)
+		rc = cli_json_print(st, stdout);
+	else
+		rc = cli_render_status(st, stdout);
+	cJSON_Delete(st);
+	return show("/v1/status", rc);
+}
+
+int cli_cmd_gpus(struct cli *c, int argc, char **argv)
+{
+	cJSON *g;
+	int rc = parse_plain(c, argc, argv, 0);
+
+	if (rc != CLI_CONTINUE)
+		return rc;
+	rc = cli_get_json(c, "/v1/gpus", &g);
+	if (rc)
+		return rc;
+	if (c->output == CLI_OUTPUT_JSON)
+		rc = cli_json_print(g, stdout);
+	else
+		rc = cli_render_gpus(g, stdout);
+	cJSON_Delete(g);
+	return show("/v1/gpus", rc);
+}
+
+int cli_cmd_ps(struct cli *c, int argc, char **argv)
+{
+	cJSON *procs = NULL, *groups = NULL, *gpus = NULL;
+	int rc = parse_plain(c, argc, argv, 0);
+
+	if (rc != CLI_CONTINUE)
+		return rc;
+	rc = cli_get_json(c, "/v1/processes", &procs);
+	if (rc)
+		return rc;
+	if (c->output == CLI_OUTPUT_JSON) {
+		rc = cli_json_print(procs, stdout);
+		cJSON_Delete(procs);
+		return show("/v1/processes", rc);
+	}
+	/* The limits and core shares are the groups'; GPU indices come from /v1/gpus. */
+	rc = cli_get_json(c, "/v1/groups", &groups);
+	if (!rc)
+		rc = cli_get_json(c, "/v1/gpus", &gpus);
+	if (!rc)
+		rc = show("/v1/processes", cli_render_ps(procs, groups, gpus, stdout));
+	cJSON_Delete(procs);
+	cJSON_Delete(groups);
+	cJSON_Delete(gpus);
+	return rc;
+}
+
+int cli_cmd_groups(struct cli *c, int argc, char **argv)
+{
+	cJSON *groups = NULL, *gpus = NULL;
+	char path[128], err[256];
+	int rc = parse_plain(c, argc, argv, 1);
+
+	if (rc != CLI_CONTINUE)
+		return rc;
+	if (optind < argc) {
+		if (cli_parse_group("group", argv[optind], err, sizeof(err)) < 0)
+			return cli_usage(c, "%s", err);
+		snprintf(path, sizeof(path), "/v1/groups/%s", argv[optind]);
+	} else {
+		snprintf(path, sizeof(path), "/v1/groups");
+	}
+	rc = cli_get_json(c, path, &groups);
+	if (rc)
+		return rc;
+	if (c->output == CLI_OUTPUT_JSON) {
+		rc = show(path, cli_json_print(groups, stdout));
+	} else {
+		rc = cli_get_json(c, "/v1/gpus", &gpus);
+		if (!rc)
+			rc = show(path, cli_render_groups(groups, gpus, stdout));
+	}
+	cJSON_Delete(groups);
+	cJSON_Delete(gpus);
+	return rc;
+}

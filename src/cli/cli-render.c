@@ -1,0 +1,444 @@
+/*
+ * Tables of the daemon's JSON replies (libsmartcols). Pure functions of the
+ * JSON: the tests feed them canned replies and compare the exact lines.
+ *
+ * Missing or null fields print as "-" (none / unknown) rather than failing:
+ * a newer daemon may drop or add fields, and a table with a "-" is more use
+ * than an error. Only a reply without the list a table is made of is refused
+ * (-EPROTO).
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <libsmartcols/libsmartcols.h>
+#include <string.h>
+
+#include "cs-size.h"
+
+struct column {
+	const char *name;
+	int flags;
+};
+
+#define RIGHT SCOLS_FL_RIGHT
+
+char *cli_fmt_bytes(const cJSON *o, const char *key, char *buf, size_t len)
+{
+	double v;
+
+	if (!cli_json_num(o, key, &v) || v < 0)
+		snprintf(buf, len, "-");
+	else
+		cs_size_format((uint64_t)v, buf, len);
+	return buf;
+}
+
+char *cli_fmt_percent(double pct, char *buf, size_t len)
+{
+	char *p;
+
+	/* Limits have at most 4 decimals (ppm); print only the ones that are there. */
+	snprintf(buf, len, "%.4f", pct);
+	p = strchr(buf, '.');
+	if (p) {
+		char *end = p + strlen(p) - 1;
+
+		while (end > p && *end == '0')
+			*end-- = '\0';
+		if (end == p)
+			*p = '\0';
+	}
+	strncat(buf, "%", len - strlen(buf) - 1);
+	return buf;
+}
+
+/* A number member as an integer text, or "-". */
+static char *fmt_int(const cJSON *o, const char *key, char *buf, size_t len)
+{
+	double v;
+
+	if (cli_json_num(o, key, &v))
+		snprintf(buf, len, "%.0f", v);
+	else
+		snprintf(buf, len, "-");
+	return buf;
+}
+
+/* A GPU's utilization, a whole percent ("37%"), or "-". */
+static char *fmt_util(const cJSON *g, char *buf, size_t len)
+{
+	double v;
+
+	if (cli_json_num(g, "utilization", &v))
+		snprintf(buf, len, "%.0f%%", v);
+	else
+		snprintf(buf, len, "-");
+	return buf;
+}
+
+/* A percent member (core_used, core_limit, utilization) with 1 decimal, or "-". */
+static char *fmt_pct1(const cJSON *o, const char *key, char *buf, size_t len)
+{
+	double v;
+
+	if (cli_json_num(o, key, &v))
+		snprintf(buf, len, "%.1f%%", v);
+	else
+		snprintf(buf, len, "-");
+	return buf;
+}
+
+/* A limit in percent, as set (30%, 12.5%), or "-" for none. */
+static char *fmt_pct_limit(const cJSON *o, const char *key, char *buf, size_t len)
+{
+	double v;
+
+	if (cli_json_num(o, key, &v))
+		return cli_fmt_percent(v, buf, len);
+	snprintf(buf, len, "-");
+	return buf;
+}
+
+static const char *str_or_dash(const cJSON *o, const char *key)
+{
+	const char *s = cli_json_str(o, key);
+
+	return s && *s ? s : "-";
+}
+
+void cli_gpu_map_init(struct cli_gpu_map *m, const cJSON *gpus_reply)
+{
+	const cJSON *g;
+	double idx;
+
+	m->n = 0;
+	cJSON_ArrayForEach(g, cli_json_array(gpus_reply, "gpus"))
+	{
+		const char *uuid = cli_json_str(g, "uuid");
+
+		if (!uuid || !cli_json_num(g, "index", &idx) || m->n == 64)
+			continue;
+		m->gpu[m->n].uuid = uuid;
+		m->gpu[m->n].index = (int)idx;
+		m->n++;
+	}
+}
+
+const char *cli_gpu_label(const struct cli_gpu_map *m, const char *uuid, char *buf, size_t len)
+{
+	if (!uuid)
+		return "-";
+	for (unsigned i = 0; i < m->n; i++) {
+		if (strcmp(m->gpu[i].uuid, uuid) == 0) {
+			snprintf(buf, len, "%d", m->gpu[i].index);
+			return buf;
+		}
+	}
+	return uuid;
+}
+
+static struct libscols_table *new_table(const struct column *cols, unsigned n, bool headings)
+{
+	struct libscols_table *t = scols_new_table();
+
+	if (!t)
+		return NULL;
+	scols_table_enable_noheadings(t, !headings);
+	for (unsigned i = 0; i < n; i++) {
+		if (!scols_table_new_column(t, cols[i].name, 0, cols[i].flags)) {
+			scols_unref_table(t);
+			return NULL;
+		}
+	}
+	return t;
+}
+
+/* Adds a line of n cells; -ENOMEM on failure. */
+static int add_line(struct libscols_table *t, const char *const *cells, unsigned n)
+{
+	struct libscols_line *l = scols_table_new_line(t, NULL);
+
+	if (!l)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++)
+		if (scols_line_set_data(l, i, cells[i]) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+static int print_table(struct libscols_table *t, FILE *f, int e)
+{
+	struct libscols_column *cl;
+	struct libscols_iter *it;
+	const char *sep = "";
+
+	/* libsmartcols prints nothing for no lines; an empty list still shows its headings. */
+	if (!e && scols_table_is_empty(t) && !scols_table_is_noheadings(t)) {
+		it = scols_new_iter(SCOLS_ITER_FORWARD);
+		while (it && scols_table_next_column(t, it, &cl) == 0) {
+			fprintf(f, "%s%s", sep, scols_cell_get_data(scols_column_get_header(cl)));
+			sep = " ";
+		}
+		fputc('\n', f);
+		scols_free_iter(it);
+		scols_unref_table(t);
+		return it ? 0 : -ENOMEM;
+	}
+	if (!e) {
+		scols_table_set_stream(t, f);
+		if (scols_print_table(t) < 0)
+			e = -EIO;
+	}
+	scols_unref_table(t);
+	return e;
+}
+
+char *cli_fmt_uptime(double s, char *buf, size_t len)
+{
+	unsigned long t = s > 0 ? (unsigned long)s : 0;
+	unsigned long d = t / 86400, h = t / 3600 % 24, m = t / 60 % 60, sec = t % 60;
+
+	if (d)
+		snprintf(buf, len, "%lud %02luh %02lum", d, h, m);
+	else if (h)
+		snprintf(buf, len, "%luh %02lum %02lus", h, m, sec);
+	else if (m)
+		snprintf(buf, len, "%lum %02lus", m, sec);
+	else
+		snprintf(buf, len, "%lus", sec);
+	return buf;
+}
+
+/* A count member that may be a number or a list (its length). */
+static char *fmt_count(const cJSON *o, const char *key, char *buf, size_t len)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	if (cJSON_IsArray(v))
+		snprintf(buf, len, "%d", cJSON_GetArraySize(v));
+	else
+		fmt_int(o, key, buf, len);
+	return buf;
+}
+
+int cli_render_status(const cJSON *st, FILE *f)
+{
+	static const struct column cols[] = {{"KEY", 0}, {"VALUE", 0}};
+	char b[8][64];
+	double up;
+	struct libscols_table *t;
+	int e = 0;
+
+	if (!cJSON_IsObject(st))
+		return -EPROTO;
+	const char *rows[][2] = {
+	    {"version", str_or_dash(st, "version")},
+	    {"pid", fmt_int(st, "pid", b[0], sizeof(b[0]))},
+	    {"uptime", cli_json_num(st, "uptime_seconds", &up)
+			   ? cli_fmt_uptime(up, b[1], sizeof(b[1]))
+			   : "-"},
+	    {"socket", str_or_dash(st, "socket")},
+	    {"state directory", str_or_dash(st, "state_dir")},
+	    {"shm directory", str_or_dash(st, "shm_dir")},
+	    {"metrics", str_or_dash(st, "metrics_listen")},
+	    {"groups", fmt_count(st, "groups", b[2], sizeof(b[2]))},
+	    {"processes", fmt_count(st, "processes", b[3], sizeof(b[3]))},
+	    {"gpus", fmt_count(st, "gpus", b[4], sizeof(b[4]))},
+	};
+
+	t = new_table(cols, 2, false);
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]) && !e; i++)
+		e = add_line(t, rows[i], 2);
+	return print_table(t, f, e);
+}
+
+int cli_render_gpus(const cJSON *gpus, FILE *f)
+{
+	static const struct column cols[] = {
+	    {"INDEX", RIGHT},	 {"UUID", 0},	       {"NAME", 0},
+	    {"MEM-USED", RIGHT}, {"MEM-TOTAL", RIGHT}, {"UTIL", RIGHT},
+	};
+	const cJSON *list = cli_json_array(gpus, "gpus"), *g;
+	struct libscols_table *t;
+	char b[4][64];
+	int e = 0;
+
+	if (!list)
+		return -EPROTO;
+	t = new_table(cols, 6, true);
+	if (!t)
+		return -ENOMEM;
+	cJSON_ArrayForEach(g, list)
+	{
+		const char *cells[] = {
+		    fmt_int(g, "index", b[0], sizeof(b[0])),
+		    str_or_dash(g, "uuid"),
+		    str_or_dash(g, "name"),
+		    cli_fmt_bytes(g, "memory_used", b[1], sizeof(b[1])),
+		    cli_fmt_bytes(g, "memory_total", b[2], sizeof(b[2])),
+		    fmt_util(g, b[3], sizeof(b[3])),
+		};
+		e = add_line(t, cells, 6);
+		if (e)
+			break;
+	}
+	return print_table(t, f, e);
+}
+
+/* Group `name`'s entry in a /v1/groups reply, or NULL. */
+static const cJSON *find_group(const cJSON *groups, const char *name)
+{
+	const cJSON *g;
+
+	if (!name)
+		return NULL;
+	cJSON_ArrayForEach(g, cli_json_array(groups, "groups"))
+	{
+		const char *n = cli_json_str(g, "name");
+
+		if (n && strcmp(n, name) == 0)
+			return g;
+	}
+	return NULL;
+}
+
+/* The device entry for `uuid` of a GROUP object, or NULL. */
+static const cJSON *find_device(const cJSON *group, const char *uuid)
+{
+	const cJSON *d;
+
+	if (!uuid)
+		return NULL;
+	cJSON_ArrayForEach(d, cli_json_array(group, "devices"))
+	{
+		const char *u = cli_json_str(d, "uuid");
+
+		if (u && strcmp(u, uuid) == 0)
+			return d;
+	}
+	return NULL;
+}
+
+int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus, FILE *f)
+{
+	static const struct column cols[] = {
+	    {"GROUP", 0},	   {"PID", RIGHT},	 {"GPU", 0},
+	    {"MEM-USED", RIGHT},   {"MEM-LIMIT", RIGHT}, {"CORES", RIGHT},
+	    {"CORE-LIMIT", RIGHT}, {"STATE", 0},
+	};
+	const cJSON *list = cli_json_array(processes, "processes"), *p;
+	struct cli_gpu_map map;
+	struct libscols_table *t;
+	int e = 0;
+
+	if (!list)
+		return -EPROTO;
+	cli_gpu_map_init(&map, gpus);
+	t = new_table(cols, 8, true);
+	if (!t)
+		return -ENOMEM;
+	cJSON_ArrayForEach(p, list)
+	{
+		const char *group = cli_json_str(p, "group");
+		const cJSON *grp = find_group(groups, group);
+		const cJSON *gl = cli_json_array(p, "gpus"), *pg;
+		const cJSON *reg = cJSON_GetObjectItemCaseSensitive(p, "registered");
+		char pid[32], state[64], b[5][64];
+		int ngpu = gl ? cJSON_GetArraySize(gl) : 0;
+
+		fmt_int(p, "pid", pid, sizeof(pid));
+		snprintf(state, sizeof(state), "%s%s", str_or_dash(p, "state"),
+			 cJSON_IsFalse(reg) ? ",unregistered" : "");
+		/* One line per GPU the process uses; a process on none still gets one. */
+		for (int i = 0; i < (ngpu ? ngpu : 1) && !e; i++) {
+			const char *uuid;
+			const cJSON *dev;
+
+			pg = ngpu ? cJSON_GetArrayItem(gl, i) : NULL;
+			uuid = cli_json_str(pg, "uuid");
+			dev = find_device(grp, uuid);
+			const char *cells[] = {
+			    group && *group ? group : "-",
+			    pid,
+			    cli_gpu_label(&map, uuid, b[0], sizeof(b[0])),
+			    cli_fmt_bytes(pg, "memory_used", b[1], sizeof(b[1])),
+			    cli_fmt_bytes(dev, "memory_limit", b[2], sizeof(b[2])),
+			    fmt_pct1(dev, "core_used", b[3], sizeof(b[3])),
+			    fmt_pct_limit(dev, "core_limit", b[4], sizeof(b[4])),
+			    state,
+			};
+			e = add_line(t, cells, 8);
+		}
+		if (e)
+			break;
+	}
+	return print_table(t, f, e);
+}
+
+static int group_lines(struct libscols_table *t, const cJSON *g, const struct cli_gpu_map *map)
+{
+	const cJSON *devs = cli_json_array(g, "devices");
+	const cJSON *managed = cJSON_GetObjectItemCaseSensitive(g, "managed");
+	int ndev = devs ? cJSON_GetArraySize(devs) : 0, e = 0;
+	char procs[32], b[7][64];
+
+	fmt_int(g, "processes", procs, sizeof(procs));
+	for (int i = 0; i < (ndev ? ndev : 1) && !e; i++) {
+		const cJSON *d = ndev ? cJSON_GetArrayItem(devs, i) : NULL;
+		double thr;
+
+		if (cli_json_num(d, "throttled_seconds", &thr))
+			snprintf(b[6], sizeof(b[6]), "%.1fs", thr);
+		else
+			snprintf(b[6], sizeof(b[6]), "-");
+		const char *cells[] = {
+		    str_or_dash(g, "name"),
+		    cJSON_IsTrue(managed) ? "yes" : "no",
+		    procs,
+		    cli_gpu_label(map, cli_json_str(d, "uuid"), b[0], sizeof(b[0])),
+		    cli_fmt_bytes(d, "memory_used", b[1], sizeof(b[1])),
+		    cli_fmt_bytes(d, "memory_limit", b[2], sizeof(b[2])),
+		    fmt_pct1(d, "core_used", b[3], sizeof(b[3])),
+		    fmt_pct_limit(d, "core_limit", b[4], sizeof(b[4])),
+		    str_or_dash(d, "mode"),
+		    fmt_int(d, "oom_denials", b[5], sizeof(b[5])),
+		    b[6],
+		};
+		e = add_line(t, cells, 11);
+	}
+	return e;
+}
+
+int cli_render_groups(const cJSON *groups, const cJSON *gpus, FILE *f)
+{
+	static const struct column cols[] = {
+	    {"GROUP", 0},	 {"MANAGED", 0},       {"PROCS", RIGHT},     {"GPU", 0},
+	    {"MEM-USED", RIGHT}, {"MEM-LIMIT", RIGHT}, {"CORES", RIGHT},     {"CORE-LIMIT", RIGHT},
+	    {"MODE", 0},	 {"OOM", RIGHT},       {"THROTTLED", RIGHT},
+	};
+	const cJSON *list = cli_json_array(groups, "groups"), *g;
+	struct cli_gpu_map map;
+	struct libscols_table *t;
+	int e = 0;
+
+	/* One GROUP object (GET/PUT /v1/groups/NAME) is a list of one. */
+	if (!list && !cli_json_str(groups, "name"))
+		return -EPROTO;
+	cli_gpu_map_init(&map, gpus);
+	t = new_table(cols, 11, true);
+	if (!t)
+		return -ENOMEM;
+	if (!list) {
+		e = group_lines(t, groups, &map);
+	} else {
+		cJSON_ArrayForEach(g, list)
+		{
+			e = group_lines(t, g, &map);
+			if (e)
+				break;
+		}
+	}
+	return print_table(t, f, e);
+}

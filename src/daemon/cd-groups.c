@@ -1,0 +1,488 @@
+/*
+ * Groups and their regions: the table of groups the daemon knows, their
+ * policies written into the shared regions (where running processes read
+ * them on their next allocation or controller tick), reclaim of what dead
+ * processes leave, and the rescan that rebuilds the table after a restart.
+ *
+ * The regions are the truth: a process's slot, its charges and its group's
+ * limits live there, not in the daemon. So a daemon that dies loses
+ * nothing, and one that starts finds every running group by scanning
+ * shm_dir. The table holds managed groups (a policy) and groups with
+ * processes; an unmanaged group without any is forgotten after session_ttl
+ * (its file stays: its next process reopens it).
+ */
+#include "cd-int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cs-log.h"
+
+/* A region that cannot be opened is logged at most this often. */
+#define REGION_WARN_MS 60000
+
+struct cd_group *cd_group_find(struct cusliced *d, const char *name)
+{
+	for (unsigned i = 0; i < d->ngroups; i++)
+		if (strcmp(d->groups[i]->name, name) == 0)
+			return d->groups[i];
+	return NULL;
+}
+
+struct cd_group *cd_group_get(struct cusliced *d, const char *name, bool open)
+{
+	struct cd_group *g = cd_group_find(d, name);
+
+	if (!g) {
+		if (d->ngroups == d->groups_cap) {
+			unsigned cap = d->groups_cap ? d->groups_cap * 2 : 16;
+			struct cd_group **ng = realloc(d->groups, cap * sizeof(*ng));
+
+			if (!ng)
+				return NULL;
+			d->groups = ng;
+			d->groups_cap = cap;
+		}
+		g = calloc(1, sizeof(*g));
+		if (!g)
+			return NULL;
+		snprintf(g->name, sizeof(g->name), "%s", name);
+		g->h.fd = -1;
+		g->h.slot = -1;
+		d->groups[d->ngroups++] = g;
+	}
+	if (open)
+		cd_group_open_region(d, g);
+	return g;
+}
+
+static void group_free(struct cd_group *g)
+{
+	cs_group_close(&g->h);
+	free(g->policy);
+	free(g);
+}
+
+/* Removes g (index i) from the table. */
+static void group_drop(struct cusliced *d, unsigned i)
+{
+	group_free(d->groups[i]);
+	d->groups[i] = d->groups[--d->ngroups];
+}
+
+void cd_groups_free(struct cusliced *d)
+{
+	while (d->ngroups)
+		group_drop(d, d->ngroups - 1);
+	free(d->groups);
+	d->groups = NULL;
+	d->groups_cap = 0;
+}
+
+/*
+ * Regions the daemon creates (managed groups) belong to it; their group is
+ * the socket's, so that the members who may reach the socket may also map
+ * the region (mode 0660). Best effort: an unprivileged daemon keeps its own.
+ */
+static void region_owner(struct cusliced *d, struct cd_group *g)
+{
+	struct stat st;
+
+	if (fstat(g->h.fd, &st) == 0 && st.st_uid == geteuid() && st.st_gid != d->socket_gid &&
+	    fchown(g->h.fd, (uid_t)-1, d->socket_gid) != 0)
+		cs_log(CS_LOG_DEBUG, CD_LOG, "group %s: cannot give its region to gid %u: %s",
+		       g->name, (unsigned)d->socket_gid, strerror(errno));
+}
+
+int cd_group_open_region(struct cusliced *d, struct cd_group *g)
+{
+	const char *dir = d->cfg->shm_dir;
+	struct stat st;
+	char path[512];
+	int e;
+
+	if (g->h.g)
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s%s", dir, CS_GROUP_FILE_PREFIX, g->name);
+	/* An unmanaged group's region is its first process's to create (it owns it then). */
+	if (!g->policy && stat(path, &st) != 0)
+		return -errno;
+	e = cs_group_open(&g->h, dir, g->name);
+	if (e) {
+		uint64_t now = cd_now_ms();
+
+		if (!g->warned_ms || now - g->warned_ms >= REGION_WARN_MS) {
+			g->warned_ms = now;
+			cs_log(CS_LOG_WARN, CD_LOG, "group %s: cannot open its region %s: %s",
+			       g->name, path,
+			       e == -EPROTO ? "another layout (a different cuslice version?)"
+					    : strerror(-e));
+		}
+		return e;
+	}
+	if (g->policy) {
+		region_owner(d, g);
+		cd_group_apply(d, g);
+	}
+	return 0;
+}
+
+/* The NVML index of the GPU with uuid, or -1 (the daemon may not see every GPU a process sees). */
+static int gpu_index(struct cusliced *d, const char *uuid)
+{
+	for (unsigned i = 0; i < d->ngpus; i++)
+		if (strcmp(d->gpus[i].uuid, uuid) == 0)
+			return d->gpus[i].index;
+	return -1;
+}
+
+void cd_group_apply(struct cusliced *d, struct cd_group *g)
+{
+	const struct cd_policy *p = g->policy;
+	struct cs_group *r = g->h.g;
+	uint32_t flags;
+
+	if (!r)
+		return;
+	flags = p ? CS_GROUP_MANAGED | (p->daemon_required ? CS_GROUP_DAEMON_REQUIRED : 0) : 0;
+	if (atomic_load(&r->flags) != flags)
+		atomic_store(&r->flags, flags);
+	if (!p)
+		return;
+	/* Entries for every GPU the daemon sees, so limits are in place before the first process.
+	 */
+	for (unsigned i = 0; i < d->ngpus; i++) {
+		const struct cd_snap_gpu *gpu = &d->gpus[i];
+		uint64_t lim = cd_policy_mem_limit(p, gpu->index, gpu->uuid, gpu->memory_total);
+		int e = cs_group_device(&g->h, gpu->uuid, gpu->memory_total, lim);
+
+		if (e < 0 && e != -ENOSPC)
+			cs_log(CS_LOG_DEBUG, CD_LOG, "group %s: device entry for %s: %s", g->name,
+			       gpu->uuid, strerror(-e));
+	}
+	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++) {
+		struct cs_group_dev *gd = &r->dev[i];
+		char uuid[CS_GROUP_UUID_LEN];
+		uint64_t lim;
+		uint32_t core, cflags = p->burst ? CS_CORE_BURST : 0;
+		int index;
+
+		if (atomic_load(&gd->state) != CS_GROUP_DEV_READY)
+			continue;
+		memcpy(uuid, gd->uuid, sizeof(uuid));
+		uuid[sizeof(uuid) - 1] = '\0';
+		index = gpu_index(d, uuid);
+		lim = cd_policy_mem_limit(p, index, uuid, gd->total);
+		core = cd_policy_core_limit(p, index, uuid);
+		/* Written only when different: every process of the group reads these lines. */
+		if (atomic_load(&gd->limit) != lim)
+			atomic_store(&gd->limit, lim);
+		if (atomic_load(&gd->core_flags) != cflags)
+			atomic_store(&gd->core_flags, cflags);
+		if (atomic_load(&gd->core_limit) != core)
+			atomic_store(&gd->core_limit, core);
+	}
+}
+
+/* A group whose policy was deleted: the daemon takes back what it imposed. */
+static void group_unmanage(struct cd_group *g)
+{
+	struct cs_group *r = g->h.g;
+
+	if (!r)
+		return;
+	atomic_store(&r->flags, 0);
+	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++) {
+		struct cs_group_dev *gd = &r->dev[i];
+
+		if (atomic_load(&gd->state) != CS_GROUP_DEV_READY)
+			continue;
+		atomic_store(&gd->limit, CS_LIMIT_NONE);
+		atomic_store(&gd->core_limit, CS_CORE_NONE);
+		atomic_store(&gd->core_flags, 0);
+	}
+}
+
+int cd_group_reclaim(struct cusliced *d, struct cd_group *g, pid_t pid)
+{
+	int n;
+
+	if (!g->h.g && cd_group_open_region(d, g) != 0)
+		return 0;
+	n = cs_group_reclaim(&g->h);
+	if (n > 0)
+		cd_event(d, "reclaimed", g->name, pid,
+			 "group %s: gave back the accounting of %d dead process%s", g->name, n,
+			 n == 1 ? "" : "es");
+	return n;
+}
+
+unsigned cd_group_slots(struct cusliced *d, struct cd_group *g, struct cd_slot *out, unsigned max)
+{
+	struct cs_group *r;
+	unsigned hwm, n = 0;
+
+	/* A group's first process creates its region after registering: open it when it exists. */
+	if (!g->h.g)
+		cd_group_open_region(d, g);
+	r = g->h.g;
+	if (!r)
+		return 0;
+	hwm = atomic_load(&r->proc_hwm);
+	if (hwm > CS_GROUP_MAX_PROCS)
+		hwm = CS_GROUP_MAX_PROCS;
+	for (unsigned i = 0; i < hwm; i++) {
+		struct cs_group_proc *p = &r->proc[i];
+
+		if (atomic_load(&p->state) != CS_GROUP_PROC_LIVE ||
+		    cs_group_proc_alive(&g->h, (int)i) != 1)
+			continue;
+		if (out && n < max) {
+			out[n].index = (int)i;
+			out[n].pid = cs_group_proc_pid_for(p, &d->self);
+		}
+		n++;
+	}
+	return n;
+}
+
+void cd_groups_rescan(struct cusliced *d)
+{
+	const size_t plen = strlen(CS_GROUP_FILE_PREFIX);
+	DIR *dir = opendir(d->cfg->shm_dir);
+	struct dirent *e;
+	unsigned found = 0;
+
+	if (!dir) {
+		cs_log(CS_LOG_WARN, CD_LOG, "cannot scan %s for group regions: %s", d->cfg->shm_dir,
+		       strerror(errno));
+		return;
+	}
+	while ((e = readdir(dir))) {
+		const char *name = e->d_name + plen;
+		struct cs_group_handle h;
+		struct cd_group *g;
+		uint32_t flags;
+
+		if (strncmp(e->d_name, CS_GROUP_FILE_PREFIX, plen) != 0 ||
+		    !cs_group_name_valid(name) || cd_group_find(d, name))
+			continue;
+		if (cs_group_open(&h, d->cfg->shm_dir, name) != 0)
+			continue;
+		flags = atomic_load(&h.g->flags);
+		/* Flags of a policy this daemon does not have (policy.json lost or edited). */
+		if (flags & CS_GROUP_MANAGED) {
+			cs_log(CS_LOG_INFO, CD_LOG,
+			       "group %s: its region says managed, but there is no policy for it: "
+			       "now unmanaged",
+			       name);
+			atomic_store(&h.g->flags, 0);
+		}
+		g = cd_group_get(d, name, false);
+		if (!g) {
+			cs_group_close(&h);
+			continue;
+		}
+		g->h = h;
+		if (cd_group_slots(d, g, NULL, 0) == 0) {
+			/* Nobody uses it: no need to keep it mapped. */
+			group_drop(d, d->ngroups - 1);
+			continue;
+		}
+		cd_group_reclaim(d, g, 0);
+		found++;
+	}
+	closedir(dir);
+	if (found)
+		cs_log(CS_LOG_INFO, CD_LOG, "found %u group%s with running processes in %s", found,
+		       found == 1 ? "" : "s", d->cfg->shm_dir);
+}
+
+void cd_groups_tick(struct cusliced *d)
+{
+	uint64_t now = cd_now_ms(), ttl = (uint64_t)d->cfg->session_ttl_s * 1000;
+
+	for (unsigned i = 0; i < d->ngroups; i++) {
+		struct cd_group *g = d->groups[i];
+
+		if (!g->h.g)
+			cd_group_open_region(d, g);
+		if (g->h.g)
+			cd_group_reclaim(d, g, 0);
+		if (g->policy)
+			cd_group_apply(d, g);
+		if (g->policy || g->sessions || cd_group_slots(d, g, NULL, 0)) {
+			g->idle_since_ms = 0;
+			continue;
+		}
+		if (!g->idle_since_ms)
+			g->idle_since_ms = now;
+		if (now - g->idle_since_ms >= ttl) {
+			cs_log(CS_LOG_DEBUG, CD_LOG, "group %s: no processes for %us: forgotten",
+			       g->name, d->cfg->session_ttl_s);
+			group_drop(d, i);
+			i--;
+		}
+	}
+}
+
+unsigned cd_groups_policies(struct cusliced *d, const struct cd_policy **ps)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < d->ngroups; i++)
+		if (d->groups[i]->policy)
+			ps[n++] = d->groups[i]->policy;
+	return n;
+}
+
+int cd_groups_load_policies(struct cusliced *d, char *err, size_t errlen)
+{
+	struct cd_policy *ps;
+	unsigned n;
+	int e = cd_policy_load(d->cfg->state_dir, &ps, &n, err, errlen);
+
+	if (e)
+		return e;
+	for (unsigned i = 0; i < n; i++) {
+		struct cd_group *g = cd_group_get(d, ps[i].name, false);
+
+		if (!g || !(g->policy = malloc(sizeof(*g->policy)))) {
+			free(ps);
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+		*g->policy = ps[i];
+		cd_group_open_region(d, g);
+	}
+	free(ps);
+	if (n)
+		cs_log(CS_LOG_INFO, CD_LOG, "loaded the policies of %u group%s from %s/%s", n,
+		       n == 1 ? "" : "s", d->cfg->state_dir, CD_POLICY_FILE);
+	return 0;
+}
+
+/* ---- policy changes from the API ---- */
+
+/* Stores the managed groups' policies, with `changed` in place of (or besides) its group's. */
+static int store(struct cusliced *d, const struct cd_policy *changed, const char *deleted,
+		 char *err, size_t errlen)
+{
+	const struct cd_policy **ps = malloc((d->ngroups + 1) * sizeof(*ps));
+	unsigned n = 0;
+	bool placed = false;
+	int e;
+
+	if (!ps) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < d->ngroups; i++) {
+		struct cd_group *g = d->groups[i];
+
+		if (!g->policy || (deleted && strcmp(g->name, deleted) == 0))
+			continue;
+		if (changed && strcmp(g->name, changed->name) == 0) {
+			ps[n++] = changed;
+			placed = true;
+		} else {
+			ps[n++] = g->policy;
+		}
+	}
+	if (changed && !placed)
+		ps[n++] = changed;
+	e = cd_policy_save(d->cfg->state_dir, ps, n, err, errlen);
+	free(ps);
+	return e;
+}
+
+int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len, char *err,
+		  size_t errlen)
+{
+	struct cd_policy *p;
+	struct cd_group *g;
+	char *text;
+	int e;
+
+	if (errlen)
+		err[0] = '\0';
+	if (!name || !cs_group_name_valid(name)) {
+		snprintf(err, errlen, "group name \"%.64s\": expected %s", name ? name : "",
+			 CS_GROUP_NAME_FORMS);
+		return -EINVAL;
+	}
+	p = malloc(sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_lock(&d->lock);
+	g = cd_group_find(d, name);
+	if (g && g->policy)
+		*p = *g->policy;
+	else
+		cd_policy_init(p, name);
+	e = cd_policy_parse(p, json, len, err, errlen);
+	if (!e && !(g && g->policy)) {
+		const struct cd_policy **tmp = malloc((d->ngroups + 1) * sizeof(*tmp));
+
+		if (!tmp)
+			e = -ENOMEM;
+		else if (cd_groups_policies(d, tmp) >= CD_POLICIES_MAX)
+			e = -ENOSPC;
+		free(tmp);
+		if (e == -ENOSPC)
+			snprintf(err, errlen,
+				 "group %s: there are %d managed groups already (the most)", name,
+				 CD_POLICIES_MAX);
+	}
+	if (!e)
+		e = store(d, p, NULL, err, errlen);
+	if (!e && !(g = cd_group_get(d, name, false)))
+		e = -ENOMEM;
+	if (e) {
+		pthread_mutex_unlock(&d->lock);
+		free(p);
+		return e;
+	}
+	free(g->policy);
+	g->policy = p;
+	g->idle_since_ms = 0;
+	if (cd_group_open_region(d, g) == 0)
+		cd_group_apply(d, g);
+	text = cd_policy_to_json(p);
+	cd_event(d, "policy", name, 0, "group %s: policy set: %.200s", name, text ? text : "");
+	free(text);
+	pthread_mutex_unlock(&d->lock);
+	return 0;
+}
+
+int cd_policy_delete(struct cusliced *d, const char *name)
+{
+	char err[512];
+	struct cd_group *g;
+	int e;
+
+	pthread_mutex_lock(&d->lock);
+	g = name ? cd_group_find(d, name) : NULL;
+	if (!g || !g->policy) {
+		pthread_mutex_unlock(&d->lock);
+		return -ENOENT;
+	}
+	e = store(d, NULL, name, err, sizeof(err));
+	if (e) {
+		cs_log(CS_LOG_ERROR, CD_LOG, "%s", err);
+		pthread_mutex_unlock(&d->lock);
+		return e;
+	}
+	group_unmanage(g);
+	free(g->policy);
+	g->policy = NULL;
+	cd_event(d, "policy", name, 0, "group %s: policy deleted (the group is unmanaged now)",
+		 name);
+	pthread_mutex_unlock(&d->lock);
+	return 0;
+}

@@ -1,0 +1,473 @@
+/*
+ * cusliced's core, inside: the state behind `struct cusliced` and the
+ * functions the cd-*.c files call of each other. The HTTP side never
+ * includes this header (it sees cusliced.h only).
+ *
+ * Threads: one event-loop thread (cd-loop.c) owns the sockets, the timers
+ * and NVML; libmicrohttpd's threads call the cusliced.h functions. All of
+ * `struct cusliced` below the lock is guarded by it; the configuration is
+ * immutable once the daemon runs. Functions marked "lock held" expect the
+ * caller to hold d->lock; the others take it themselves or touch no state.
+ *
+ * Pure parts (config, policy JSON, group decision, event ring) take no lock
+ * and do no I/O beyond what their contract says: they are unit-tested and
+ * fuzzed on their own.
+ */
+#ifndef CD_INT_H
+#define CD_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "cs-ipc.h"
+#include "cs-limits.h"
+#include "cusliced.h"
+
+#define CD_LOG "cusliced"
+
+/* ---- configuration (cd-config.c) ---- */
+
+/* The accepted values of on_bypass / on_violation, for messages. */
+#define CD_ACTION_FORMS "report, stop or kill"
+
+/*
+ * Sets one option by its INI key (socket, socket_group, ...) from text.
+ * 0, or -EINVAL with why = "\"VALUE\": <reason>; accepted: <forms>"
+ * (without the key: the caller names the line or the command-line option),
+ * or -ENOENT for an unknown key. No I/O, except that user and group names
+ * in allow_uids / allow_gids are looked up (getpwnam_r / getgrnam_r).
+ */
+int cd_config_set(struct cd_config *c, const char *key, const char *value, char *why,
+		  size_t whylen);
+
+/*
+ * Reads c->token_file into c->token (c->token = "" when token_file is "").
+ * The file must be a regular file holding one line of 1 to 127 printable
+ * ASCII characters without blanks (a final newline is allowed). 0, or
+ * -EINVAL with a one-line message naming token_file.
+ */
+int cd_config_load_token(struct cd_config *c, char *err, size_t errlen);
+
+/* The INI keys, in --help order, NULL-terminated. */
+extern const char *const cd_config_keys[];
+
+/* "report", "stop", "kill" (or "?"). */
+const char *cd_action_name(int action);
+/* CD_ACTION_* of a name, or -1. */
+int cd_action_parse(const char *name);
+/* "error", "warn", "info", "debug". */
+const char *cd_log_level_name(int level);
+
+/* ---- events (cd-events.c) ---- */
+
+#define CD_EVENTS_MAX 1024
+
+/* The last CD_EVENTS_MAX events; seq numbers start at 1 and never repeat. */
+struct cd_ring {
+	struct cd_event ev[CD_EVENTS_MAX];
+	uint64_t next; /* seq of the next event */
+};
+
+void cd_ring_init(struct cd_ring *r);
+/*
+ * Appends an event (kind, group and message truncated to their fields;
+ * group may be NULL). Returns its seq. Overwrites the oldest when full.
+ */
+uint64_t cd_ring_push(struct cd_ring *r, double time, const char *kind, const char *group,
+		      pid_t pid, const char *message);
+/* Copies the events with seq > since, oldest first, at most max; returns how many. */
+unsigned cd_ring_since(const struct cd_ring *r, uint64_t since, struct cd_event *out, unsigned max);
+
+/* ---- policy (cd-policy.c, cd-policy-file.c) ---- */
+
+#define CD_MEMBERS_MAX 64 /* uids, gids each */
+#define CD_CGROUPS_MAX 16
+#define CD_CGROUP_LEN 256
+#define CD_POLICIES_MAX 1024
+/* Largest policy text accepted (an API body, or the whole file's per-group object). */
+#define CD_POLICY_TEXT_MAX (64u * 1024)
+#define CD_POLICY_FILE "policy.json"
+#define CD_POLICY_FILE_MAX (16u * 1024 * 1024)
+
+/* Who belongs to a managed group. All empty: nobody by identity (the group is open: see cd_decide).
+ */
+struct cd_members {
+	uid_t uids[CD_MEMBERS_MAX];
+	unsigned nuids;
+	gid_t gids[CD_MEMBERS_MAX];
+	unsigned ngids;
+	char cgroups[CD_CGROUPS_MAX][CD_CGROUP_LEN]; /* path prefixes, no trailing '/' */
+	unsigned ncgroups;
+};
+
+struct cd_policy {
+	char name[CS_GROUP_NAME_MAX + 1];
+	struct cs_limits mem;  /* sizes / percentages; n == 0: no limit */
+	struct cs_limits core; /* percentages; n == 0: no limit */
+	bool burst;	       /* mode "burst" (else "hard") */
+	bool daemon_required;
+	struct cd_members members;
+	int on_violation; /* CD_ACTION_* */
+};
+
+/* A policy with every field at its default (no limits, hard, report, no members). */
+void cd_policy_init(struct cd_policy *p, const char *name);
+
+/*
+ * Applies a JSON policy object (API form: memory_limit, core_limit, mode,
+ * daemon_required, members, on_violation; every field optional, null clears
+ * a limit) over *p. On error *p is untouched and err holds one line naming
+ * the field and the accepted form. 0 or -EINVAL. Pure.
+ */
+int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err, size_t errlen);
+
+/* The policy as a compact JSON object (every field), malloc'd; NULL when out of memory. */
+char *cd_policy_to_json(const struct cd_policy *p);
+
+/*
+ * The limits the policy gives a GPU (NVML index, UUID, bytes of memory):
+ * bytes (CS_LIMIT_NONE: none) and ppm of device time (CS_CORE_NONE: none).
+ */
+uint64_t cd_policy_mem_limit(const struct cd_policy *p, int index, const char *uuid,
+			     uint64_t total);
+uint32_t cd_policy_core_limit(const struct cd_policy *p, int index, const char *uuid);
+
+/*
+ * Loads dir/policy.json ({"groups": {NAME: POLICY, ...}}). A missing file is
+ * no policy (0, *n = 0). 0 with a malloc'd array in *ret (free() it), or
+ * -EINVAL / -errno with a message naming the file, the group and the field.
+ */
+int cd_policy_load(const char *dir, struct cd_policy **ret, unsigned *n, char *err, size_t errlen);
+/*
+ * Writes the n policies to dir/policy.json atomically (a temporary file,
+ * fsync, rename, fsync of the directory): a crash leaves the old or the new
+ * file, never a mix. 0 or -errno with a message.
+ */
+int cd_policy_save(const char *dir, const struct cd_policy *const *ps, unsigned n, char *err,
+		   size_t errlen);
+
+/* ---- group decision (cd-decide.c) ---- */
+
+struct cd_decision {
+	char group[CS_GROUP_NAME_MAX + 1];
+	const struct cd_policy *policy; /* NULL: unmanaged */
+	int code;			/* 0, or EPERM / EINVAL: refused */
+	char reason[CS_IPC_REASON];
+};
+
+/*
+ * How specifically members m name peer p: 0 not at all, else a score (a
+ * matching cgroup prefix beats a uid, which beats a gid; a longer prefix
+ * beats a shorter one). A cgroup prefix matches whole path components:
+ * "/a/b" matches "/a/b" and "/a/b/c", not "/a/bc".
+ */
+unsigned cd_members_match(const struct cd_members *m, const struct cd_peer *p);
+
+/* True when the members name nobody (the group is open to any authorized peer that asks). */
+bool cd_members_empty(const struct cd_members *m);
+
+/*
+ * The group of a registering peer that asked for `asked` ("" = none):
+ *  1. asked names a managed group the peer may join (it matches its
+ *     members, or the group has none): that group;
+ *  2. else the managed group whose members match the peer most
+ *     specifically (ties: the first name in byte order): that group,
+ *     whatever was asked;
+ *  3. else asked names a managed group: refused, EPERM;
+ *  4. else asked (unmanaged), or "pid-<pid>" when nothing was asked.
+ * Returns 0 with out->group / out->policy, or -EPERM with out->code and
+ * out->reason. Pure.
+ */
+int cd_decide(const struct cd_policy *const *ps, unsigned n, const struct cd_peer *p,
+	      const char *asked, struct cd_decision *out);
+
+/* ---- /proc (cd-pidinfo.c) ---- */
+
+/* Start time of pid (field 22 of /proc/PID/stat, clock ticks since boot); 0 unknown. */
+uint64_t cd_pid_start(pid_t pid);
+/* The unified (or first) hierarchy's cgroup path of pid into buf; "" when unknown or too long. */
+void cd_pid_cgroup(pid_t pid, char *buf, size_t len);
+/* Real uid, gid and supplementary groups of pid from /proc/PID/status. 0 or -errno. */
+int cd_pid_creds(pid_t pid, struct cd_peer *p);
+/* 'R', 'S', 'T', ... (field 3 of /proc/PID/stat), 0 when gone. */
+char cd_pid_state(pid_t pid);
+/*
+ * The group whose region (dir/cuslice-group-NAME) pid maps, into name;
+ * true when found. How processes the daemon has not heard of (standalone,
+ * CUSLICE_DAEMON=off) are told apart from ones that bypass libcuslice.
+ */
+bool cd_pid_maps_region(pid_t pid, const char *dir, char *name, size_t len);
+
+/* ---- NVML (cd-nvml.c) ---- */
+
+#define CD_GPUS_MAX 32
+#define CD_GPU_PROCS_MAX 4096
+
+struct cd_nvml_proc {
+	pid_t pid;
+	uint64_t used; /* bytes */
+};
+
+struct cd_gpu_sample { /* what the loop learns of one GPU per tick */
+	int index;
+	char uuid[CS_GROUP_UUID_LEN];
+	char name[96];
+	uint64_t total, used;
+	unsigned utilization;
+	unsigned nprocs;
+	struct cd_nvml_proc *procs; /* malloc'd, nprocs */
+	unsigned nbusy;
+	struct cd_nvml_proc *busy; /* per pid device time since the last sample, ns (in .used) */
+	uint64_t window_ns;	   /* the time busy covers */
+};
+
+struct cd_nvml;
+
+/* Loads libnvidia-ml.so.1 and initialises it; NULL (logged once) when unavailable. */
+struct cd_nvml *cd_nvml_open(void);
+void cd_nvml_close(struct cd_nvml *n);
+/*
+ * Samples every GPU into out[0..CD_GPUS_MAX): returns how many, or -errno.
+ * Free each sample's arrays with cd_nvml_samples_free. Loop thread only.
+ */
+int cd_nvml_sample(struct cd_nvml *n, struct cd_gpu_sample *out);
+void cd_nvml_samples_free(struct cd_gpu_sample *s, unsigned n);
+
+/* ---- the state (cd-state.c) ---- */
+
+/* What an epoll registration points at. */
+enum cd_watch_kind {
+	CD_WATCH_LISTEN,
+	CD_WATCH_SIGNAL,
+	CD_WATCH_TIMER,
+	CD_WATCH_CONN,
+	CD_WATCH_PIDFD,
+	CD_WATCH_DEAD, /* freed at the end of the loop's batch: skip its events */
+};
+
+struct cd_watch {
+	enum cd_watch_kind kind;
+};
+
+struct cd_proc;
+
+/* An accepted connection the loop still owns: not yet dispatched, or an IPC session. */
+struct cd_conn {
+	struct cd_watch w; /* CD_WATCH_CONN */
+	int fd;
+	bool ipc;     /* first bytes were CS_IPC_MAGIC */
+	bool closing; /* close once out[] is sent */
+	struct cd_peer peer;
+	uint64_t deadline_ms; /* the handshake must be done by then; 0 once registered */
+	struct cd_proc *proc; /* the registration, NULL before */
+	struct cd_conn *next, *prev;
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	size_t in_len, out_len, out_off;
+	unsigned char in[CS_IPC_HEADER + CS_IPC_MAX_BODY]; /* one message at most */
+	unsigned char out[1024]; /* replies not yet sent; full: reading pauses */
+};
+
+/* A process that registered through the socket. */
+struct cd_proc {
+	struct cd_watch w;    /* CD_WATCH_PIDFD */
+	struct cd_peer peer;  /* pid in the daemon's namespace */
+	uint64_t start;	      /* cd_pid_start at registration */
+	int pidfd;	      /* -1 when the kernel has none */
+	bool pidfd_watched;   /* in the epoll set (its connection is gone) */
+	struct cd_conn *conn; /* NULL once the connection closed */
+	char group[CS_GROUP_NAME_MAX + 1];
+	uint64_t gone_ms; /* when the connection closed while the process lives */
+};
+
+/* One group the daemon knows: managed (has a policy) or with processes. */
+struct cd_group {
+	char name[CS_GROUP_NAME_MAX + 1];
+	struct cs_group_handle h;		/* h.g NULL: the region is not open */
+	struct cd_policy *policy;		/* NULL: unmanaged */
+	unsigned sessions;			/* registered processes (cd_proc) in it */
+	uint64_t idle_since_ms;			/* unmanaged and without processes since; 0 busy */
+	double core_used[CS_GROUP_MAX_DEVICES]; /* by region device index, 0..1 */
+	uint32_t over_quota;			/* bit i: device i reported over its quota */
+	uint64_t warned_ms;			/* last region error logged */
+};
+
+/* A pid the backstop reported (bypass) or acted on, remembered so events come once. */
+struct cd_seen {
+	pid_t pid;
+	uint64_t start; /* cd_pid_start: the pid's identity */
+	bool bypass;	/* reported as bypassing */
+	bool stopped;	/* we sent SIGSTOP */
+	bool killed;	/* we sent SIGKILL */
+};
+
+struct cusliced {
+	const struct cd_config *cfg; /* immutable while running */
+	pid_t pid;
+	uid_t uid;
+	gid_t socket_gid;
+	uint64_t start_time; /* unix seconds */
+	uint64_t start_mono_ms;
+	struct cs_pid_identity self;
+
+	pthread_mutex_t lock; /* guards everything below */
+	uint64_t bypass_total, refused_total, registrations_total;
+	struct cd_ring events;
+	struct cd_group **groups;
+	unsigned ngroups, groups_cap;
+	struct cd_proc **procs;
+	unsigned nprocs, procs_cap;
+	struct cd_snap_gpu gpus[CD_GPUS_MAX];
+	unsigned ngpus;
+	struct cd_seen *seen;
+	unsigned nseen, seen_cap;
+	struct cd_snap_proc *bypass; /* unregistered processes on GPUs, last backstop tick */
+	unsigned nbypass;
+	struct cd_peer *peers; /* by fd */
+	bool *peer_set;
+	unsigned peers_cap;
+	uint64_t refusal_log_ms; /* rate limit of "refused" log lines */
+	unsigned refusal_logged, refusal_quiet;
+
+	/* loop thread only */
+	int epfd, lfd, sfd, tfd;
+	struct cd_conn *conns;
+	unsigned nconns, max_conns;
+	struct cd_http *http;
+	struct cd_nvml *nvml;
+	uint64_t next_reclaim_ms, next_backstop_ms;
+	bool stop;
+	bool listen_paused; /* out of fds: accepting resumes at the next tick */
+	ino_t socket_ino;   /* the socket file we bound, removed at exit if still ours */
+	void **graveyard;   /* freed after the current batch */
+	unsigned ngrave, grave_cap;
+	struct cd_handoff *handoffs; /* HTTP connections to hand over after the batch */
+	unsigned nhandoffs, handoffs_cap;
+	struct cd_watch listen_w, signal_w, timer_w;
+};
+
+uint64_t cd_now_ms(void); /* CLOCK_MONOTONIC */
+double cd_now_real(void); /* unix seconds */
+
+/* Initialises d for cfg (no I/O). 0 or -ENOMEM. */
+int cd_state_init(struct cusliced *d, const struct cd_config *cfg);
+void cd_state_free(struct cusliced *d);
+
+/* Appends an event and logs it at info. Lock held. */
+__attribute__((format(printf, 5, 6))) void
+cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, const char *fmt, ...);
+
+/* Counts and logs a refused peer, with an event. Lock held. */
+void cd_refused_locked(struct cusliced *d, const struct cd_peer *p, const char *why);
+
+/* Remembers / forgets the peer of an accepted fd (for cd_peer_of_fd). Lock held. */
+int cd_peer_set(struct cusliced *d, int fd, const struct cd_peer *p);
+void cd_peer_clear(struct cusliced *d, int fd);
+
+/* The group called name, or NULL. Lock held. */
+struct cd_group *cd_group_find(struct cusliced *d, const char *name);
+
+/* ---- groups and regions (cd-groups.c); all lock held ---- */
+
+/*
+ * The group called name, created in the table when absent (unmanaged).
+ * Opens its region when `open` (creating the file only for managed groups;
+ * an unmanaged group's region is created by its first process). NULL when
+ * out of memory.
+ */
+struct cd_group *cd_group_get(struct cusliced *d, const char *name, bool open);
+/* Opens g's region when not open (and it exists, or g is managed). 0 or -errno. */
+int cd_group_open_region(struct cusliced *d, struct cd_group *g);
+/* Writes g's policy (or its absence) into its region: flags, limits of every GPU. */
+void cd_group_apply(struct cusliced *d, struct cd_group *g);
+/* Returns dead processes' accounting (cs_group_reclaim); logs and counts an event. */
+int cd_group_reclaim(struct cusliced *d, struct cd_group *g, pid_t pid);
+/* A live slot of a region: its index and its owner's pid as the daemon sees it (0 unknown). */
+struct cd_slot {
+	int index;
+	pid_t pid;
+};
+/* The live slots of g's region (owner alive) into out[0..max); returns how many (all, even past
+ * max). */
+unsigned cd_group_slots(struct cusliced *d, struct cd_group *g, struct cd_slot *out, unsigned max);
+/* Scans shm_dir for regions and takes up the ones with live processes (at start). */
+void cd_groups_rescan(struct cusliced *d);
+/* Every second: reclaim every open region, re-apply policies, forget idle groups. */
+void cd_groups_tick(struct cusliced *d);
+/* Loads the stored policies and applies them. 0, or -errno with a message. */
+int cd_groups_load_policies(struct cusliced *d, char *err, size_t errlen);
+/* The managed groups' policies into ps[] (room for d->ngroups); returns how many. */
+unsigned cd_groups_policies(struct cusliced *d, const struct cd_policy **ps);
+void cd_groups_free(struct cusliced *d);
+
+/* ---- registered processes (cd-procs.c); all lock held ---- */
+
+/* Adds a registration for conn's peer in group g. NULL when out of memory. */
+struct cd_proc *cd_proc_add(struct cusliced *d, struct cd_conn *c, struct cd_group *g);
+/*
+ * conn's connection closed. A process that is gone is forgotten now and its
+ * group reclaimed; one that lives on (exec, or it closed the socket) is kept
+ * for session_ttl, watched through its pidfd.
+ */
+void cd_proc_disconnected(struct cusliced *d, struct cd_proc *p);
+/* p's pidfd became readable: the process exited. */
+void cd_proc_exited(struct cusliced *d, struct cd_proc *p);
+/* Removes p from the table, without an event (it freed after the loop's batch). */
+void cd_proc_forget(struct cusliced *d, struct cd_proc *p);
+/* Expires disconnected processes older than session_ttl, and dead ones without pidfd. */
+void cd_procs_tick(struct cusliced *d);
+/* The registration of pid, or NULL. */
+struct cd_proc *cd_proc_by_pid(struct cusliced *d, pid_t pid);
+void cd_procs_free(struct cusliced *d);
+
+/* ---- sockets (cd-listen.c, cd-ipc.c), loop thread ---- */
+
+/* Binds the socket (stale one replaced), mode 0660, group socket_group. 0 or -errno with err. */
+int cd_listen_open(struct cusliced *d, char *err, size_t errlen);
+void cd_listen_close(struct cusliced *d);
+/* Accepts every pending connection. */
+void cd_listen_accept(struct cusliced *d);
+/* A connection is readable / writable / hung up. */
+void cd_conn_event(struct cusliced *d, struct cd_conn *c, uint32_t events);
+/* Closes every connection whose handshake ran past its deadline. */
+void cd_conns_tick(struct cusliced *d);
+void cd_conn_close(struct cusliced *d, struct cd_conn *c);
+void cd_conns_free(struct cusliced *d);
+
+/*
+ * Handles the bytes in c->in (an IPC session): REGISTER, PING. Returns 0, or
+ * -EPROTO when the connection must be closed (malformed, out of order).
+ */
+int cd_ipc_input(struct cusliced *d, struct cd_conn *c);
+
+/* ---- the backstop and GPU statistics (cd-backstop.c), loop thread ---- */
+
+/* Samples NVML; updates GPUs and groups' core use; detects bypass and over-quota. */
+void cd_backstop_tick(struct cusliced *d);
+
+/* ---- the loop (cd-loop.c) ---- */
+
+/* An accepted connection that speaks HTTP, handed to libmicrohttpd outside the lock. */
+struct cd_handoff {
+	int fd;
+	struct sockaddr_storage sa;
+	socklen_t salen;
+};
+
+/* Frees p after the loop's current batch of events (which may still name it). */
+void cd_loop_defer_free(struct cusliced *d, void *p);
+/* Hands c's fd to the HTTP server after the batch (c is freed). */
+void cd_loop_handoff(struct cusliced *d, int fd, const struct sockaddr_storage *sa,
+		     socklen_t salen);
+
+/* Sets up signals and timers, runs until SIGTERM/SIGINT. 0 or -errno with err. */
+int cd_loop_run(struct cusliced *d, char *err, size_t errlen);
+/* Adds / changes / removes fd in the loop's epoll set. */
+int cd_loop_watch(struct cusliced *d, int fd, uint32_t events, struct cd_watch *w);
+int cd_loop_modify(struct cusliced *d, int fd, uint32_t events, struct cd_watch *w);
+void cd_loop_unwatch(struct cusliced *d, int fd);
+
+#endif

@@ -1,0 +1,148 @@
+/*
+ * IPC sessions (src/ipc/cs-ipc.h): one per libcuslice process, kept open for
+ * its lifetime. The first message must be REGISTER, answered with
+ * REGISTERED or DENIED; then only PINGs (answered with PONG). Anything else,
+ * or any byte that does not decode, closes the connection: the peer is
+ * broken or hostile, and nothing it sent is trusted or kept.
+ *
+ * What decides is the kernel's word about the connection (c->peer), never
+ * the message: REGISTER only carries the group the process would like and
+ * the shared token.
+ */
+#include "cd-int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cs-log.h"
+
+/* Queues a reply; the caller made sure out[] has room (cd_ipc_input checks first). */
+static void reply(struct cd_conn *c, enum cs_ipc_type type, uint32_t seq, const void *body)
+{
+	size_t n = cs_ipc_encode(type, seq, body, c->out + c->out_len, sizeof(c->out) - c->out_len);
+
+	c->out_len += n;
+}
+
+/* Answers DENIED and closes the connection once the answer is sent. */
+static void deny(struct cusliced *d, struct cd_conn *c, uint32_t seq, int code, const char *why)
+{
+	struct cs_ipc_denied body = {.code = (uint32_t)code};
+
+	snprintf(body.reason, sizeof(body.reason), "%s", why);
+	cd_refused_locked(d, &c->peer, why);
+	reply(c, CS_IPC_DENIED, seq, &body);
+	c->closing = true;
+}
+
+static void do_register(struct cusliced *d, struct cd_conn *c, const struct cs_ipc_msg *m)
+{
+	const struct cs_ipc_register *r = &m->u.reg;
+	const struct cd_policy **ps;
+	struct cs_ipc_registered ok = {.version = CS_IPC_VERSION};
+	struct cd_decision dec;
+	struct cd_group *g;
+	struct cd_proc *old;
+	char why[CS_IPC_REASON];
+	unsigned n;
+
+	if (r->version != CS_IPC_VERSION) {
+		snprintf(why, sizeof(why),
+			 "protocol version %u is not supported (cusliced speaks %u)", r->version,
+			 CS_IPC_VERSION);
+		deny(d, c, m->h.seq, EINVAL, why);
+		return;
+	}
+	if (c->peer.pid <= 0) {
+		deny(d, c, m->h.seq, EINVAL,
+		     "the process is not visible in cusliced's PID namespace (run cusliced in the "
+		     "host's)");
+		return;
+	}
+	if (!c->peer.authorized) {
+		snprintf(why, sizeof(why),
+			 "uid %u may not use cusliced (not root, not the daemon's user, not in "
+			 "allow_uids / allow_gids)",
+			 (unsigned)c->peer.uid);
+		deny(d, c, m->h.seq, EACCES, why);
+		return;
+	}
+	if (!cd_token_ok(d, r->token)) {
+		deny(d, c, m->h.seq, EACCES,
+		     r->token[0] ? "wrong token (CUSLICE_TOKEN)"
+				 : "cusliced requires a token (CUSLICE_TOKEN)");
+		return;
+	}
+	ps = malloc((d->ngroups + 1) * sizeof(*ps));
+	if (!ps) {
+		deny(d, c, m->h.seq, EAGAIN, "cusliced is out of memory");
+		return;
+	}
+	n = cd_groups_policies(d, ps);
+	if (cd_decide(ps, n, &c->peer, r->group, &dec) != 0) {
+		free(ps);
+		deny(d, c, m->h.seq, dec.code, dec.reason);
+		return;
+	}
+	free(ps);
+	/* An exec'd process registers again: its old registration (connection gone) is over. */
+	old = cd_proc_by_pid(d, c->peer.pid);
+	if (old && !old->conn && old->start == cd_pid_start(c->peer.pid))
+		cd_proc_forget(d, old);
+	g = cd_group_get(d, dec.group, true);
+	if (!g || !cd_proc_add(d, c, g)) {
+		deny(d, c, m->h.seq, EAGAIN, "cusliced is out of memory");
+		return;
+	}
+	c->deadline_ms = 0;
+	d->registrations_total++;
+	if (dec.policy)
+		ok.flags = CS_IPC_MANAGED | (dec.policy->daemon_required ? CS_IPC_REQUIRED : 0);
+	snprintf(ok.group, sizeof(ok.group), "%s", dec.group);
+	snprintf(ok.shm_dir, sizeof(ok.shm_dir), "%s", d->cfg->shm_dir);
+	reply(c, CS_IPC_REGISTERED, m->h.seq, &ok);
+	cd_event(d, "registered", dec.group, c->peer.pid, "pid %d (uid %u) joined group %s%s%s",
+		 (int)c->peer.pid, (unsigned)c->peer.uid, dec.group, dec.policy ? " (managed)" : "",
+		 r->group[0] && strcmp(r->group, dec.group) != 0 ? " instead of the group it asked"
+								 : "");
+}
+
+/* Handles one decoded message: 0, or -EPROTO to close the connection. */
+static int handle(struct cusliced *d, struct cd_conn *c, const struct cs_ipc_msg *m)
+{
+	if (!c->proc) {
+		if (m->h.type != CS_IPC_REGISTER)
+			return -EPROTO;
+		do_register(d, c, m);
+		return 0;
+	}
+	if (m->h.type != CS_IPC_PING)
+		return -EPROTO;
+	reply(c, CS_IPC_PONG, m->h.seq, &m->u.ping);
+	return 0;
+}
+
+int cd_ipc_input(struct cusliced *d, struct cd_conn *c)
+{
+	/* The largest reply must fit before a message is taken. */
+	const size_t room = CS_IPC_HEADER + sizeof(struct cs_ipc_registered);
+
+	while (!c->closing && sizeof(c->out) - c->out_len >= room) {
+		struct cs_ipc_msg m;
+		long r = cs_ipc_decode(c->in, c->in_len, &m);
+		int e;
+
+		if (r < 0)
+			return -EPROTO;
+		if (r == 0)
+			return 0;
+		e = handle(d, c, &m);
+		if (e)
+			return e;
+		memmove(c->in, c->in + r, c->in_len - (size_t)r);
+		c->in_len -= (size_t)r;
+	}
+	return 0;
+}

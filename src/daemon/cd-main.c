@@ -1,0 +1,375 @@
+/*
+ * cusliced: the command line, start-up and shutdown.
+ *
+ * Start: configuration (defaults, --config FILE, then command-line options),
+ * NVML, stored policies, a rescan of shm_dir for running groups, the socket,
+ * the HTTP side, then "READY=1" to systemd when $NOTIFY_SOCKET is set, and
+ * the event loop. SIGTERM / SIGINT stop it cleanly: the socket file is
+ * removed, regions stay (running processes keep their quotas without the
+ * daemon). Exit status: 0 clean stop, 1 could not start or run, 2 usage or
+ * configuration error.
+ */
+#include "cd-int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cs-log.h"
+
+#define PROG "cusliced"
+#define CONFIG_FILE_MAX (1024 * 1024)
+
+static const char usage_text[] =
+	"usage: " PROG " [OPTION]...\n"
+	"The cuslice node daemon: owns the GPU groups' policies and shared regions,\n"
+	"registers the processes that run under libcuslice, reclaims what dead ones\n"
+	"leave, watches NVML for processes that bypass it, and serves an HTTP API on\n"
+	"its socket and Prometheus metrics on TCP. Runs in the foreground; SIGTERM or\n"
+	"SIGINT stop it.\n"
+	"\n"
+	"  -c, --config FILE        INI file with a [daemon] section whose keys are the\n"
+	"                           long options below with '_' for '-'; options given\n"
+	"                           on the command line override it\n"
+	"      --socket PATH        Unix socket for processes, the CLI and the API\n"
+	"                           (default /run/cuslice/cusliced.sock; mode 0660)\n"
+	"      --socket-group GROUP group owning the socket and the managed groups'\n"
+	"                           regions: name or gid (default: the daemon's group)\n"
+	"      --state-dir DIR      where policies are stored, as policy.json\n"
+	"                           (default /var/lib/cuslice)\n"
+	"      --shm-dir DIR        where group regions live, told to every process\n"
+	"                           (default /dev/shm)\n"
+	"      --metrics-listen ADDR  Prometheus metrics on HOST:PORT ([::1]:PORT for\n"
+	"                           IPv6), or none (default 127.0.0.1:9464)\n"
+	"      --log-level LEVEL    error, warn, info (default) or debug\n"
+	"      --token-file FILE    file holding a token that processes (CUSLICE_TOKEN)\n"
+	"                           and API clients (Authorization: Bearer) must present\n"
+	"                           (default: none)\n"
+	"      --allow-uids LIST    users besides root and the daemon's own that may use\n"
+	"                           it: comma list of names or uids (default: none)\n"
+	"      --allow-gids LIST    groups whose members may use it: comma list of\n"
+	"                           names or gids (default: none)\n"
+	"      --backstop-interval DURATION\n"
+	"                           how often NVML is checked for processes bypassing\n"
+	"                           libcuslice and groups over quota: 100ms to 1h\n"
+	"                           (default 1s; units ms, s, m, h; none: seconds)\n"
+	"      --session-ttl DURATION\n"
+	"                           how long a registration outlives its connection\n"
+	"                           while the process lives on, and an unmanaged group\n"
+	"                           its last process: 0s to 24h (default 30s)\n"
+	"      --on-bypass ACTION   what to do with a process using a GPU without\n"
+	"                           libcuslice: report (default), stop (SIGSTOP), kill\n"
+	"  -h, --help               this text\n"
+	"  -V, --version            the version\n"
+	"\n"
+	"Exit status: 0 stopped cleanly, 1 could not start or run, 2 bad usage or\n"
+	"configuration. See docs/cusliced.md.\n";
+
+/* Reads a config file (a regular file of at most 1 MiB) into a malloc'd string. */
+static char *read_config(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	char *buf;
+	size_t have = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open: %s", strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CONFIG_FILE_MAX) {
+		snprintf(err, errlen, "expected a regular file of at most %d bytes",
+			 CONFIG_FILE_MAX);
+		close(fd);
+		return NULL;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	while (buf && have < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + have, (size_t)st.st_size - have);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+	}
+	close(fd);
+	if (!buf) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	buf[have] = '\0';
+	if (strlen(buf) != have) {
+		snprintf(err, errlen, "holds a NUL byte: not a text file");
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* Command-line options: the config keys, spelled with '-'. */
+static const struct option longopts[] = {
+    {"config", required_argument, NULL, 'c'},
+    {"socket", required_argument, NULL, 0},
+    {"socket-group", required_argument, NULL, 0},
+    {"state-dir", required_argument, NULL, 0},
+    {"shm-dir", required_argument, NULL, 0},
+    {"metrics-listen", required_argument, NULL, 0},
+    {"log-level", required_argument, NULL, 0},
+    {"token-file", required_argument, NULL, 0},
+    {"allow-uids", required_argument, NULL, 0},
+    {"allow-gids", required_argument, NULL, 0},
+    {"backstop-interval", required_argument, NULL, 0},
+    {"session-ttl", required_argument, NULL, 0},
+    {"on-bypass", required_argument, NULL, 0},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Fills *c from the file and the command line; exits 0 (help) or 2 (error) itself. */
+static void configure(int argc, char **argv, struct cd_config *c)
+{
+	struct override {
+		const char *opt, *value;
+	} *ov = calloc((size_t)argc, sizeof(*ov));
+	const char *config = NULL;
+	unsigned nov = 0;
+	char err[1024];
+	int ch, idx;
+
+	if (!ov) {
+		fprintf(stderr, PROG ": out of memory\n");
+		exit(1);
+	}
+	cd_config_defaults(c);
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":c:hV", longopts, &idx)) != -1) {
+		switch (ch) {
+		case 'c':
+			config = optarg;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			exit(0);
+		case 'V':
+			printf(PROG " " CD_VERSION "\n");
+			exit(0);
+		case 0:
+			ov[nov].opt = longopts[idx].name;
+			ov[nov].value = optarg;
+			nov++;
+			break;
+		case ':':
+			fprintf(stderr, PROG ": %s needs a value; see " PROG " --help\n",
+				argv[optind - 1]);
+			exit(2);
+		default:
+			fprintf(stderr, PROG ": unknown option %s; see " PROG " --help\n",
+				argv[optind - 1]);
+			exit(2);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument \"%s\"; see " PROG " --help\n",
+			argv[optind]);
+		exit(2);
+	}
+	if (config) {
+		char *text = read_config(config, err, sizeof(err));
+
+		if (!text || cd_config_parse_ini(c, text, err, sizeof(err)) != 0) {
+			fprintf(stderr, PROG ": config %s: %s\n", config, err);
+			exit(2);
+		}
+		free(text);
+	}
+	for (unsigned i = 0; i < nov; i++) {
+		char key[32];
+
+		snprintf(key, sizeof(key), "%s", ov[i].opt);
+		for (char *p = key; *p; p++)
+			if (*p == '-')
+				*p = '_';
+		if (cd_config_set(c, key, ov[i].value, err, sizeof(err)) != 0) {
+			fprintf(stderr, PROG ": --%s %s\n", ov[i].opt, err);
+			exit(2);
+		}
+	}
+	free(ov);
+	if (cd_config_load_token(c, err, sizeof(err)) != 0) {
+		fprintf(stderr, PROG ": %s\n", err);
+		exit(2);
+	}
+}
+
+/* "READY=1" (and the like) to systemd's $NOTIFY_SOCKET, by hand: no libsystemd. */
+static void notify(const char *state)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	socklen_t len;
+	int fd;
+
+	if (!path || !*path || strlen(path) >= sizeof(a.sun_path))
+		return;
+	strcpy(a.sun_path, path);
+	if (path[0] == '@')
+		a.sun_path[0] = '\0'; /* an abstract socket */
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&a, len) < 0)
+		cs_log(CS_LOG_WARN, CD_LOG, "cannot notify systemd at %s: %s", path,
+		       strerror(errno));
+	close(fd);
+}
+
+/* Every connection and pidfd is a descriptor: take what the hard limit allows. */
+static unsigned raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 256;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max > 1048576 ? 1048576 : rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	/* A registered process costs two: its connection and its pidfd. */
+	return rl.rlim_cur > 128 ? (unsigned)((rl.rlim_cur - 64) / 2) : 32;
+}
+
+static int mkdir_p(const char *dir)
+{
+	char buf[256];
+
+	snprintf(buf, sizeof(buf), "%s", dir);
+	for (char *p = buf + 1;; p++) {
+		if (*p == '/' || !*p) {
+			char saved = *p;
+
+			*p = '\0';
+			if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+				return -errno;
+			*p = saved;
+			if (!saved)
+				break;
+		}
+	}
+	return 0;
+}
+
+static int prepare_dirs(const struct cd_config *c)
+{
+	struct stat st;
+	int e = mkdir_p(c->state_dir);
+
+	if (e || stat(c->state_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, PROG ": state_dir %s: cannot create it: %s\n", c->state_dir,
+			strerror(e ? -e : ENOTDIR));
+		return -1;
+	}
+	if (access(c->state_dir, W_OK) != 0)
+		cs_log(CS_LOG_WARN, CD_LOG,
+		       "state_dir %s is not writable: policy changes will fail", c->state_dir);
+	if (stat(c->shm_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, PROG ": shm_dir %s: not a directory\n", c->shm_dir);
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct cd_config cfg;
+	static struct cusliced d;
+	char err[1024] = "";
+	sigset_t set;
+	int rc = 1;
+
+	configure(argc, argv, &cfg);
+	cs_log_threshold = cfg.log_level;
+	/* Blocked before any thread starts, so every thread inherits it; the loop reads them. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (prepare_dirs(&cfg) != 0)
+		return 1;
+	if (cd_state_init(&d, &cfg) != 0) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return 1;
+	}
+	d.pid = getpid();
+	d.uid = geteuid();
+	d.max_conns = raise_fd_limit();
+	cs_pid_identity_self(&d.self);
+	/*
+	 * The socket first: a second daemon on the same path must stop before it
+	 * touches any region or policy.
+	 */
+	if (cd_listen_open(&d, err, sizeof(err)) != 0) {
+		fprintf(stderr, PROG ": %s\n", err);
+		goto out;
+	}
+	d.nvml = cd_nvml_open();
+
+	pthread_mutex_lock(&d.lock);
+	if (cd_groups_load_policies(&d, err, sizeof(err)) != 0) {
+		pthread_mutex_unlock(&d.lock);
+		fprintf(stderr, PROG ": %s\n", err);
+		goto out;
+	}
+	cd_groups_rescan(&d);
+	pthread_mutex_unlock(&d.lock);
+	/* GPUs first, then the policies again: every GPU gets its entry and limits. */
+	cd_backstop_tick(&d);
+	pthread_mutex_lock(&d.lock);
+	cd_groups_tick(&d);
+	pthread_mutex_unlock(&d.lock);
+
+	d.http = cd_http_start(&d, &cfg, err, sizeof(err));
+	if (!d.http) {
+		fprintf(stderr, PROG ": %s\n", err);
+		goto out;
+	}
+	cs_log(CS_LOG_INFO, CD_LOG,
+	       "cusliced " CD_VERSION " ready on %s (policies in %s, regions in %s, metrics %s%s)",
+	       cfg.socket, cfg.state_dir, cfg.shm_dir, cfg.metrics_listen,
+	       cfg.token[0] ? ", token required" : "");
+	notify("READY=1");
+	if (cd_loop_run(&d, err, sizeof(err)) != 0)
+		fprintf(stderr, PROG ": %s\n", err);
+	else
+		rc = 0;
+	notify("STOPPING=1");
+out:
+	if (d.http)
+		cd_http_stop(d.http);
+	cd_conns_free(&d);
+	cd_listen_close(&d);
+	if (d.epfd >= 0)
+		close(d.epfd);
+	if (d.sfd >= 0)
+		close(d.sfd);
+	if (d.tfd >= 0)
+		close(d.tfd);
+	cd_nvml_close(d.nvml);
+	cd_state_free(&d);
+	return rc;
+}

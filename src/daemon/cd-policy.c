@@ -1,0 +1,522 @@
+/*
+ * A group's policy: its model, the JSON form of the API and of policy.json,
+ * and what it gives a GPU. Pure (cJSON, and user/group name lookups for
+ * members), unit-tested on its own.
+ *
+ * Limits reuse libcuslice's rules (cs-limits.h), so "8GiB", "50%", "12.5%"
+ * and per-device keys mean exactly what they mean in CUSLICE_MEM_LIMIT; the
+ * difference is that a numeric key is the GPU's NVML index here (the daemon
+ * sees every GPU; a process's CUDA ordinals depend on CUDA_VISIBLE_DEVICES).
+ */
+#include "cd-int.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <grp.h>
+#include <math.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define FIELDS "memory_limit, core_limit, mode, daemon_required, members, on_violation"
+#define MEM_FORMS                                                                                  \
+	"null (no limit), bytes (a number), a size string (e.g. \"8GiB\"), a percentage of the "   \
+	"GPU's memory (e.g. \"50%\"), or an object of such values keyed by GPU index, GPU UUID "   \
+	"(prefix) or \"default\""
+#define CORE_FORMS                                                                                 \
+	"null (no limit), a percentage of the GPU's time from 0 to 100 with up to 4 decimals (a "  \
+	"number, or a string like \"30%\"), or an object of such values keyed by GPU index, GPU "  \
+	"UUID (prefix) or \"default\""
+#define KEY_FORMS "a GPU index (0, 1, ...), a GPU UUID or UUID prefix (GPU-...), or \"default\""
+
+void cd_policy_init(struct cd_policy *p, const char *name)
+{
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "%s", name ? name : "");
+	snprintf(p->mem.var, sizeof(p->mem.var), "memory_limit");
+	snprintf(p->core.var, sizeof(p->core.var), "core_limit");
+	p->on_violation = CD_ACTION_REPORT;
+}
+
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (len) {
+		va_start(ap, fmt);
+		vsnprintf(err, len, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* ---- limits ---- */
+
+/*
+ * One VALUE of a limit (a JSON number or string, no key) as text that
+ * cs_limits_parse takes. Numbers are bytes (memory) or percent (core).
+ */
+static bool value_text(const cJSON *v, bool core, char *buf, size_t len)
+{
+	if (cJSON_IsString(v)) {
+		const char *s = v->valuestring;
+
+		/* A bare value only: a list here would be a second level of keys. */
+		if (strchr(s, ',') || strchr(s, '=') || strlen(s) >= len)
+			return false;
+		strcpy(buf, s);
+		return true;
+	}
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0)
+		return false;
+	if (core) {
+		double ppm = v->valuedouble * 1e4;
+
+		/* Up to 4 decimals: 12.5 is 125000 ppm; 12.34567 is refused. */
+		if (ppm > 1e6 || fabs(ppm - round(ppm)) > 1e-3)
+			return false;
+		snprintf(buf, len, "%u.%04u%%", (unsigned)(round(ppm) / 1e4),
+			 (unsigned)fmod(round(ppm), 1e4));
+		return true;
+	}
+	/* JSON numbers are doubles: bytes are exact up to 2^53 (8 PiB). */
+	if (v->valuedouble > 9007199254740992.0 || v->valuedouble != floor(v->valuedouble))
+		return false;
+	snprintf(buf, len, "%.0f", v->valuedouble);
+	return true;
+}
+
+/* Whether rule r names what one of l's rules names already. */
+static bool duplicate_rule(const struct cs_limits *l, const struct cs_limit_rule *r)
+{
+	for (unsigned i = 0; i < l->n; i++) {
+		const struct cs_limit_rule *o = &l->rule[i];
+
+		if (o->key != r->key)
+			continue;
+		if (r->key == CS_LIMIT_KEY_ALL ||
+		    (r->key == CS_LIMIT_KEY_ORDINAL && o->ordinal == r->ordinal) ||
+		    (r->key == CS_LIMIT_KEY_UUID && strcasecmp(o->uuid, r->uuid) == 0))
+			return true;
+	}
+	return false;
+}
+
+static int parse_limit(const char *field, const cJSON *v, bool core, struct cs_limits *out,
+		       char *err, size_t errlen)
+{
+	unsigned flags = core ? CS_LIMIT_PERCENT : CS_LIMIT_SIZES | CS_LIMIT_PERCENT;
+	const char *forms = core ? CORE_FORMS : MEM_FORMS;
+	struct cs_limits l;
+	const cJSON *it;
+	char text[128];
+
+	memset(&l, 0, sizeof(l));
+	snprintf(l.var, sizeof(l.var), "%s", field);
+	if (cJSON_IsNull(v)) {
+		*out = l;
+		return 0;
+	}
+	if (!cJSON_IsObject(v)) {
+		struct cs_limits one;
+
+		/* A string may also be the environment form: "4GiB,0=8GiB". */
+		if (cJSON_IsString(v) && strlen(v->valuestring) < 2048 &&
+		    cs_limits_parse(field, v->valuestring, flags, &one, NULL, 0) == 0) {
+			*out = one;
+			return 0;
+		}
+		if (!cJSON_IsString(v) && value_text(v, core, text, sizeof(text)) &&
+		    cs_limits_parse(field, text, flags, &one, NULL, 0) == 0) {
+			*out = one;
+			return 0;
+		}
+		return fail(err, errlen, "%s: not a valid limit; accepted: %s", field, forms);
+	}
+	for (it = v->child; it; it = it->next) {
+		const char *key = it->string;
+		struct cs_limits one;
+		char item[192];
+
+		if (l.n == CS_LIMIT_RULES_MAX)
+			return fail(err, errlen, "%s: more than %d entries", field,
+				    CS_LIMIT_RULES_MAX);
+		if (!value_text(it, core, text, sizeof(text)))
+			return fail(err, errlen, "%s.\"%.48s\": not a valid limit; accepted: %s",
+				    field, key, forms);
+		if (strcmp(key, "default") == 0)
+			snprintf(item, sizeof(item), "%s", text);
+		else if (strlen(key) < 48 && !strchr(key, ',') && !strchr(key, '='))
+			snprintf(item, sizeof(item), "%s=%s", key, text);
+		else
+			item[0] = '\0';
+		if (!item[0] || cs_limits_parse(field, item, flags, &one, NULL, 0) != 0 ||
+		    one.n != 1) {
+			/* Tell a bad key from a bad value: parse the value alone. */
+			if (cs_limits_parse(field, text, flags, &one, NULL, 0) != 0)
+				return fail(err, errlen,
+					    "%s.\"%.48s\": not a valid limit; accepted: %s", field,
+					    key, forms);
+			return fail(err, errlen, "%s: key \"%.48s\" is not %s", field, key,
+				    KEY_FORMS);
+		}
+		if (duplicate_rule(&l, &one.rule[0]))
+			return fail(err, errlen, "%s: key \"%.48s\" names a GPU a second time",
+				    field, key);
+		l.rule[l.n++] = one.rule[0];
+	}
+	*out = l;
+	return 0;
+}
+
+/* ---- members ---- */
+
+static int parse_ids(const char *field, const cJSON *arr, bool users, unsigned *ids, unsigned *n,
+		     char *err, size_t errlen)
+{
+	unsigned k = 0;
+	const cJSON *it;
+
+	if (cJSON_IsNull(arr)) {
+		*n = 0;
+		return 0;
+	}
+	if (!cJSON_IsArray(arr))
+		return fail(err, errlen, "members.%s: expected an array of %s names or numeric ids",
+			    field, users ? "user" : "group");
+	for (it = arr->child; it; it = it->next) {
+		unsigned id;
+
+		if (k == CD_MEMBERS_MAX)
+			return fail(err, errlen, "members.%s: more than %d entries", field,
+				    CD_MEMBERS_MAX);
+		if (cJSON_IsNumber(it)) {
+			double v = it->valuedouble;
+
+			if (!(v >= 0 && v < 4294967295.0) || v != floor(v))
+				return fail(err, errlen,
+					    "members.%s: %g is not a valid id (0 to 4294967294)",
+					    field, v);
+			id = (unsigned)v;
+		} else if (cJSON_IsString(it) && it->valuestring[0] &&
+			   strlen(it->valuestring) < 64) {
+			char buf[16384];
+
+			if (users) {
+				struct passwd pw, *res = NULL;
+
+				if (getpwnam_r(it->valuestring, &pw, buf, sizeof(buf), &res) ||
+				    !res)
+					return fail(err, errlen,
+						    "members.uids: unknown user \"%s\"",
+						    it->valuestring);
+				id = (unsigned)res->pw_uid;
+			} else {
+				struct group gr, *res = NULL;
+
+				if (getgrnam_r(it->valuestring, &gr, buf, sizeof(buf), &res) ||
+				    !res)
+					return fail(err, errlen,
+						    "members.gids: unknown group \"%s\"",
+						    it->valuestring);
+				id = (unsigned)res->gr_gid;
+			}
+		} else {
+			return fail(err, errlen,
+				    "members.%s: expected an array of %s names or numeric ids",
+				    field, users ? "user" : "group");
+		}
+		ids[k++] = id;
+	}
+	*n = k;
+	return 0;
+}
+
+/* An absolute cgroup path without "." / ".." components or blanks; trailing '/' dropped. */
+static bool cgroup_form(const char *s, char *out, size_t len)
+{
+	size_t n = strlen(s);
+
+	if (s[0] != '/' || n >= len || strstr(s, "//"))
+		return false;
+	for (const char *p = s; *p; p++)
+		if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
+			return false;
+	for (const char *p = s; (p = strchr(p, '/')); p++)
+		if ((p[1] == '.' && (p[2] == '/' || !p[2])) ||
+		    (p[1] == '.' && p[2] == '.' && (p[3] == '/' || !p[3])))
+			return false;
+	memcpy(out, s, n + 1);
+	while (n > 1 && out[n - 1] == '/')
+		out[--n] = '\0';
+	return true;
+}
+
+static int parse_members(const cJSON *v, struct cd_members *out, char *err, size_t errlen)
+{
+	struct cd_members m;
+	const cJSON *it;
+	int e;
+
+	memset(&m, 0, sizeof(m));
+	if (cJSON_IsNull(v)) {
+		*out = m;
+		return 0;
+	}
+	if (!cJSON_IsObject(v))
+		return fail(err, errlen,
+			    "members: expected an object {\"uids\": [...], \"gids\": [...], "
+			    "\"cgroups\": [...]} or null");
+	for (it = v->child; it; it = it->next) {
+		for (const cJSON *o = v->child; o != it; o = o->next)
+			if (strcmp(o->string, it->string) == 0)
+				return fail(err, errlen, "members.%.32s: given twice", it->string);
+		if (strcmp(it->string, "uids") == 0) {
+			e = parse_ids("uids", it, true, (unsigned *)m.uids, &m.nuids, err, errlen);
+		} else if (strcmp(it->string, "gids") == 0) {
+			e = parse_ids("gids", it, false, (unsigned *)m.gids, &m.ngids, err, errlen);
+		} else if (strcmp(it->string, "cgroups") == 0) {
+			const cJSON *c;
+
+			e = 0;
+			if (!cJSON_IsArray(it) && !cJSON_IsNull(it))
+				return fail(err, errlen,
+					    "members.cgroups: expected an array of cgroup path "
+					    "prefixes like \"/kubepods/pod1\"");
+			for (c = cJSON_IsArray(it) ? it->child : NULL; c; c = c->next) {
+				if (m.ncgroups == CD_CGROUPS_MAX)
+					return fail(err, errlen,
+						    "members.cgroups: more than %d entries",
+						    CD_CGROUPS_MAX);
+				if (!cJSON_IsString(c) ||
+				    !cgroup_form(c->valuestring, m.cgroups[m.ncgroups],
+						 CD_CGROUP_LEN))
+					return fail(
+					    err, errlen,
+					    "members.cgroups: expected absolute cgroup paths "
+					    "shorter than %d characters, without blanks, "
+					    "\"//\", \".\" or \"..\" (e.g. \"/kubepods/pod1\")",
+					    CD_CGROUP_LEN);
+				m.ncgroups++;
+			}
+		} else {
+			return fail(
+			    err, errlen,
+			    "members: unknown field \"%.32s\"; accepted: uids, gids, cgroups",
+			    it->string);
+		}
+		if (e)
+			return e;
+	}
+	*out = m;
+	return 0;
+}
+
+/* ---- the policy object ---- */
+
+int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err, size_t errlen)
+{
+	struct cd_policy tmp = *p;
+	cJSON *root;
+	const cJSON *it;
+	int e = 0;
+
+	if (errlen)
+		err[0] = '\0';
+	if (len > CD_POLICY_TEXT_MAX)
+		return fail(err, errlen, "policy: longer than %u bytes", CD_POLICY_TEXT_MAX);
+	root = cJSON_ParseWithLength(json, len);
+	if (!root)
+		return fail(err, errlen,
+			    "policy: not valid JSON; expected an object with fields " FIELDS);
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return fail(err, errlen, "policy: expected a JSON object with fields " FIELDS);
+	}
+	for (it = root->child; it && !e; it = it->next) {
+		const char *k = it->string;
+
+		for (const cJSON *o = root->child; o != it; o = o->next)
+			if (strcmp(o->string, k) == 0)
+				e = fail(err, errlen, "%.32s: given twice", k);
+		if (e)
+			break;
+		if (strcmp(k, "memory_limit") == 0) {
+			e = parse_limit(k, it, false, &tmp.mem, err, errlen);
+		} else if (strcmp(k, "core_limit") == 0) {
+			e = parse_limit(k, it, true, &tmp.core, err, errlen);
+			if (!e && cs_limits_check_shares(&tmp.core, err, errlen) != 0)
+				e = -EINVAL;
+		} else if (strcmp(k, "mode") == 0) {
+			if (cJSON_IsString(it) && strcmp(it->valuestring, "hard") == 0)
+				tmp.burst = false;
+			else if (cJSON_IsString(it) && strcmp(it->valuestring, "burst") == 0)
+				tmp.burst = true;
+			else
+				e = fail(err, errlen,
+					 "mode: expected \"hard\" (never above the core limit) or "
+					 "\"burst\" (may use idle GPU time above it)");
+		} else if (strcmp(k, "daemon_required") == 0) {
+			if (cJSON_IsBool(it))
+				tmp.daemon_required = cJSON_IsTrue(it);
+			else
+				e = fail(err, errlen, "daemon_required: expected true or false");
+		} else if (strcmp(k, "members") == 0) {
+			e = parse_members(it, &tmp.members, err, errlen);
+		} else if (strcmp(k, "on_violation") == 0) {
+			int a = cJSON_IsString(it) ? cd_action_parse(it->valuestring) : -1;
+
+			if (a < 0)
+				e = fail(err, errlen,
+					 "on_violation: expected \"report\", \"stop\" (SIGSTOP) or "
+					 "\"kill\" (SIGKILL)");
+			else
+				tmp.on_violation = a;
+		} else {
+			e = fail(err, errlen, "unknown field \"%.32s\"; accepted: " FIELDS, k);
+		}
+	}
+	cJSON_Delete(root);
+	if (e)
+		return e;
+	*p = tmp;
+	return 0;
+}
+
+/* ---- rendering ---- */
+
+/* "12.5%"-style text of ppm, without trailing zeros. */
+static void percent_text(uint32_t ppm, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%u.%04u", ppm / 10000, ppm % 10000);
+
+	while (n > 0 && buf[n - 1] == '0')
+		buf[--n] = '\0';
+	if (n > 0 && buf[n - 1] == '.')
+		buf[--n] = '\0';
+}
+
+static cJSON *rule_value(const struct cs_limit_rule *r, bool core)
+{
+	char buf[40];
+
+	if (core)
+		return cJSON_CreateNumber(r->ppm / 1e4);
+	if (r->percent) {
+		percent_text(r->ppm, buf, sizeof(buf) - 1);
+		strcat(buf, "%");
+		return cJSON_CreateString(buf);
+	}
+	if (r->bytes <= (1ull << 53))
+		return cJSON_CreateNumber((double)r->bytes);
+	/* Beyond a double's exact integers: the decimal text, which cs_size_parse reads back. */
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)r->bytes);
+	return cJSON_CreateString(buf);
+}
+
+static cJSON *limit_json(const struct cs_limits *l, bool core)
+{
+	cJSON *o;
+
+	if (l->n == 0)
+		return cJSON_CreateNull();
+	if (l->n == 1 && l->rule[0].key == CS_LIMIT_KEY_ALL)
+		return rule_value(&l->rule[0], core);
+	o = cJSON_CreateObject();
+	for (unsigned i = 0; o && i < l->n; i++) {
+		const struct cs_limit_rule *r = &l->rule[i];
+		char key[CS_LIMIT_UUID_LEN];
+		cJSON *v = rule_value(r, core);
+
+		if (r->key == CS_LIMIT_KEY_ALL)
+			snprintf(key, sizeof(key), "default");
+		else if (r->key == CS_LIMIT_KEY_ORDINAL)
+			snprintf(key, sizeof(key), "%d", r->ordinal);
+		else
+			snprintf(key, sizeof(key), "%s", r->uuid);
+		if (!v || !cJSON_AddItemToObject(o, key, v)) {
+			cJSON_Delete(v);
+			cJSON_Delete(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+static bool add(cJSON *o, const char *k, cJSON *v)
+{
+	if (!v)
+		return false;
+	if (!cJSON_AddItemToObject(o, k, v)) {
+		cJSON_Delete(v);
+		return false;
+	}
+	return true;
+}
+
+static cJSON *ids_json(const unsigned *ids, unsigned n)
+{
+	cJSON *a = cJSON_CreateArray();
+
+	for (unsigned i = 0; a && i < n; i++) {
+		cJSON *v = cJSON_CreateNumber(ids[i]);
+
+		if (!v || !cJSON_AddItemToArray(a, v)) {
+			cJSON_Delete(v);
+			cJSON_Delete(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+char *cd_policy_to_json(const struct cd_policy *p)
+{
+	cJSON *o = cJSON_CreateObject(), *m = NULL, *cg = NULL;
+	char *text = NULL;
+	bool ok;
+
+	/* Every item is owned by its parent as soon as it is added: one delete frees all. */
+	ok = o && add(o, "memory_limit", limit_json(&p->mem, false)) &&
+	     add(o, "core_limit", limit_json(&p->core, true)) &&
+	     add(o, "mode", cJSON_CreateString(p->burst ? "burst" : "hard")) &&
+	     add(o, "daemon_required", cJSON_CreateBool(p->daemon_required)) &&
+	     (m = cJSON_AddObjectToObject(o, "members")) != NULL &&
+	     add(m, "uids", ids_json((const unsigned *)p->members.uids, p->members.nuids)) &&
+	     add(m, "gids", ids_json((const unsigned *)p->members.gids, p->members.ngids)) &&
+	     (cg = cJSON_AddArrayToObject(m, "cgroups")) != NULL;
+	for (unsigned i = 0; ok && i < p->members.ncgroups; i++) {
+		cJSON *s = cJSON_CreateString(p->members.cgroups[i]);
+
+		ok = s && cJSON_AddItemToArray(cg, s);
+		if (!ok)
+			cJSON_Delete(s);
+	}
+	ok = ok && add(o, "on_violation", cJSON_CreateString(cd_action_name(p->on_violation)));
+	if (ok)
+		text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return text;
+}
+
+/* ---- what a GPU gets ---- */
+
+uint64_t cd_policy_mem_limit(const struct cd_policy *p, int index, const char *uuid, uint64_t total)
+{
+	struct cs_limit_device d = {.ordinal = index, .uuid = uuid, .total = total};
+
+	return cs_limits_resolve(&p->mem, &d);
+}
+
+uint32_t cd_policy_core_limit(const struct cd_policy *p, int index, const char *uuid)
+{
+	struct cs_limit_device d = {.ordinal = index, .uuid = uuid, .total = CS_CORE_PPM};
+	uint64_t v = cs_limits_resolve(&p->core, &d);
+
+	if (v == CS_LIMIT_NONE)
+		return CS_CORE_NONE;
+	return v > CS_CORE_PPM ? CS_CORE_PPM : (uint32_t)v;
+}

@@ -1,0 +1,189 @@
+/*
+ * Processes registered through the socket.
+ *
+ * A registration lives as long as its process: the daemon holds a pidfd of
+ * it (SO_PEERPIDFD, else pidfd_open on the SO_PEERCRED pid), watched in the
+ * loop, so a death (kill -9 included) is seen at once and its group's
+ * accounting reclaimed then. A pidfd cannot be fooled by pid reuse.
+ *
+ * The connection usually ends with the process; when it ends first (the
+ * process exec'd: the socket is close-on-exec; or it closed it), the
+ * registration is kept session_ttl seconds, so a process that comes back
+ * (an exec'd program registering again) or is still exiting does not look
+ * like a stranger to the backstop meanwhile; after that it expires.
+ */
+#include "cd-int.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/pidfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cs-log.h"
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
+
+/* A pidfd of the connection's peer, or -1. */
+static int peer_pidfd(int sock, pid_t pid)
+{
+	int fd = -1;
+	socklen_t len = sizeof(fd);
+
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &fd, &len) == 0 && fd >= 0)
+		return fd;
+	/* Older kernels: the pid could have been reused since connect; the start time guards that.
+	 */
+	fd = pidfd_open(pid, 0);
+	return fd >= 0 ? fd : -1;
+}
+
+struct cd_proc *cd_proc_add(struct cusliced *d, struct cd_conn *c, struct cd_group *g)
+{
+	struct cd_proc *p;
+
+	if (d->nprocs == d->procs_cap) {
+		unsigned cap = d->procs_cap ? d->procs_cap * 2 : 64;
+		struct cd_proc **np = realloc(d->procs, cap * sizeof(*np));
+
+		if (!np)
+			return NULL;
+		d->procs = np;
+		d->procs_cap = cap;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->w.kind = CD_WATCH_PIDFD;
+	p->peer = c->peer;
+	p->start = cd_pid_start(c->peer.pid);
+	p->pidfd = peer_pidfd(c->fd, c->peer.pid);
+	if (p->pidfd >= 0 && cd_loop_watch(d, p->pidfd, EPOLLIN, &p->w) == 0)
+		p->pidfd_watched = true;
+	snprintf(p->group, sizeof(p->group), "%s", g->name);
+	p->conn = c;
+	c->proc = p;
+	g->sessions++;
+	g->idle_since_ms = 0;
+	d->procs[d->nprocs++] = p;
+	return p;
+}
+
+struct cd_proc *cd_proc_by_pid(struct cusliced *d, pid_t pid)
+{
+	for (unsigned i = 0; i < d->nprocs; i++)
+		if (d->procs[i]->peer.pid == pid)
+			return d->procs[i];
+	return NULL;
+}
+
+void cd_proc_forget(struct cusliced *d, struct cd_proc *p)
+{
+	struct cd_group *g = cd_group_find(d, p->group);
+
+	if (g && g->sessions)
+		g->sessions--;
+	for (unsigned i = 0; i < d->nprocs; i++) {
+		if (d->procs[i] == p) {
+			d->procs[i] = d->procs[--d->nprocs];
+			break;
+		}
+	}
+	if (p->pidfd >= 0) {
+		if (p->pidfd_watched)
+			cd_loop_unwatch(d, p->pidfd);
+		close(p->pidfd);
+		p->pidfd = -1;
+	}
+	p->w.kind = CD_WATCH_DEAD;
+	cd_loop_defer_free(d, p);
+}
+
+/* Whether p's process has ended: its pidfd is readable, or its pid names another process. */
+static bool proc_ended(const struct cd_proc *p)
+{
+	if (p->pidfd >= 0) {
+		struct pollfd pf = {.fd = p->pidfd, .events = POLLIN};
+
+		return poll(&pf, 1, 0) == 1;
+	}
+	return cd_pid_start(p->peer.pid) != p->start;
+}
+
+void cd_proc_exited(struct cusliced *d, struct cd_proc *p)
+{
+	struct cd_group *g = cd_group_find(d, p->group);
+	pid_t pid = p->peer.pid;
+
+	if (p->conn) {
+		struct cd_conn *c = p->conn;
+
+		/* A child that inherited the connection keeps it open: the process is gone anyway.
+		 */
+		p->conn = NULL;
+		c->proc = NULL;
+		cd_conn_close(d, c);
+	}
+	cd_event(d, "unregistered", p->group, pid, "pid %d (group %s) exited", (int)pid, p->group);
+	cd_proc_forget(d, p);
+	if (g)
+		cd_group_reclaim(d, g, pid);
+}
+
+void cd_proc_disconnected(struct cusliced *d, struct cd_proc *p)
+{
+	struct cd_group *g = cd_group_find(d, p->group);
+
+	p->conn = NULL;
+	if (proc_ended(p)) {
+		cd_proc_exited(d, p);
+		return;
+	}
+	/*
+	 * Alive: it exec'd (its region's slot died with the old image) or it let
+	 * the socket go. Reclaim now; the pidfd (or the TTL) says when it ends.
+	 */
+	p->gone_ms = cd_now_ms();
+	if (g)
+		cd_group_reclaim(d, g, p->peer.pid);
+}
+
+void cd_procs_tick(struct cusliced *d)
+{
+	uint64_t now = cd_now_ms(), ttl = (uint64_t)d->cfg->session_ttl_s * 1000;
+
+	for (unsigned i = 0; i < d->nprocs; i++) {
+		struct cd_proc *p = d->procs[i];
+
+		if (p->conn)
+			continue;
+		if (proc_ended(p)) {
+			cd_proc_exited(d, p);
+			i--;
+		} else if (now - p->gone_ms >= ttl) {
+			cd_event(d, "unregistered", p->group, p->peer.pid,
+				 "pid %d (group %s): no connection for %us: registration expired",
+				 (int)p->peer.pid, p->group, d->cfg->session_ttl_s);
+			cd_proc_forget(d, p);
+			i--;
+		}
+	}
+}
+
+void cd_procs_free(struct cusliced *d)
+{
+	for (unsigned i = 0; i < d->nprocs; i++) {
+		if (d->procs[i]->pidfd >= 0)
+			close(d->procs[i]->pidfd);
+		free(d->procs[i]);
+	}
+	free(d->procs);
+	d->procs = NULL;
+	d->nprocs = d->procs_cap = 0;
+}

@@ -1,0 +1,376 @@
+/*
+ * The daemon's state as the HTTP side sees it: snapshots (deep copies taken
+ * under the lock), events, peers by fd, the token, refusals.
+ */
+#include "cd-int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cs-log.h"
+
+/* At most this many "refused" lines per window; the rest are counted. */
+#define REFUSAL_LOG_BURST 20
+#define REFUSAL_LOG_WINDOW_MS 10000
+
+uint64_t cd_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+double cd_now_real(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int cd_state_init(struct cusliced *d, const struct cd_config *cfg)
+{
+	memset(d, 0, sizeof(*d));
+	d->cfg = cfg;
+	d->epfd = d->lfd = d->sfd = d->tfd = -1;
+	d->start_time = (uint64_t)cd_now_real();
+	d->start_mono_ms = cd_now_ms();
+	cd_ring_init(&d->events);
+	return pthread_mutex_init(&d->lock, NULL) ? -ENOMEM : 0;
+}
+
+void cd_state_free(struct cusliced *d)
+{
+	cd_procs_free(d);
+	cd_groups_free(d);
+	free(d->seen);
+	free(d->bypass);
+	free(d->peers);
+	free(d->peer_set);
+	for (unsigned i = 0; i < d->ngrave; i++)
+		free(d->graveyard[i]);
+	free(d->graveyard);
+	for (unsigned i = 0; i < d->nhandoffs; i++)
+		close(d->handoffs[i].fd);
+	free(d->handoffs);
+	pthread_mutex_destroy(&d->lock);
+}
+
+void cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, const char *fmt,
+	      ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cd_ring_push(&d->events, cd_now_real(), kind, group, pid, msg);
+	/* Enforcement events are what an operator must see even at the default level. */
+	if (strcmp(kind, "bypass") == 0 || strcmp(kind, "over_quota") == 0 ||
+	    strcmp(kind, "stopped") == 0 || strcmp(kind, "killed") == 0)
+		cs_log(CS_LOG_WARN, CD_LOG, "%s: %s", kind, msg);
+	else if (strcmp(kind, "denied") != 0) /* refusals log through cd_refused */
+		cs_log(CS_LOG_INFO, CD_LOG, "%s: %s", kind, msg);
+}
+
+unsigned cd_events(struct cusliced *d, uint64_t since, struct cd_event *out, unsigned max)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&d->lock);
+	n = cd_ring_since(&d->events, since, out, max);
+	pthread_mutex_unlock(&d->lock);
+	return n;
+}
+
+/* ---- peers ---- */
+
+int cd_peer_set(struct cusliced *d, int fd, const struct cd_peer *p)
+{
+	if (fd < 0)
+		return -EBADF;
+	if ((unsigned)fd >= d->peers_cap) {
+		unsigned cap = d->peers_cap ? d->peers_cap : 256;
+		struct cd_peer *np;
+		bool *ns;
+
+		while (cap <= (unsigned)fd)
+			cap *= 2;
+		np = realloc(d->peers, cap * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		d->peers = np;
+		ns = realloc(d->peer_set, cap * sizeof(*ns));
+		if (!ns)
+			return -ENOMEM;
+		memset(ns + d->peers_cap, 0, (cap - d->peers_cap) * sizeof(*ns));
+		d->peer_set = ns;
+		d->peers_cap = cap;
+	}
+	d->peers[fd] = *p;
+	d->peer_set[fd] = true;
+	return 0;
+}
+
+void cd_peer_clear(struct cusliced *d, int fd)
+{
+	if (fd >= 0 && (unsigned)fd < d->peers_cap)
+		d->peer_set[fd] = false;
+}
+
+bool cd_peer_of_fd(struct cusliced *d, int fd, struct cd_peer *out)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&d->lock);
+	/*
+	 * An fd handed to the HTTP server keeps its entry until the number is
+	 * accepted again, which cannot happen while that connection is open.
+	 */
+	if (fd >= 0 && (unsigned)fd < d->peers_cap && d->peer_set[fd]) {
+		*out = d->peers[fd];
+		found = true;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return found;
+}
+
+/* ---- the token and refusals ---- */
+
+bool cd_token_ok(struct cusliced *d, const char *presented)
+{
+	const char *tok = d->cfg->token;
+	size_t n = strlen(tok), m;
+	volatile unsigned char diff;
+
+	if (n == 0)
+		return true;
+	if (!presented)
+		return false;
+	m = strnlen(presented, CS_IPC_TOKEN * 4);
+	diff = (unsigned char)(n != m);
+	/* Every byte of the token is compared whatever the answer: no early exit. */
+	for (size_t i = 0; i < n; i++)
+		diff |= (unsigned char)(tok[i] ^ (i < m ? presented[i] : 0));
+	return diff == 0;
+}
+
+void cd_refused_locked(struct cusliced *d, const struct cd_peer *p, const char *why)
+{
+	uint64_t now = cd_now_ms();
+
+	d->refused_total++;
+	cd_event(d, "denied", "", p->pid, "pid %d (uid %u): %s", (int)p->pid, (unsigned)p->uid,
+		 why);
+	if (now - d->refusal_log_ms >= REFUSAL_LOG_WINDOW_MS) {
+		if (d->refusal_quiet)
+			cs_log(CS_LOG_WARN, CD_LOG, "%u more refusals were not logged",
+			       d->refusal_quiet);
+		d->refusal_log_ms = now;
+		d->refusal_logged = 0;
+		d->refusal_quiet = 0;
+	}
+	if (d->refusal_logged++ < REFUSAL_LOG_BURST)
+		cs_log(CS_LOG_WARN, CD_LOG, "refused pid %d (uid %u, gid %u): %s", (int)p->pid,
+		       (unsigned)p->uid, (unsigned)p->gid, why);
+	else
+		d->refusal_quiet++;
+}
+
+void cd_refused(struct cusliced *d, const struct cd_peer *p, const char *why)
+{
+	pthread_mutex_lock(&d->lock);
+	cd_refused_locked(d, p, why);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* ---- snapshots ---- */
+
+static void snap_group(struct cusliced *d, struct cd_group *g, struct cd_snap_group *s,
+		       struct cd_slot *slots)
+{
+	unsigned nslots;
+
+	memset(s, 0, sizeof(*s));
+	snprintf(s->name, sizeof(s->name), "%s", g->name);
+	s->managed = g->policy != NULL;
+	if (g->policy)
+		s->policy_json = cd_policy_to_json(g->policy);
+	nslots = cd_group_slots(d, g, slots, CS_GROUP_MAX_PROCS);	/* opens the region if need be */
+	s->processes = nslots;
+	/* Registered processes that have no slot yet (between REGISTER and cuInit's attach). */
+	for (unsigned i = 0; i < d->nprocs; i++) {
+		struct cd_proc *p = d->procs[i];
+		bool in_slots = false;
+
+		if (strcmp(p->group, g->name) != 0)
+			continue;
+		for (unsigned k = 0; k < nslots && !in_slots; k++)
+			in_slots = slots[k].pid == p->peer.pid;
+		if (!in_slots)
+			s->processes++;
+	}
+	if (!g->h.g)
+		return;
+	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++) {
+		struct cs_group_dev *gd = &g->h.g->dev[i];
+		struct cd_snap_dev *sd;
+
+		if (atomic_load(&gd->state) != CS_GROUP_DEV_READY)
+			continue;
+		sd = &s->dev[s->ndev++];
+		memcpy(sd->uuid, gd->uuid, sizeof(sd->uuid));
+		sd->uuid[sizeof(sd->uuid) - 1] = '\0';
+		sd->memory_used = atomic_load(&gd->used);
+		sd->memory_limit = atomic_load(&gd->limit);
+		sd->core_limit_ppm = atomic_load(&gd->core_limit);
+		sd->burst = atomic_load(&gd->core_flags) & CS_CORE_BURST;
+		sd->core_used = g->core_used[i];
+		sd->oom_denials = atomic_load(&gd->oom_denials);
+		sd->throttled_ns = atomic_load(&gd->throttled_ns);
+	}
+}
+
+/* What slot `slot` of g holds on each GPU. */
+static void slot_gpus(struct cd_group *g, int slot, struct cd_snap_proc *sp)
+{
+	struct cs_group_proc *pr;
+
+	sp->ngpu = 0;
+	if (!g || !g->h.g || slot < 0)
+		return;
+	pr = &g->h.g->proc[slot];
+	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES && sp->ngpu < 8; i++) {
+		struct cs_group_dev *gd = &g->h.g->dev[i];
+		uint64_t used = atomic_load(&pr->used[i]);
+
+		if (atomic_load(&gd->state) != CS_GROUP_DEV_READY || used == 0)
+			continue;
+		memcpy(sp->gpu[sp->ngpu].uuid, gd->uuid, CS_GROUP_UUID_LEN);
+		sp->gpu[sp->ngpu].uuid[CS_GROUP_UUID_LEN - 1] = '\0';
+		sp->gpu[sp->ngpu].memory_used = used;
+		sp->ngpu++;
+	}
+}
+
+static bool stopped(struct cusliced *d, pid_t pid)
+{
+	for (unsigned i = 0; i < d->nseen; i++)
+		if (d->seen[i].pid == pid && d->seen[i].stopped)
+			return cd_pid_state(pid) == 'T';
+	return false;
+}
+
+static struct cd_snap_proc *find_proc(struct cd_snapshot *s, pid_t pid)
+{
+	for (unsigned i = 0; i < s->nprocs; i++)
+		if (s->procs[i].pid == pid)
+			return &s->procs[i];
+	return NULL;
+}
+
+static void snap_procs(struct cusliced *d, struct cd_snapshot *s, struct cd_slot *slots,
+		       unsigned cap)
+{
+	/* Processes registered through the socket, then live slots nobody registered, then bypass.
+	 */
+	for (unsigned i = 0; i < d->nprocs; i++) {
+		struct cd_proc *p = d->procs[i];
+		struct cd_snap_proc *sp = &s->procs[s->nprocs++];
+
+		memset(sp, 0, sizeof(*sp));
+		sp->pid = p->peer.pid;
+		snprintf(sp->group, sizeof(sp->group), "%s", p->group);
+		sp->uid = p->peer.uid;
+		sp->registered = true;
+		snprintf(sp->cgroup, sizeof(sp->cgroup), "%s", p->peer.cgroup);
+		sp->stopped = stopped(d, sp->pid);
+	}
+	for (unsigned gi = 0; gi < d->ngroups; gi++) {
+		struct cd_group *g = d->groups[gi];
+		unsigned n = cd_group_slots(d, g, slots, CS_GROUP_MAX_PROCS);
+
+		for (unsigned k = 0; k < n && k < CS_GROUP_MAX_PROCS; k++) {
+			struct cd_snap_proc *sp = find_proc(s, slots[k].pid);
+
+			if (slots[k].pid <= 0)
+				continue;
+			if (!sp && s->nprocs == cap)
+				return;
+			if (!sp) {
+				struct cd_peer peer = {0};
+
+				sp = &s->procs[s->nprocs++];
+				memset(sp, 0, sizeof(*sp));
+				sp->pid = slots[k].pid;
+				snprintf(sp->group, sizeof(sp->group), "%s", g->name);
+				if (cd_pid_creds(sp->pid, &peer) == 0)
+					sp->uid = peer.uid;
+				sp->registered = true;
+				cd_pid_cgroup(sp->pid, sp->cgroup, sizeof(sp->cgroup));
+				sp->stopped = stopped(d, sp->pid);
+			}
+			if (strcmp(sp->group, g->name) == 0)
+				slot_gpus(g, slots[k].index, sp);
+		}
+	}
+	for (unsigned i = 0; i < d->nbypass && s->nprocs < cap; i++)
+		if (!find_proc(s, d->bypass[i].pid))
+			s->procs[s->nprocs++] = d->bypass[i];
+}
+
+int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
+{
+	struct cd_slot *slots = malloc(CS_GROUP_MAX_PROCS * sizeof(*slots));
+	unsigned cap;
+
+	memset(s, 0, sizeof(*s));
+	if (!slots)
+		return -ENOMEM;
+	pthread_mutex_lock(&d->lock);
+	s->pid = d->pid;
+	s->start_time = d->start_time;
+	s->uptime_seconds = (double)(cd_now_ms() - d->start_mono_ms) / 1000.0;
+	s->config = d->cfg;
+	s->bypass_total = d->bypass_total;
+	s->ipc_refused_total = d->refused_total;
+	s->registrations_total = d->registrations_total;
+	cap = d->nprocs + d->nbypass + CS_GROUP_MAX_PROCS;
+	for (unsigned i = 0; i < d->ngroups; i++)
+		cap += cd_group_slots(d, d->groups[i], NULL, 0);
+	s->gpus = calloc(d->ngpus ? d->ngpus : 1, sizeof(*s->gpus));
+	s->groups = calloc(d->ngroups ? d->ngroups : 1, sizeof(*s->groups));
+	/* Slots may go live between counting and copying: the cap bounds what is copied. */
+	s->procs = calloc(cap, sizeof(*s->procs));
+	if (!s->gpus || !s->groups || !s->procs) {
+		pthread_mutex_unlock(&d->lock);
+		free(slots);
+		cd_snapshot_free(s);
+		return -ENOMEM;
+	}
+	s->ngpus = d->ngpus;
+	memcpy(s->gpus, d->gpus, d->ngpus * sizeof(*s->gpus));
+	for (unsigned i = 0; i < d->ngroups; i++)
+		snap_group(d, d->groups[i], &s->groups[s->ngroups++], slots);
+	snap_procs(d, s, slots, cap);
+	pthread_mutex_unlock(&d->lock);
+	free(slots);
+	return 0;
+}
+
+void cd_snapshot_free(struct cd_snapshot *s)
+{
+	for (unsigned i = 0; s->groups && i < s->ngroups; i++)
+		free(s->groups[i].policy_json);
+	free(s->gpus);
+	free(s->groups);
+	free(s->procs);
+	memset(s, 0, sizeof(*s));
+}

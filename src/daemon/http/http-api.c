@@ -1,0 +1,573 @@
+/*
+ * The JSON API of cusliced: routing (path and method to endpoint) and the
+ * rendering of snapshots as JSON (cJSON).
+ *
+ * Byte counts and counters are written as raw JSON integers from their
+ * uint64_t value: cJSON keeps numbers as doubles, which would round anything
+ * above 2^53.
+ */
+#include "http-int.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- small cJSON helpers: each returns false when memory ran out ---- */
+
+static bool add_u64(cJSON *o, const char *k, uint64_t v)
+{
+	char buf[24];
+
+	snprintf(buf, sizeof(buf), "%" PRIu64, v);
+	return cJSON_AddRawToObject(o, k, buf) != NULL;
+}
+
+static bool add_i64(cJSON *o, const char *k, int64_t v)
+{
+	char buf[24];
+
+	snprintf(buf, sizeof(buf), "%" PRId64, v);
+	return cJSON_AddRawToObject(o, k, buf) != NULL;
+}
+
+/* A non-negative real with at most `decimals` decimals, trailing zeros dropped. */
+static bool add_real(cJSON *o, const char *k, double v, int decimals)
+{
+	char buf[48];
+	char *p;
+
+	if (!isfinite(v))
+		return cJSON_AddNullToObject(o, k) != NULL;
+	snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+	if (strchr(buf, '.')) {
+		p = buf + strlen(buf) - 1;
+		while (*p == '0')
+			*p-- = '\0';
+		if (*p == '.')
+			*p = '\0';
+	}
+	if (strcmp(buf, "-0") == 0)
+		strcpy(buf, "0");
+	return cJSON_AddRawToObject(o, k, buf) != NULL;
+}
+
+static bool add_str(cJSON *o, const char *k, const char *v)
+{
+	return cJSON_AddStringToObject(o, k, v ? v : "") != NULL;
+}
+
+/*
+ * A string from a fixed array of the snapshot, read at most cap bytes:
+ * some of them come from group regions that any process of the group can
+ * write, so neither termination nor content is trusted. Bytes outside
+ * printable ASCII become '?', which keeps the output valid UTF-8.
+ */
+static bool add_strn(cJSON *o, const char *k, const char *v, size_t cap)
+{
+	char buf[512];
+	size_t i;
+
+	if (cap > sizeof(buf) - 1)
+		cap = sizeof(buf) - 1;
+	for (i = 0; i < cap && v[i]; i++)
+		buf[i] = (v[i] >= 0x20 && v[i] < 0x7f) ? v[i] : '?';
+	buf[i] = '\0';
+	return cJSON_AddStringToObject(o, k, buf) != NULL;
+}
+
+#define ADD_FIELD(o, k, field) add_strn((o), (k), (field), sizeof(field))
+
+static bool add_bool(cJSON *o, const char *k, bool v)
+{
+	return cJSON_AddBoolToObject(o, k, v) != NULL;
+}
+
+/* Prints and frees root; appends a newline so curl output ends cleanly. */
+static char *finish(cJSON *root, bool ok)
+{
+	char *text = NULL, *out = NULL;
+	size_t n;
+
+	if (ok)
+		text = cJSON_PrintUnformatted(root);
+	cJSON_Delete(root);
+	if (!text)
+		return NULL;
+	n = strlen(text);
+	out = malloc(n + 2);
+	if (out) {
+		memcpy(out, text, n);
+		out[n] = '\n';
+		out[n + 1] = '\0';
+	}
+	cJSON_free(text);
+	return out;
+}
+
+char *cd_api_error(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	cJSON *root;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	root = cJSON_CreateObject();
+	if (!root)
+		return NULL;
+	return finish(root, ADD_FIELD(root, "error", msg));
+}
+
+/* ---- renderers ---- */
+
+char *cd_api_render_status(const struct cd_snapshot *s)
+{
+	const struct cd_config *c = s->config;
+	cJSON *root = cJSON_CreateObject();
+	bool ok;
+
+	if (!root)
+		return NULL;
+	ok = add_str(root, "version", CD_VERSION) && add_i64(root, "pid", s->pid) &&
+	     add_real(root, "uptime_seconds", s->uptime_seconds, 3) &&
+	     (c ? ADD_FIELD(root, "socket", c->socket) : add_str(root, "socket", "")) &&
+	     (c ? ADD_FIELD(root, "state_dir", c->state_dir) : add_str(root, "state_dir", "")) &&
+	     (c ? ADD_FIELD(root, "shm_dir", c->shm_dir) : add_str(root, "shm_dir", "")) &&
+	     (c ? ADD_FIELD(root, "metrics_listen", c->metrics_listen)
+		: add_str(root, "metrics_listen", "")) &&
+	     add_u64(root, "groups", s->ngroups) && add_u64(root, "processes", s->nprocs) &&
+	     add_u64(root, "gpus", s->ngpus);
+	return finish(root, ok);
+}
+
+char *cd_api_render_gpus(const struct cd_snapshot *s)
+{
+	cJSON *root = cJSON_CreateObject();
+	cJSON *arr;
+	bool ok;
+
+	if (!root)
+		return NULL;
+	arr = cJSON_AddArrayToObject(root, "gpus");
+	ok = arr != NULL;
+	for (unsigned i = 0; ok && i < s->ngpus; i++) {
+		const struct cd_snap_gpu *g = &s->gpus[i];
+		cJSON *o = cJSON_CreateObject();
+
+		ok = o && cJSON_AddItemToArray(arr, o);
+		if (!ok) {
+			cJSON_Delete(o);
+			break;
+		}
+		ok = add_i64(o, "index", g->index) && ADD_FIELD(o, "uuid", g->uuid) &&
+		     ADD_FIELD(o, "name", g->name) && add_u64(o, "memory_total", g->memory_total) &&
+		     add_u64(o, "memory_used", g->memory_used) &&
+		     add_u64(o, "utilization", g->utilization);
+	}
+	return finish(root, ok);
+}
+
+/* A ppm share as a percentage with up to 4 decimals, exactly ("12.5"). */
+static bool add_ppm_percent(cJSON *o, const char *k, uint32_t ppm)
+{
+	char buf[24];
+	int n;
+
+	if (ppm == CS_CORE_NONE)
+		return cJSON_AddNullToObject(o, k) != NULL;
+	n = snprintf(buf, sizeof(buf), "%u.%04u", ppm / 10000, ppm % 10000);
+	while (n > 0 && buf[n - 1] == '0')
+		buf[--n] = '\0';
+	if (n > 0 && buf[n - 1] == '.')
+		buf[--n] = '\0';
+	return cJSON_AddRawToObject(o, k, buf) != NULL;
+}
+
+static bool render_dev(cJSON *arr, const struct cd_snap_dev *v)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o || !cJSON_AddItemToArray(arr, o)) {
+		cJSON_Delete(o);
+		return false;
+	}
+	return ADD_FIELD(o, "uuid", v->uuid) && add_u64(o, "memory_used", v->memory_used) &&
+	       (v->memory_limit == CS_LIMIT_NONE ? cJSON_AddNullToObject(o, "memory_limit") != NULL
+						 : add_u64(o, "memory_limit", v->memory_limit)) &&
+	       add_ppm_percent(o, "core_limit", v->core_limit_ppm) &&
+	       add_real(o, "core_used", v->core_used * 100.0, 2) &&
+	       add_str(o, "mode", v->burst ? "burst" : "hard") &&
+	       add_u64(o, "oom_denials", v->oom_denials) &&
+	       add_real(o, "throttled_seconds", (double)v->throttled_ns / 1e9, 3);
+}
+
+/* Fills o with GROUP. */
+static bool render_group(cJSON *o, const struct cd_snap_group *g)
+{
+	cJSON *policy = NULL, *devs;
+
+	if (!ADD_FIELD(o, "name", g->name) || !add_bool(o, "managed", g->managed))
+		return false;
+	/* The core stores the policy it validated; one it cannot parse back shows as null. */
+	if (g->policy_json)
+		policy = cJSON_Parse(g->policy_json);
+	if (!policy)
+		policy = cJSON_CreateNull();
+	if (!policy || !cJSON_AddItemToObject(o, "policy", policy)) {
+		cJSON_Delete(policy);
+		return false;
+	}
+	if (!add_u64(o, "processes", g->processes))
+		return false;
+	devs = cJSON_AddArrayToObject(o, "devices");
+	if (!devs)
+		return false;
+	for (unsigned i = 0; i < g->ndev && i < CS_GROUP_MAX_DEVICES; i++)
+		if (!render_dev(devs, &g->dev[i]))
+			return false;
+	return true;
+}
+
+const struct cd_snap_group *cd_api_find_group(const struct cd_snapshot *s, const char *name)
+{
+	for (unsigned i = 0; i < s->ngroups; i++)
+		if (strcmp(s->groups[i].name, name) == 0)
+			return &s->groups[i];
+	return NULL;
+}
+
+char *cd_api_render_groups(const struct cd_snapshot *s, const char *name)
+{
+	cJSON *root, *arr;
+	bool ok = true;
+
+	if (name) {
+		const struct cd_snap_group *g = cd_api_find_group(s, name);
+
+		if (!g)
+			return NULL;
+		root = cJSON_CreateObject();
+		if (!root)
+			return NULL;
+		return finish(root, render_group(root, g));
+	}
+	root = cJSON_CreateObject();
+	if (!root)
+		return NULL;
+	arr = cJSON_AddArrayToObject(root, "groups");
+	ok = arr != NULL;
+	for (unsigned i = 0; ok && i < s->ngroups; i++) {
+		cJSON *o = cJSON_CreateObject();
+
+		ok = o && cJSON_AddItemToArray(arr, o);
+		if (!ok) {
+			cJSON_Delete(o);
+			break;
+		}
+		ok = render_group(o, &s->groups[i]);
+	}
+	return finish(root, ok);
+}
+
+static bool render_proc(cJSON *arr, const struct cd_snap_proc *p)
+{
+	cJSON *o = cJSON_CreateObject(), *gpus;
+
+	if (!o || !cJSON_AddItemToArray(arr, o)) {
+		cJSON_Delete(o);
+		return false;
+	}
+	/* An unregistered process (one that bypassed libcuslice) has group "". */
+	if (!add_i64(o, "pid", p->pid) || !ADD_FIELD(o, "group", p->group) ||
+	    !add_u64(o, "uid", p->uid) || !add_bool(o, "registered", p->registered) ||
+	    !ADD_FIELD(o, "cgroup", p->cgroup))
+		return false;
+	gpus = cJSON_AddArrayToObject(o, "gpus");
+	if (!gpus)
+		return false;
+	for (unsigned i = 0; i < p->ngpu && i < sizeof(p->gpu) / sizeof(p->gpu[0]); i++) {
+		cJSON *gj = cJSON_CreateObject();
+
+		if (!gj || !cJSON_AddItemToArray(gpus, gj)) {
+			cJSON_Delete(gj);
+			return false;
+		}
+		if (!ADD_FIELD(gj, "uuid", p->gpu[i].uuid) ||
+		    !add_u64(gj, "memory_used", p->gpu[i].memory_used))
+			return false;
+	}
+	return add_str(o, "state", p->stopped ? "stopped" : "running");
+}
+
+char *cd_api_render_processes(const struct cd_snapshot *s)
+{
+	cJSON *root = cJSON_CreateObject(), *arr;
+	bool ok;
+
+	if (!root)
+		return NULL;
+	arr = cJSON_AddArrayToObject(root, "processes");
+	ok = arr != NULL;
+	for (unsigned i = 0; ok && i < s->nprocs; i++)
+		ok = render_proc(arr, &s->procs[i]);
+	return finish(root, ok);
+}
+
+char *cd_api_render_events(const struct cd_event *ev, unsigned n)
+{
+	cJSON *root = cJSON_CreateObject(), *arr;
+	bool ok;
+
+	if (!root)
+		return NULL;
+	arr = cJSON_AddArrayToObject(root, "events");
+	ok = arr != NULL;
+	for (unsigned i = 0; ok && i < n; i++) {
+		const struct cd_event *e = &ev[i];
+		cJSON *o = cJSON_CreateObject();
+
+		ok = o && cJSON_AddItemToArray(arr, o);
+		if (!ok) {
+			cJSON_Delete(o);
+			break;
+		}
+		ok = add_u64(o, "seq", e->seq) && add_real(o, "time", e->time, 3) &&
+		     ADD_FIELD(o, "kind", e->kind) && ADD_FIELD(o, "group", e->group) &&
+		     add_i64(o, "pid", e->pid) && ADD_FIELD(o, "message", e->message);
+	}
+	return finish(root, ok);
+}
+
+/* ---- routing ---- */
+
+enum route {
+	ROUTE_NONE,
+	ROUTE_STATUS,
+	ROUTE_GPUS,
+	ROUTE_GROUPS,
+	ROUTE_GROUP,
+	ROUTE_PROCESSES,
+	ROUTE_EVENTS,
+};
+
+/* Allow header value per route: what each path accepts. */
+static const char *const allowed[] = {
+	[ROUTE_STATUS] = "GET, HEAD",
+	[ROUTE_GPUS] = "GET, HEAD",
+	[ROUTE_GROUPS] = "GET, HEAD",
+	[ROUTE_GROUP] = "GET, HEAD, PUT, DELETE",
+	[ROUTE_PROCESSES] = "GET, HEAD",
+	[ROUTE_EVENTS] = "GET, HEAD",
+};
+
+/* The route of path; for /v1/groups/NAME, *name points at NAME inside path. */
+static enum route match(const char *path, const char **name)
+{
+	static const struct {
+		const char *path;
+		enum route r;
+	} fixed[] = {
+		{"/v1/status", ROUTE_STATUS},	 {"/v1/gpus", ROUTE_GPUS},
+		{"/v1/groups", ROUTE_GROUPS},	 {"/v1/processes", ROUTE_PROCESSES},
+		{"/v1/events", ROUTE_EVENTS},
+	};
+	static const char prefix[] = "/v1/groups/";
+
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		if (strcmp(path, fixed[i].path) == 0)
+			return fixed[i].r;
+	/* Any NAME without '/' routes here; names that are not valid are 404 (GET,
+	 * DELETE) or 400 (PUT) in the handler. */
+	if (strncmp(path, prefix, sizeof(prefix) - 1) == 0 && path[sizeof(prefix) - 1] &&
+	    !strchr(path + sizeof(prefix) - 1, '/')) {
+		*name = path + sizeof(prefix) - 1;
+		return ROUTE_GROUP;
+	}
+	return ROUTE_NONE;
+}
+
+static void reply(struct cd_api_reply *rep, unsigned status, char *body)
+{
+	rep->status = status;
+	rep->body = body;
+	/* A renderer that ran out of memory: say so if even that is possible. */
+	if (!body && status != 204) {
+		rep->status = 500;
+		rep->body = cd_api_error("out of memory");
+	}
+}
+
+static void reply_snapshot_error(struct cd_api_reply *rep, int rc)
+{
+	reply(rep, 500, cd_api_error("cannot read the daemon's state: %s", strerror(-rc)));
+}
+
+/* Parses since=N: a decimal uint64. */
+static bool parse_since(const char *text, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	if (!text || !*text)
+		return false;
+	for (const char *p = text; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	*ret = v;
+	return true;
+}
+
+static void get_events(struct cusliced *d, const struct cd_api_request *req,
+		       struct cd_api_reply *rep)
+{
+	struct cd_event *ev;
+	uint64_t since = 0;
+	unsigned n;
+
+	if (req->since && !parse_since(req->since, &since)) {
+		reply(rep, 400,
+		      cd_api_error("since=%.64s: expected a non-negative integer (an event seq)",
+				   req->since));
+		return;
+	}
+	ev = calloc(CD_API_EVENTS_MAX, sizeof(*ev));
+	if (!ev) {
+		reply(rep, 500, NULL);
+		return;
+	}
+	n = cd_events(d, since, ev, CD_API_EVENTS_MAX);
+	if (n > CD_API_EVENTS_MAX)
+		n = CD_API_EVENTS_MAX;
+	reply(rep, 200, cd_api_render_events(ev, n));
+	free(ev);
+}
+
+/* GET of a whole-snapshot endpoint. */
+static void get_snapshot(struct cusliced *d, enum route r, const char *name,
+			 struct cd_api_reply *rep)
+{
+	struct cd_snapshot s;
+	int rc;
+
+	memset(&s, 0, sizeof(s));
+	rc = cd_snapshot(d, &s);
+	if (rc < 0) {
+		reply_snapshot_error(rep, rc);
+		return;
+	}
+	switch (r) {
+	case ROUTE_STATUS:
+		reply(rep, 200, cd_api_render_status(&s));
+		break;
+	case ROUTE_GPUS:
+		reply(rep, 200, cd_api_render_gpus(&s));
+		break;
+	case ROUTE_GROUPS:
+		reply(rep, 200, cd_api_render_groups(&s, NULL));
+		break;
+	case ROUTE_GROUP:
+		if (!cd_api_find_group(&s, name))
+			reply(rep, 404, cd_api_error("group %s: no such group", name));
+		else
+			reply(rep, 200, cd_api_render_groups(&s, name));
+		break;
+	case ROUTE_PROCESSES:
+		reply(rep, 200, cd_api_render_processes(&s));
+		break;
+	default:
+		reply(rep, 500, cd_api_error("internal error: no renderer"));
+		break;
+	}
+	cd_snapshot_free(&s);
+}
+
+static void put_group(struct cusliced *d, const char *name, const struct cd_api_request *req,
+		      struct cd_api_reply *rep)
+{
+	char err[256] = "";
+	int rc;
+
+	if (!cs_group_name_valid(name)) {
+		reply(rep, 400,
+		      cd_api_error("group name '%.80s': expected 1..%d characters of "
+				   "[A-Za-z0-9._-], not starting with '.' or '-'",
+				   name, CS_GROUP_NAME_MAX));
+		return;
+	}
+	if (!req->body || req->body_len == 0) {
+		reply(rep, 400,
+		      cd_api_error("PUT /v1/groups/%s: expected a JSON policy object as the body, "
+				   "e.g. {\"memory_limit\": \"8GiB\"}",
+				   name));
+		return;
+	}
+	rc = cd_policy_put(d, name, req->body, req->body_len, err, sizeof(err));
+	if (rc == -EINVAL) {
+		reply(rep, 400, cd_api_error("%s", err[0] ? err : "invalid policy"));
+		return;
+	}
+	if (rc < 0) {
+		reply(rep, 500,
+		      cd_api_error("group %s: cannot apply the policy: %s", name,
+				   err[0] ? err : strerror(-rc)));
+		return;
+	}
+	get_snapshot(d, ROUTE_GROUP, name, rep);
+}
+
+static void delete_group(struct cusliced *d, const char *name, struct cd_api_reply *rep)
+{
+	int rc;
+
+	if (!cs_group_name_valid(name)) {
+		reply(rep, 404, cd_api_error("group %.80s: no such group", name));
+		return;
+	}
+	rc = cd_policy_delete(d, name);
+	if (rc == -ENOENT)
+		reply(rep, 404, cd_api_error("group %s: no policy to delete", name));
+	else if (rc < 0)
+		reply(rep, 500, cd_api_error("group %s: cannot delete the policy: %s", name,
+					     strerror(-rc)));
+	else
+		reply(rep, 204, NULL);
+}
+
+void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct cd_api_reply *rep)
+{
+	const char *name = NULL;
+	enum route r = match(req->path ? req->path : "", &name);
+	bool get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
+
+	memset(rep, 0, sizeof(*rep));
+	if (r == ROUTE_NONE) {
+		reply(rep, 404, cd_api_error("%.200s: no such endpoint (see GET /v1/status, "
+					     "/v1/gpus, /v1/groups, /v1/processes, /v1/events)",
+					     req->path ? req->path : ""));
+		return;
+	}
+	if (get && r == ROUTE_EVENTS) {
+		get_events(d, req, rep);
+	} else if (get && r == ROUTE_GROUP && !cs_group_name_valid(name)) {
+		reply(rep, 404, cd_api_error("group %.80s: no such group", name));
+	} else if (get) {
+		get_snapshot(d, r, name, rep);
+	} else if (r == ROUTE_GROUP && strcmp(req->method, "PUT") == 0) {
+		put_group(d, name, req, rep);
+	} else if (r == ROUTE_GROUP && strcmp(req->method, "DELETE") == 0) {
+		delete_group(d, name, rep);
+	} else {
+		rep->allow = allowed[r];
+		reply(rep, 405, cd_api_error("%.200s: method %.16s not allowed (allowed: %s)",
+					     req->path, req->method, allowed[r]));
+	}
+}

@@ -1,0 +1,91 @@
+/*
+ * The HTTP side of cusliced, inside: the API router and its renderers
+ * (http-api.c), the Prometheus exposition (http-metrics.c), and the
+ * libmicrohttpd glue (http-server.c), which is the only part that knows
+ * about sockets and MHD.
+ *
+ * Renderers are pure functions of a snapshot (or of an event array): they
+ * return a malloc'd NUL-terminated text the caller frees with free(), or NULL
+ * when memory ran out. The router calls the daemon core (cd_snapshot,
+ * cd_events, cd_policy_*) and nothing else, so unit tests drive it with a
+ * made-up core.
+ */
+#ifndef CD_HTTP_INT_H
+#define CD_HTTP_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cusliced.h"
+
+/* Largest request body accepted (PUT /v1/groups/NAME); larger ones get 413. */
+#define CD_HTTP_BODY_MAX (64u * 1024)
+/* Most events returned by one GET /v1/events (the client pages with since=). */
+#define CD_API_EVENTS_MAX 1000u
+
+/* One API request as the router sees it (already authorized). */
+struct cd_api_request {
+	const char *method;	/* "GET", "HEAD", "PUT", ... */
+	const char *path;	/* without the query, e.g. "/v1/groups/train" */
+	const char *since;	/* the query's since= value, NULL when absent */
+	const char *body;	/* NULL or len bytes, not NUL-terminated */
+	size_t body_len;
+};
+
+struct cd_api_reply {
+	unsigned status;	/* HTTP status code */
+	char *body;		/* malloc'd JSON text ending in "\n", NULL for none (204) */
+	const char *allow;	/* the Allow header of a 405, else NULL (static string) */
+};
+
+/*
+ * Routes one request to its endpoint and fills rep (status, body, Allow).
+ * Unknown path 404, wrong method 405 with Allow, bad value 400, missing
+ * memory or snapshot failure 500; every error body is {"error": "..."}.
+ * Never fails itself: rep is always filled. Thread-safe as far as the core's
+ * functions are (they take the daemon's lock).
+ */
+void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct cd_api_reply *rep);
+
+/* {"error": "<message>"} followed by a newline; NULL when out of memory. */
+__attribute__((format(printf, 1, 2))) char *cd_api_error(const char *fmt, ...);
+
+/* GET /v1/status: {"version","pid","uptime_seconds","socket","state_dir","shm_dir",
+ * "metrics_listen","groups","processes","gpus"} (the last three are counts). */
+char *cd_api_render_status(const struct cd_snapshot *s);
+/* GET /v1/gpus: {"gpus":[{"index","uuid","name","memory_total","memory_used","utilization"}]} */
+char *cd_api_render_gpus(const struct cd_snapshot *s);
+/*
+ * name NULL: GET /v1/groups, {"groups":[GROUP...]}; name given: that GROUP
+ * alone, NULL when the snapshot has no such group (see cd_api_find_group).
+ */
+char *cd_api_render_groups(const struct cd_snapshot *s, const char *name);
+/* GET /v1/processes: {"processes":[{"pid","group","uid","registered","cgroup","gpus","state"}]} */
+char *cd_api_render_processes(const struct cd_snapshot *s);
+/* GET /v1/events: {"events":[{"seq","time","kind","group","pid","message"}]} */
+char *cd_api_render_events(const struct cd_event *ev, unsigned n);
+
+/* The snapshot's group called name, or NULL. */
+const struct cd_snap_group *cd_api_find_group(const struct cd_snapshot *s, const char *name);
+
+/*
+ * The Prometheus text exposition (format 0.0.4) of a snapshot: daemon,
+ * per-GPU and per-group families with HELP and TYPE lines; limits that are
+ * not set have no sample. NULL when out of memory.
+ */
+char *cd_metrics_render(const struct cd_snapshot *s);
+
+/* Content-Type of cd_metrics_render's text. */
+#define CD_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/*
+ * Parses a metrics_listen value: "HOST:PORT" with HOST an IPv4 literal,
+ * "[IPv6 literal]" or "localhost" (127.0.0.1, no name lookup) and PORT 1..65535.
+ * Fills ss/len and returns 0, or -EINVAL with a one-line message in err naming
+ * the value and the accepted forms. "none" is the caller's business.
+ */
+int cd_http_parse_listen(const char *text, struct sockaddr_storage *ss, socklen_t *len,
+			 char *err, size_t errlen);
+
+#endif

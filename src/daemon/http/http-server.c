@@ -1,0 +1,500 @@
+/*
+ * The libmicrohttpd glue of cusliced: two MHD daemons, each with one internal
+ * polling thread.
+ *
+ * - The API server has no listen socket: the core accepts on the Unix socket,
+ *   authenticates the peer (SO_PEERCRED), sees that the first bytes are not
+ *   the IPC magic and hands the connection over with cd_http_add_connection.
+ *   Every request is authorized again here, by the peer the core recorded for
+ *   the connection's fd and by the bearer token when one is configured: the
+ *   socket is the security boundary, so read-only GETs need it too.
+ * - The metrics server listens on TCP metrics_listen (localhost by default),
+ *   serves GET /metrics without authorization and nothing else.
+ *
+ * Both are bounded (connections, idle time, header memory, 64 KiB bodies):
+ * a bad or slow client costs its own connection only, never the daemon.
+ *
+ * Why poll() and not epoll: libmicrohttpd 0.9.75's epoll mode is edge
+ * triggered and misses the end of file of a client that sends part of a
+ * request and closes in the same breath; such connections then live until
+ * the idle timeout. poll() sees it at once (test-http-server.c,
+ * test_http_server_hostile), and with at most API_CONNECTIONS_MAX
+ * connections its cost does not matter.
+ */
+#include "http-int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cs-log.h"
+
+/* Concurrent API connections (CLI invocations, `cuslice top`, scrapers of the API). */
+#define API_CONNECTIONS_MAX 64
+/* Concurrent metrics connections: Prometheus uses one per scrape. */
+#define METRICS_CONNECTIONS_MAX 16
+/* Seconds a connection may stay idle (also bounds slow-drip clients). */
+#define CONNECTION_TIMEOUT_S 10
+/* Per-connection memory for the request line and headers; larger ones get 431. */
+#define CONNECTION_MEMORY 32768
+/* A chunked body past CD_HTTP_BODY_MAX is read to its end to answer 413, up to this. */
+#define BODY_DRAIN_MAX (1024u * 1024)
+
+struct cd_http {
+	struct cusliced *d;
+	struct MHD_Daemon *api;
+	struct MHD_Daemon *metrics;	/* NULL when metrics_listen is "none" */
+};
+
+/* State of one API request between the handler's calls. */
+struct request {
+	char *body;
+	size_t len;
+	bool too_big;		/* the body passed CD_HTTP_BODY_MAX; the rest is dropped */
+	size_t dropped;		/* bytes of such a body read so far */
+};
+
+static const char json_type[] = "application/json";
+
+/* MHD's own messages (protocol errors of clients, mostly): debug level only,
+ * so a hostile client cannot flood the log. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[256];
+	size_t n;
+
+	(void)cls;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n > 0 && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	cs_log(CS_LOG_DEBUG, "cusliced", "http: %s", buf);
+}
+
+/*
+ * Queues a response with body (malloc'd, taken over; NULL for none) and
+ * optional extra header. Returns MHD_NO when even that failed, which makes
+ * MHD close the connection.
+ */
+static enum MHD_Result send_reply(struct MHD_Connection *c, unsigned status, char *body,
+				  const char *type, const char *hname, const char *hvalue)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	if (body)
+		r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+	else
+		r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	if ((body && MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type) != MHD_YES) ||
+	    (hname && MHD_add_response_header(r, hname, hvalue) != MHD_YES)) {
+		MHD_destroy_response(r);
+		return MHD_NO;
+	}
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* The token after "Bearer " in an Authorization header, "" when there is none. */
+static const char *bearer_token(const char *auth)
+{
+	if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
+		return "";
+	auth += 7;
+	while (*auth == ' ')
+		auth++;
+	return auth;
+}
+
+/*
+ * Authorizes the request's peer. 0 when it may go on; else the status (401
+ * or 403) with *body set to the error to send. Refusals are counted and
+ * logged by the core (cd_refused).
+ */
+static unsigned authorize(struct cd_http *h, struct MHD_Connection *c, char **body,
+			  bool *want_token)
+{
+	const union MHD_ConnectionInfo *ci;
+	const char *auth;
+	struct cd_peer peer;
+
+	memset(&peer, 0, sizeof(peer));
+	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!ci || !cd_peer_of_fd(h->d, ci->connect_fd, &peer)) {
+		cd_refused(h->d, &peer, "http: connection of unknown peer");
+		*body = cd_api_error("permission denied: unknown peer");
+		return 403;
+	}
+	if (!peer.authorized) {
+		cd_refused(h->d, &peer, "http: uid/gid not allowed");
+		*body = cd_api_error("permission denied: uid %u (gid %u) may not use cusliced "
+				     "(see allow_uids / allow_gids in its configuration)",
+				     (unsigned)peer.uid, (unsigned)peer.gid);
+		return 403;
+	}
+	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	if (!cd_token_ok(h->d, bearer_token(auth))) {
+		cd_refused(h->d, &peer, auth ? "http: wrong token" : "http: no token");
+		*body =
+		    cd_api_error("authentication required: send 'Authorization: Bearer <token>' "
+				 "with the daemon's token (token_file)");
+		*want_token = true;
+		return 401;
+	}
+	return 0;
+}
+
+/* True when the request announces a body larger than CD_HTTP_BODY_MAX. */
+static bool announced_too_big(struct MHD_Connection *c)
+{
+	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	char *end;
+	unsigned long long v;
+
+	if (!cl)
+		return false;
+	errno = 0;
+	v = strtoull(cl, &end, 10);
+	/* MHD has already refused malformed lengths; be safe anyway. */
+	return errno != 0 || end == cl || v > CD_HTTP_BODY_MAX;
+}
+
+static enum MHD_Result too_big(struct MHD_Connection *c)
+{
+	return send_reply(c, MHD_HTTP_CONTENT_TOO_LARGE,
+			  cd_api_error("request body larger than %u bytes", CD_HTTP_BODY_MAX),
+			  json_type, NULL, NULL);
+}
+
+/*
+ * MHD calls this once when the headers are in (authorize, check the size),
+ * once per piece of body, and once more when the request is complete (route).
+ */
+static enum MHD_Result api_handler(void *cls, struct MHD_Connection *c, const char *url,
+				   const char *method, const char *version, const char *upload_data,
+				   size_t *upload_data_size, void **con_cls)
+{
+	struct cd_http *h = cls;
+	struct request *r = *con_cls;
+	struct cd_api_request req;
+	struct cd_api_reply rep;
+
+	(void)version;
+	if (!r) {
+		char *body = NULL;
+		bool want_token = false;
+		unsigned status;
+
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return MHD_NO;
+		*con_cls = r;
+		status = authorize(h, c, &body, &want_token);
+		if (status)
+			return send_reply(c, status, body, json_type,
+					  want_token ? MHD_HTTP_HEADER_WWW_AUTHENTICATE : NULL,
+					  "Bearer realm=\"cusliced\"");
+		if (announced_too_big(c))
+			return too_big(c);
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		size_t n = *upload_data_size;
+
+		*upload_data_size = 0;
+		if (r->too_big || n > CD_HTTP_BODY_MAX - r->len) {
+			/* Only a chunked body gets here (a Content-Length is checked
+			 * above): stop buffering and answer 413 when it ends, unless
+			 * it goes on and on: then drop the connection. */
+			if (!r->too_big)
+				r->dropped = r->len;
+			r->too_big = true;
+			free(r->body);
+			r->body = NULL;
+			r->len = 0;
+			r->dropped += n;
+			return r->dropped > BODY_DRAIN_MAX ? MHD_NO : MHD_YES;
+		}
+		if (!r->body) {
+			r->body = malloc(CD_HTTP_BODY_MAX);
+			if (!r->body)
+				return MHD_NO;
+		}
+		memcpy(r->body + r->len, upload_data, n);
+		r->len += n;
+		return MHD_YES;
+	}
+	if (r->too_big)
+		return too_big(c);
+
+	memset(&req, 0, sizeof(req));
+	req.method = method;
+	req.path = url;
+	req.since = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "since");
+	req.body = r->body;
+	req.body_len = r->len;
+	cd_api_route(h->d, &req, &rep);
+	return send_reply(c, rep.status, rep.body, json_type,
+			  rep.allow ? MHD_HTTP_HEADER_ALLOW : NULL, rep.allow);
+}
+
+static void api_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			  enum MHD_RequestTerminationCode toe)
+{
+	struct request *r = *con_cls;
+
+	(void)cls;
+	(void)c;
+	(void)toe;
+	if (r) {
+		free(r->body);
+		free(r);
+		*con_cls = NULL;
+	}
+}
+
+static const char metrics_index[] =
+	"<html><head><title>cusliced</title></head><body>\n"
+	"<h1>cusliced</h1>\n"
+	"<p>Prometheus metrics: <a href=\"/metrics\">/metrics</a></p>\n"
+	"</body></html>\n";
+
+/* The metrics server answers from the headers alone: it never reads a body. */
+static enum MHD_Result metrics_handler(void *cls, struct MHD_Connection *c, const char *url,
+				       const char *method, const char *version,
+				       const char *upload_data, size_t *upload_data_size,
+				       void **con_cls)
+{
+	struct cd_http *h = cls;
+	struct cd_snapshot s;
+	char *text;
+	int rc;
+
+	(void)version;
+	(void)upload_data;
+	(void)upload_data_size;
+	(void)con_cls;
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+		return send_reply(c, MHD_HTTP_METHOD_NOT_ALLOWED,
+				  strdup("method not allowed (allowed: GET, HEAD)\n"),
+				  "text/plain; charset=utf-8", MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	if (strcmp(url, "/") == 0)
+		return send_reply(c, MHD_HTTP_OK, strdup(metrics_index), "text/html; charset=utf-8",
+				  NULL, NULL);
+	if (strcmp(url, "/metrics") != 0)
+		return send_reply(c, MHD_HTTP_NOT_FOUND, strdup("not found: see /metrics\n"),
+				  "text/plain; charset=utf-8", NULL, NULL);
+	memset(&s, 0, sizeof(s));
+	rc = cd_snapshot(h->d, &s);
+	if (rc < 0)
+		return send_reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+				  strdup("cannot read the daemon's state\n"),
+				  "text/plain; charset=utf-8", NULL, NULL);
+	text = cd_metrics_render(&s);
+	cd_snapshot_free(&s);
+	if (!text)
+		return send_reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, strdup("out of memory\n"),
+				  "text/plain; charset=utf-8", NULL, NULL);
+	return send_reply(c, MHD_HTTP_OK, text, CD_METRICS_CONTENT_TYPE, NULL, NULL);
+}
+
+static bool parse_port(const char *p, in_port_t *ret)
+{
+	unsigned long v = 0;
+
+	if (!*p)
+		return false;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		v = v * 10 + (unsigned long)(*p - '0');
+		if (v > 65535)
+			return false;
+	}
+	if (v == 0)
+		return false;
+	*ret = htons((in_port_t)v);
+	return true;
+}
+
+int cd_http_parse_listen(const char *text, struct sockaddr_storage *ss, socklen_t *len, char *err,
+			 size_t errlen)
+{
+	char host[64];
+	const char *colon, *port;
+	in_port_t nport;
+
+	memset(ss, 0, sizeof(*ss));
+	if (text[0] == '[') {
+		const char *rb = strchr(text, ']');
+
+		if (!rb || rb[1] != ':' || (size_t)(rb - text - 1) >= sizeof(host))
+			goto bad;
+		memcpy(host, text + 1, (size_t)(rb - text - 1));
+		host[rb - text - 1] = '\0';
+		port = rb + 2;
+	} else {
+		colon = strrchr(text, ':');
+		if (!colon || (size_t)(colon - text) >= sizeof(host) ||
+		    memchr(text, ':', (size_t)(colon - text)))
+			goto bad;
+		memcpy(host, text, (size_t)(colon - text));
+		host[colon - text] = '\0';
+		port = colon + 1;
+	}
+	if (!parse_port(port, &nport))
+		goto bad;
+	if (text[0] == '[') {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+
+		if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1)
+			goto bad;
+		a->sin6_family = AF_INET6;
+		a->sin6_port = nport;
+		*len = sizeof(*a);
+		return 0;
+	}
+	struct sockaddr_in *a = (struct sockaddr_in *)ss;
+
+	if (strcmp(host, "localhost") == 0)
+		strcpy(host, "127.0.0.1");
+	if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+		goto bad;
+	a->sin_family = AF_INET;
+	a->sin_port = nport;
+	*len = sizeof(*a);
+	return 0;
+bad:
+	snprintf(err, errlen,
+		 "metrics_listen '%.64s': expected HOST:PORT with HOST an IPv4 address, "
+		 "[IPv6 address] or localhost and PORT 1..65535 (e.g. 127.0.0.1:9464, "
+		 "[::1]:9464), or none",
+		 text);
+	return -EINVAL;
+}
+
+/* A bound, listening TCP socket for ss, or -errno. Made here, not by MHD, so
+ * the error (address in use, permission) can be reported precisely. */
+static int listen_tcp(const struct sockaddr_storage *ss, socklen_t len)
+{
+	int one = 1, fd, e;
+
+	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, (const struct sockaddr *)ss, len) < 0 || listen(fd, 64) < 0) {
+		e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+static struct MHD_Daemon *start_metrics(struct cd_http *h, const char *listen_on, char *err,
+					size_t errlen)
+{
+	struct sockaddr_storage ss;
+	struct MHD_Daemon *m;
+	socklen_t len;
+	int fd;
+
+	if (cd_http_parse_listen(listen_on, &ss, &len, err, errlen) < 0)
+		return NULL;
+	fd = listen_tcp(&ss, len);
+	if (fd < 0) {
+		snprintf(err, errlen, "metrics_listen %.64s: cannot listen: %s", listen_on,
+			 strerror(-fd));
+		return NULL;
+	}
+	m = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+				     (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+			     0, NULL, NULL, metrics_handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+			     NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+			     (unsigned)METRICS_CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
+			     (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+			     (size_t)CONNECTION_MEMORY, MHD_OPTION_END);
+	if (!m) {
+		close(fd);
+		snprintf(err, errlen, "metrics_listen %.64s: cannot start the HTTP server",
+			 listen_on);
+	}
+	return m;
+}
+
+struct cd_http *cd_http_start(struct cusliced *d, const struct cd_config *c, char *err,
+			      size_t errlen)
+{
+	struct cd_http *h = calloc(1, sizeof(*h));
+
+	if (!h) {
+		snprintf(err, errlen, "http: out of memory");
+		return NULL;
+	}
+	h->d = d;
+	/* MHD_USE_NO_LISTEN_SOCKET implies an inter-thread channel (MHD_USE_ITC),
+	 * which wakes the polling thread when the core adds a connection. */
+	h->api = MHD_start_daemon(
+		MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC |
+			MHD_USE_ERROR_LOG,
+		0, NULL, NULL, api_handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+		MHD_OPTION_NOTIFY_COMPLETED, api_completed, h, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned)API_CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+		(size_t)CONNECTION_MEMORY, MHD_OPTION_END);
+	if (!h->api) {
+		snprintf(err, errlen, "http: cannot start the API server (libmicrohttpd)");
+		free(h);
+		return NULL;
+	}
+	if (c && c->metrics_listen[0] && strcmp(c->metrics_listen, "none") != 0) {
+		h->metrics = start_metrics(h, c->metrics_listen, err, errlen);
+		if (!h->metrics) {
+			MHD_stop_daemon(h->api);
+			free(h);
+			return NULL;
+		}
+	}
+	return h;
+}
+
+int cd_http_add_connection(struct cd_http *h, int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+
+	/* MHD wants an address; a Unix peer's is usually unnamed anyway. */
+	if (!sa || len == 0) {
+		sa = (const struct sockaddr *)&un;
+		len = sizeof(sa_family_t);
+	}
+	/* MHD owns fd from here on, and closes it on failure too. */
+	errno = 0;
+	if (MHD_add_connection(h->api, fd, sa, len) != MHD_YES)
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+void cd_http_stop(struct cd_http *h)
+{
+	if (!h)
+		return;
+	if (h->metrics)
+		MHD_stop_daemon(h->metrics);
+	MHD_stop_daemon(h->api);
+	free(h);
+}

@@ -1,0 +1,471 @@
+/*
+ * The API's renderers and router (http-api.c) on the made-up node of
+ * test-http-fake.c: exact field names and values of every endpoint, and the
+ * status, Allow header and error body of every error path.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http-int.h"
+#include "test-http-fake.h"
+
+static int setup(void **state)
+{
+	(void)state;
+	fake_reset();
+	return 0;
+}
+
+/* Parses text (which must end in exactly one newline) and frees it. */
+static cJSON *parse(char *text)
+{
+	cJSON *j;
+	size_t n;
+
+	assert_non_null(text);
+	n = strlen(text);
+	assert_true(n > 0);
+	assert_int_equal(text[n - 1], '\n');
+	j = cJSON_Parse(text);
+	assert_non_null(j);
+	free(text);
+	return j;
+}
+
+static const cJSON *field(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	if (!v)
+		fail_msg("missing field \"%s\"", k);
+	return v;
+}
+
+static void assert_num(const cJSON *o, const char *k, double want)
+{
+	const cJSON *v = field(o, k);
+
+	assert_true(cJSON_IsNumber(v));
+	if (v->valuedouble != want)
+		fail_msg("\"%s\": %.17g, expected %.17g", k, v->valuedouble, want);
+}
+
+static void assert_str(const cJSON *o, const char *k, const char *want)
+{
+	const cJSON *v = field(o, k);
+
+	assert_true(cJSON_IsString(v));
+	assert_string_equal(v->valuestring, want);
+}
+
+static void assert_jnull(const cJSON *o, const char *k)
+{
+	assert_true(cJSON_IsNull(field(o, k)));
+}
+
+static void assert_bool(const cJSON *o, const char *k, bool want)
+{
+	const cJSON *v = field(o, k);
+
+	assert_true(cJSON_IsBool(v));
+	assert_int_equal(cJSON_IsTrue(v), want);
+}
+
+/* o has exactly the n fields named. */
+static void assert_fields(const cJSON *o, const char *const *names, int n)
+{
+	assert_true(cJSON_IsObject(o));
+	assert_int_equal(cJSON_GetArraySize(o), n);
+	for (int i = 0; i < n; i++)
+		field(o, names[i]);
+}
+
+#define ASSERT_FIELDS(o, ...)                                                                      \
+	do {                                                                                       \
+		static const char *const names_[] = {__VA_ARGS__};                                \
+		assert_fields((o), names_, (int)(sizeof(names_) / sizeof(names_[0])));             \
+	} while (0)
+
+static void test_http_api_status(void **state)
+{
+	cJSON *j;
+
+	(void)state;
+	j = parse(cd_api_render_status(&fake.snap));
+	ASSERT_FIELDS(j, "version", "pid", "uptime_seconds", "socket", "state_dir", "shm_dir",
+		      "metrics_listen", "groups", "processes", "gpus");
+	assert_str(j, "version", CD_VERSION);
+	assert_num(j, "pid", 4242);
+	assert_num(j, "uptime_seconds", 12.5);
+	assert_str(j, "socket", "/tmp/t/cusliced.sock");
+	assert_str(j, "state_dir", "/tmp/t/state");
+	assert_str(j, "shm_dir", "/tmp/t/shm");
+	assert_str(j, "metrics_listen", "none");
+	assert_num(j, "groups", 2);
+	assert_num(j, "processes", 2);
+	assert_num(j, "gpus", 2);
+	cJSON_Delete(j);
+}
+
+static void test_http_api_gpus(void **state)
+{
+	const cJSON *arr, *g;
+	cJSON *j;
+
+	(void)state;
+	j = parse(cd_api_render_gpus(&fake.snap));
+	ASSERT_FIELDS(j, "gpus");
+	arr = field(j, "gpus");
+	assert_int_equal(cJSON_GetArraySize(arr), 2);
+	g = cJSON_GetArrayItem(arr, 0);
+	ASSERT_FIELDS(g, "index", "uuid", "name", "memory_total", "memory_used", "utilization");
+	assert_num(g, "index", 0);
+	assert_str(g, "uuid", FAKE_GPU0_UUID);
+	assert_str(g, "name", "NVIDIA H100 80GB HBM3");
+	assert_num(g, "memory_total", 80.0 * FAKE_GIB);
+	assert_num(g, "memory_used", 3.0 * FAKE_GIB);
+	assert_num(g, "utilization", 45);
+	g = cJSON_GetArrayItem(arr, 1);
+	assert_num(g, "index", 1);
+	assert_str(g, "uuid", FAKE_GPU1_UUID);
+	assert_num(g, "memory_total", 40.0 * FAKE_GIB);
+	cJSON_Delete(j);
+}
+
+/* GROUP "train" of the made-up node. */
+static void check_train(const cJSON *g)
+{
+	const cJSON *policy, *devs, *v;
+
+	ASSERT_FIELDS(g, "name", "managed", "policy", "processes", "devices");
+	assert_str(g, "name", "train");
+	assert_bool(g, "managed", true);
+	policy = field(g, "policy");
+	ASSERT_FIELDS(policy, "memory_limit", "core_limit", "mode");
+	assert_str(policy, "memory_limit", "4GiB");
+	assert_num(policy, "core_limit", 30);
+	assert_str(policy, "mode", "burst");
+	assert_num(g, "processes", 2);
+	devs = field(g, "devices");
+	assert_int_equal(cJSON_GetArraySize(devs), 2);
+	v = cJSON_GetArrayItem(devs, 0);
+	ASSERT_FIELDS(v, "uuid", "memory_used", "memory_limit", "core_limit", "core_used", "mode",
+		      "oom_denials", "throttled_seconds");
+	assert_str(v, "uuid", FAKE_GPU0_UUID);
+	assert_num(v, "memory_used", 1536.0 * 1024 * 1024);
+	assert_num(v, "memory_limit", 4.0 * FAKE_GIB);
+	assert_num(v, "core_limit", 30);
+	assert_num(v, "core_used", 25);
+	assert_str(v, "mode", "burst");
+	assert_num(v, "oom_denials", 7);
+	assert_num(v, "throttled_seconds", 1.5);
+	v = cJSON_GetArrayItem(devs, 1);
+	assert_str(v, "uuid", FAKE_GPU1_UUID);
+	assert_num(v, "memory_used", 0);
+	assert_jnull(v, "memory_limit");
+	assert_jnull(v, "core_limit");
+	assert_num(v, "core_used", 0);
+	assert_str(v, "mode", "hard");
+	assert_num(v, "throttled_seconds", 0);
+}
+
+static void test_http_api_groups(void **state)
+{
+	const cJSON *arr, *g;
+	cJSON *j;
+
+	(void)state;
+	j = parse(cd_api_render_groups(&fake.snap, NULL));
+	ASSERT_FIELDS(j, "groups");
+	arr = field(j, "groups");
+	assert_int_equal(cJSON_GetArraySize(arr), 2);
+	check_train(cJSON_GetArrayItem(arr, 0));
+	g = cJSON_GetArrayItem(arr, 1);
+	assert_str(g, "name", "pid-42");
+	assert_bool(g, "managed", false);
+	assert_jnull(g, "policy");
+	assert_num(g, "processes", 1);
+	assert_num(cJSON_GetArrayItem(field(g, "devices"), 0), "core_used", 12.5);
+	cJSON_Delete(j);
+
+	j = parse(cd_api_render_groups(&fake.snap, "train"));
+	check_train(j);
+	cJSON_Delete(j);
+
+	assert_null(cd_api_render_groups(&fake.snap, "nosuch"));
+	assert_null(cd_api_find_group(&fake.snap, "nosuch"));
+	assert_ptr_equal(cd_api_find_group(&fake.snap, "pid-42"), &fake.groups[1]);
+}
+
+/* Exact integers beyond 2^53, percentages with 4 decimals, hostile strings. */
+static void test_http_api_exact_numbers(void **state)
+{
+	struct cd_snap_dev *v = &fake.groups[0].dev[0];
+	char *text;
+
+	(void)state;
+	v->memory_limit = (1ull << 60) + 1;
+	v->memory_used = UINT64_MAX - 1;
+	v->core_limit_ppm = 125001;
+	v->oom_denials = 9007199254740993ull;
+	/* An unterminated UUID with a control byte, as a hostile region could hold. */
+	memset(v->uuid, 'x', sizeof(v->uuid));
+	v->uuid[3] = '\x01';
+	text = cd_api_render_groups(&fake.snap, "train");
+	assert_non_null(text);
+	assert_non_null(strstr(text, "\"memory_limit\":1152921504606846977,"));
+	assert_non_null(strstr(text, "\"memory_used\":18446744073709551614,"));
+	assert_non_null(strstr(text, "\"core_limit\":12.5001,"));
+	assert_non_null(strstr(text, "\"oom_denials\":9007199254740993,"));
+	assert_non_null(
+	    strstr(text, "\"uuid\":\"xxx?xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\""));
+	free(text);
+}
+
+static void test_http_api_processes(void **state)
+{
+	const cJSON *arr, *p, *gpu;
+	cJSON *j;
+
+	(void)state;
+	j = parse(cd_api_render_processes(&fake.snap));
+	ASSERT_FIELDS(j, "processes");
+	arr = field(j, "processes");
+	assert_int_equal(cJSON_GetArraySize(arr), 2);
+	p = cJSON_GetArrayItem(arr, 0);
+	ASSERT_FIELDS(p, "pid", "group", "uid", "registered", "cgroup", "gpus", "state");
+	assert_num(p, "pid", 42);
+	assert_str(p, "group", "pid-42");
+	assert_num(p, "uid", 1000);
+	assert_bool(p, "registered", true);
+	assert_str(p, "cgroup", "/user.slice/user-1000.slice");
+	assert_str(p, "state", "running");
+	assert_int_equal(cJSON_GetArraySize(field(p, "gpus")), 1);
+	gpu = cJSON_GetArrayItem(field(p, "gpus"), 0);
+	ASSERT_FIELDS(gpu, "uuid", "memory_used");
+	assert_str(gpu, "uuid", FAKE_GPU0_UUID);
+	assert_num(gpu, "memory_used", 512.0 * 1024 * 1024);
+	p = cJSON_GetArrayItem(arr, 1);
+	assert_num(p, "pid", 77);
+	assert_str(p, "group", "");
+	assert_bool(p, "registered", false);
+	assert_str(p, "state", "stopped");
+	cJSON_Delete(j);
+}
+
+static void test_http_api_events(void **state)
+{
+	const cJSON *arr, *e;
+	cJSON *j;
+
+	(void)state;
+	j = parse(cd_api_render_events(fake.events, fake.nevents));
+	ASSERT_FIELDS(j, "events");
+	arr = field(j, "events");
+	assert_int_equal(cJSON_GetArraySize(arr), 3);
+	e = cJSON_GetArrayItem(arr, 2);
+	ASSERT_FIELDS(e, "seq", "time", "kind", "group", "pid", "message");
+	assert_num(e, "seq", 3);
+	assert_num(e, "time", 1700000003.25);
+	assert_str(e, "kind", "bypass");
+	assert_str(e, "group", "");
+	assert_num(e, "pid", 77);
+	assert_str(e, "message", "pid 77 uses GPU-aaaaaaaa without cuslice");
+	cJSON_Delete(j);
+
+	j = parse(cd_api_render_events(NULL, 0));
+	assert_int_equal(cJSON_GetArraySize(field(j, "events")), 0);
+	cJSON_Delete(j);
+}
+
+/* ---- routing ---- */
+
+static struct cd_api_reply route(const char *method, const char *path, const char *since,
+				 const char *body)
+{
+	struct cd_api_request req = {
+		.method = method,
+		.path = path,
+		.since = since,
+		.body = body,
+		.body_len = body ? strlen(body) : 0,
+	};
+	struct cd_api_reply rep;
+
+	cd_api_route(NULL, &req, &rep);
+	return rep;
+}
+
+/* Checks an error reply: status, {"error": ...} containing `part`, Allow. */
+static void assert_error(struct cd_api_reply rep, unsigned status, const char *part,
+			 const char *allow)
+{
+	cJSON *j;
+
+	assert_int_equal(rep.status, status);
+	if (allow)
+		assert_string_equal(rep.allow, allow);
+	else
+		assert_null(rep.allow);
+	j = parse(rep.body);
+	ASSERT_FIELDS(j, "error");
+	if (!strstr(field(j, "error")->valuestring, part))
+		fail_msg("error \"%s\" does not say \"%s\"", field(j, "error")->valuestring, part);
+	cJSON_Delete(j);
+}
+
+static void test_http_api_route_get(void **state)
+{
+	static const char *const paths[] = {"/v1/status", "/v1/gpus", "/v1/groups",
+					    "/v1/groups/train", "/v1/processes", "/v1/events"};
+	struct cd_api_reply rep;
+	cJSON *j;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		rep = route("GET", paths[i], NULL, NULL);
+		assert_int_equal(rep.status, 200);
+		assert_null(rep.allow);
+		cJSON_Delete(parse(rep.body));
+		rep = route("HEAD", paths[i], NULL, NULL);
+		assert_int_equal(rep.status, 200);
+		free(rep.body);
+	}
+	rep = route("GET", "/v1/groups/train", NULL, NULL);
+	j = parse(rep.body);
+	check_train(j);
+	cJSON_Delete(j);
+
+	rep = route("GET", "/v1/events", "2", NULL);
+	assert_int_equal(rep.status, 200);
+	j = parse(rep.body);
+	assert_int_equal(cJSON_GetArraySize(field(j, "events")), 1);
+	assert_num(cJSON_GetArrayItem(field(j, "events"), 0), "seq", 3);
+	cJSON_Delete(j);
+	rep = route("GET", "/v1/events", "3", NULL);
+	j = parse(rep.body);
+	assert_int_equal(cJSON_GetArraySize(field(j, "events")), 0);
+	cJSON_Delete(j);
+}
+
+static void test_http_api_route_errors(void **state)
+{
+	(void)state;
+	assert_error(route("GET", "/", NULL, NULL), 404, "no such endpoint", NULL);
+	assert_error(route("GET", "/v1", NULL, NULL), 404, "no such endpoint", NULL);
+	assert_error(route("GET", "/v1/status/", NULL, NULL), 404, "no such endpoint", NULL);
+	assert_error(route("GET", "/v1/groups/", NULL, NULL), 404, "no such endpoint", NULL);
+	assert_error(route("GET", "/v1/groups/a/b", NULL, NULL), 404, "no such endpoint", NULL);
+	assert_error(route("DELETE", "/v2/groups/x", NULL, NULL), 404, "no such endpoint", NULL);
+	assert_error(route("GET", "/v1/groups/nosuch", NULL, NULL), 404, "group nosuch: no such",
+		     NULL);
+	assert_error(route("GET", "/v1/groups/..", NULL, NULL), 404, "no such group", NULL);
+
+	assert_error(route("POST", "/v1/status", NULL, "{}"), 405, "not allowed", "GET, HEAD");
+	assert_error(route("DELETE", "/v1/gpus", NULL, NULL), 405, "not allowed", "GET, HEAD");
+	assert_error(route("PUT", "/v1/groups", NULL, "{}"), 405, "not allowed", "GET, HEAD");
+	assert_error(route("PUT", "/v1/processes", NULL, "{}"), 405, "not allowed", "GET, HEAD");
+	assert_error(route("PUT", "/v1/events", NULL, "{}"), 405, "not allowed", "GET, HEAD");
+	assert_error(route("POST", "/v1/groups/train", NULL, "{}"), 405, "not allowed",
+		     "GET, HEAD, PUT, DELETE");
+	assert_error(route("PATCH", "/v1/groups/train", NULL, "{}"), 405, "not allowed",
+		     "GET, HEAD, PUT, DELETE");
+
+	assert_error(route("GET", "/v1/events", "abc", NULL), 400, "since=abc", NULL);
+	assert_error(route("GET", "/v1/events", "-1", NULL), 400, "non-negative integer", NULL);
+	assert_error(route("GET", "/v1/events", "", NULL), 400, "since=", NULL);
+	assert_error(route("GET", "/v1/events", "18446744073709551616", NULL), 400, "since=",
+		     NULL);
+
+	fake.snapshot_rc = -ENOMEM;
+	assert_error(route("GET", "/v1/status", NULL, NULL), 500, "daemon's state", NULL);
+	assert_error(route("GET", "/v1/groups/train", NULL, NULL), 500, "daemon's state", NULL);
+}
+
+static void test_http_api_put(void **state)
+{
+	struct cd_api_reply rep;
+	cJSON *j;
+
+	(void)state;
+	rep = route("PUT", "/v1/groups/infer", NULL, "{\"memory_limit\":\"2GiB\"}");
+	assert_int_equal(rep.status, 200);
+	assert_string_equal(fake.put_name, "infer");
+	assert_string_equal(fake.put_body, "{\"memory_limit\":\"2GiB\"}");
+	j = parse(rep.body);
+	ASSERT_FIELDS(j, "name", "managed", "policy", "processes", "devices");
+	assert_str(j, "name", "infer");
+	assert_bool(j, "managed", true);
+	assert_str(field(j, "policy"), "memory_limit", "2GiB");
+	cJSON_Delete(j);
+
+	/* The core's validation message goes back as it is. */
+	fake.put_rc = -EINVAL;
+	snprintf(fake.put_err, sizeof(fake.put_err),
+		 "memory_limit \"lots\": expected bytes, a size such as \"8GiB\" or a percentage");
+	assert_error(route("PUT", "/v1/groups/infer", NULL, "{\"memory_limit\":\"lots\"}"), 400,
+		     "memory_limit \"lots\": expected bytes", NULL);
+	fake.put_rc = -EIO;
+	fake.put_err[0] = '\0';
+	assert_error(route("PUT", "/v1/groups/infer", NULL, "{}"), 500, "cannot apply the policy",
+		     NULL);
+	fake.put_rc = 0;
+
+	fake.put_name[0] = '\0';
+	assert_error(route("PUT", "/v1/groups/.hidden", NULL, "{}"), 400,
+		     "group name '.hidden': expected 1..63 characters", NULL);
+	assert_error(route("PUT", "/v1/groups/-x", NULL, "{}"), 400, "group name", NULL);
+	assert_error(route("PUT", "/v1/groups/a%20b", NULL, "{}"), 400, "group name", NULL);
+	assert_error(route("PUT",
+			   "/v1/groups/"
+			   "a123456789012345678901234567890123456789012345678901234567890123",
+			   NULL, "{}"),
+		     400, "group name", NULL);
+	assert_error(route("PUT", "/v1/groups/infer", NULL, NULL), 400, "expected a JSON policy",
+		     NULL);
+	assert_error(route("PUT", "/v1/groups/infer", NULL, ""), 400, "expected a JSON policy",
+		     NULL);
+	/* None of the refused names reached the core. */
+	assert_string_equal(fake.put_name, "");
+}
+
+static void test_http_api_delete(void **state)
+{
+	struct cd_api_reply rep;
+
+	(void)state;
+	rep = route("DELETE", "/v1/groups/train", NULL, NULL);
+	assert_int_equal(rep.status, 204);
+	assert_null(rep.body);
+	assert_false(fake.groups[0].managed);
+	assert_error(route("DELETE", "/v1/groups/train", NULL, NULL), 404, "no policy", NULL);
+	assert_error(route("DELETE", "/v1/groups/pid-42", NULL, NULL), 404, "no policy", NULL);
+	assert_error(route("DELETE", "/v1/groups/.x", NULL, NULL), 404, "no such group", NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_http_api_status, setup),
+		cmocka_unit_test_setup(test_http_api_gpus, setup),
+		cmocka_unit_test_setup(test_http_api_groups, setup),
+		cmocka_unit_test_setup(test_http_api_exact_numbers, setup),
+		cmocka_unit_test_setup(test_http_api_processes, setup),
+		cmocka_unit_test_setup(test_http_api_events, setup),
+		cmocka_unit_test_setup(test_http_api_route_get, setup),
+		cmocka_unit_test_setup(test_http_api_route_errors, setup),
+		cmocka_unit_test_setup(test_http_api_put, setup),
+		cmocka_unit_test_setup(test_http_api_delete, setup),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,188 @@
+/*
+ * The Prometheus exposition (http-metrics.c) of the made-up node of
+ * test-http-fake.c: exact samples, absent limits, label escaping, and
+ * `promtool check metrics` (skipped when promtool is not installed).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "http-int.h"
+#include "test-http-fake.h"
+
+static int setup(void **state)
+{
+	(void)state;
+	fake_reset();
+	return 0;
+}
+
+/* text holds `line` as a whole line. */
+static void assert_line(const char *text, const char *line)
+{
+	size_t n = strlen(line);
+
+	for (const char *p = text; (p = strstr(p, line)); p++)
+		if ((p == text || p[-1] == '\n') && p[n] == '\n')
+			return;
+	fail_msg("no line \"%s\" in:\n%s", line, text);
+}
+
+static void assert_no(const char *text, const char *part)
+{
+	if (strstr(text, part))
+		fail_msg("unexpected \"%s\" in:\n%s", part, text);
+}
+
+static void test_http_metrics_values(void **state)
+{
+	char *t;
+
+	(void)state;
+	t = cd_metrics_render(&fake.snap);
+	assert_non_null(t);
+	assert_line(t, "# TYPE cuslice_daemon_up gauge");
+	assert_line(t, "cuslice_daemon_up 1");
+	assert_line(t, "cuslice_daemon_start_time_seconds 1700000000");
+	assert_line(t, "cuslice_gpu_memory_total_bytes{gpu=\"" FAKE_GPU0_UUID
+		       "\",index=\"0\"} 85899345920");
+	assert_line(t, "cuslice_gpu_memory_total_bytes{gpu=\"" FAKE_GPU1_UUID
+		       "\",index=\"1\"} 42949672960");
+	assert_line(t, "cuslice_gpu_memory_used_bytes{gpu=\"" FAKE_GPU0_UUID
+		       "\",index=\"0\"} 3221225472");
+	assert_line(t,
+		    "cuslice_gpu_utilization_ratio{gpu=\"" FAKE_GPU0_UUID "\",index=\"0\"} 0.45");
+	assert_line(t, "cuslice_gpu_utilization_ratio{gpu=\"" FAKE_GPU1_UUID "\",index=\"1\"} 0");
+
+	assert_line(t, "cuslice_group_memory_used_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 1610612736");
+	assert_line(t, "cuslice_group_memory_used_bytes{group=\"train\",gpu=\"" FAKE_GPU1_UUID
+		       "\"} 0");
+	assert_line(t, "cuslice_group_memory_used_bytes{group=\"pid-42\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 536870912");
+	assert_line(t, "cuslice_group_memory_limit_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 4294967296");
+	assert_line(t, "cuslice_group_core_limit_ratio{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 0.3");
+	assert_line(t, "cuslice_group_core_used_ratio{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 0.25");
+	assert_line(t, "cuslice_group_core_used_ratio{group=\"pid-42\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 0.125");
+	assert_line(t, "# TYPE cuslice_group_throttled_seconds_total counter");
+	assert_line(t, "cuslice_group_throttled_seconds_total{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 1.5");
+	assert_line(t, "cuslice_group_oom_denials_total{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 7");
+	assert_line(t, "cuslice_group_processes{group=\"train\"} 2");
+	assert_line(t, "cuslice_group_processes{group=\"pid-42\"} 1");
+	assert_line(t, "# TYPE cuslice_bypass_detections_total counter");
+	assert_line(t, "cuslice_bypass_detections_total 1");
+	assert_line(t, "cuslice_ipc_refused_total 2");
+	assert_line(t, "cuslice_registrations_total 3");
+
+	/* Limits that are not set have no sample. */
+	assert_no(t, "cuslice_group_memory_limit_bytes{group=\"train\",gpu=\"" FAKE_GPU1_UUID);
+	assert_no(t, "cuslice_group_memory_limit_bytes{group=\"pid-42\"");
+	assert_no(t, "cuslice_group_core_limit_ratio{group=\"train\",gpu=\"" FAKE_GPU1_UUID);
+	assert_no(t, "cuslice_group_core_limit_ratio{group=\"pid-42\"");
+	free(t);
+}
+
+/* Exact fixed-point values and escaped, bounded label values. */
+static void test_http_metrics_format(void **state)
+{
+	struct cd_snap_dev *v = &fake.groups[0].dev[0];
+	char *t;
+
+	(void)state;
+	v->core_limit_ppm = 125001;
+	v->throttled_ns = 3000000001ull;
+	v->memory_limit = UINT64_MAX - 1;
+	snprintf(fake.groups[1].name, sizeof(fake.groups[1].name), "a\"b\\c\nd\x01");
+	memset(fake.groups[1].dev[0].uuid, 'u', sizeof(fake.groups[1].dev[0].uuid));
+	t = cd_metrics_render(&fake.snap);
+	assert_non_null(t);
+	assert_line(t, "cuslice_group_core_limit_ratio{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 0.125001");
+	assert_line(t, "cuslice_group_throttled_seconds_total{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 3.000000001");
+	assert_line(t, "cuslice_group_memory_limit_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 18446744073709551614");
+	assert_line(t, "cuslice_group_processes{group=\"a\\\"b\\\\c\\nd?\"} 1");
+	assert_line(t, "cuslice_group_memory_used_bytes{group=\"a\\\"b\\\\c\\nd?\",gpu=\""
+		       "uuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuu\"} 536870912");
+	free(t);
+}
+
+/* Runs promtool check metrics on text; skips when there is no promtool. */
+static void promtool_check(const char *text)
+{
+	const char *tool = getenv("PROMTOOL");
+	char path[] = "/tmp/cuslice-metrics-XXXXXX";
+	char cmd[512];
+	int fd, st;
+
+	if (!tool || !*tool)
+		tool = "promtool";
+	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", tool);
+	if (system(cmd) != 0) {
+		print_message("promtool not found: skipped\n");
+		skip();
+	}
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "%s check metrics < %s", tool, path);
+	st = system(cmd);
+	unlink(path);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("promtool check metrics failed (status %d) on:\n%s", st, text);
+}
+
+static void test_http_metrics_promtool(void **state)
+{
+	char *t;
+
+	(void)state;
+	t = cd_metrics_render(&fake.snap);
+	assert_non_null(t);
+	promtool_check(t);
+	free(t);
+}
+
+/* A node with no GPUs and no groups is still a valid exposition. */
+static void test_http_metrics_empty(void **state)
+{
+	char *t;
+
+	(void)state;
+	fake.snap.ngpus = 0;
+	fake.snap.ngroups = 0;
+	t = cd_metrics_render(&fake.snap);
+	assert_non_null(t);
+	assert_line(t, "cuslice_daemon_up 1");
+	assert_no(t, "cuslice_group_processes{");
+	promtool_check(t);
+	free(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_http_metrics_values, setup),
+		cmocka_unit_test_setup(test_http_metrics_format, setup),
+		cmocka_unit_test_setup(test_http_metrics_promtool, setup),
+		cmocka_unit_test_setup(test_http_metrics_empty, setup),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,741 @@
+/*
+ * cuslice run as a real process ($CUSLICE_BIN): exit codes, exact messages,
+ * tables and JSON against a canned-reply stand-in for cusliced
+ * (fake-daemon.c), the requests it sends, and what `run` hands the command
+ * it starts ($CLI_ENVDUMP prints it).
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <signal.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "canned.h"
+#include "fake-daemon.h"
+
+static const char *bin, *envdump, *preload, *cusliced, *cs_alloc;
+static char tmpdir[32], sock[64], nosock[64], preload_real[PATH_MAX];
+static struct fake_daemon fake;
+
+/* What the last run printed, its PID and how it ended. */
+static char out[1 << 16], err[1 << 14];
+static pid_t last_pid;
+static int last_signal;
+
+static const struct fake_route listing[] = {
+    {"GET", "/v1/status", 200, canned_status},
+    {"GET", "/v1/gpus", 200, canned_gpus},
+    {"GET", "/v1/groups", 200, canned_groups},
+    {"GET", "/v1/groups/train", 200, canned_group_train},
+    {"GET", "/v1/processes", 200, canned_processes},
+    {"PUT", "/v1/groups/train", 200, canned_group_train},
+    {"PUT", "/v1/groups/team", 200, canned_group_train},
+    {"PUT", "/v1/groups/bad", 400,
+     "{\"error\": \"memory_limit: expected null (no limit), bytes (a number), ...\"}"},
+    {"GET", "/v1/groups/nope", 404, "{\"error\": \"group nope: no such group\"}"},
+    {"DELETE", "/v1/groups/train", 204, NULL},
+    {"DELETE", "/v1/groups/nope", 404, "{\"error\": \"group nope: no such group\"}"},
+    {NULL},
+};
+
+static void read_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+
+	buf[n > 0 ? n : 0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+}
+
+/*
+ * Runs cuslice with `env` ("K=V" sets, "K" unsets; NULL-terminated, may be
+ * NULL) and the NULL-terminated arguments, as user `uid` when not -1.
+ * Returns its exit code (128 + signal if it died), output in out and err.
+ */
+static int run_as(int uid, const char *const *env, const char *const *args)
+{
+	char opath[128], epath[128];
+	const char *argv[40];
+	int status, n = 0;
+	pid_t pid;
+
+	argv[n++] = bin;
+	for (; *args && n < 39; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	snprintf(opath, sizeof(opath), "%s/stdout", tmpdir);
+	snprintf(epath, sizeof(epath), "%s/stderr", tmpdir);
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int o = open(opath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int e = open(epath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+			_exit(125);
+		/* The tests' socket, not one in the environment meson runs us in. */
+		unsetenv("CUSLICE_SOCKET");
+		unsetenv("CUSLICE_TOKEN");
+		unsetenv("LD_PRELOAD");
+		for (; env && *env; env++) {
+			const char *eq = strchr(*env, '=');
+
+			if (eq) {
+				char name[64];
+
+				snprintf(name, sizeof(name), "%.*s", (int)(eq - *env), *env);
+				setenv(name, eq + 1, 1);
+			} else {
+				unsetenv(*env);
+			}
+		}
+		if (uid >= 0 && (setgid((gid_t)uid) < 0 || setuid((uid_t)uid) < 0))
+			_exit(124);
+		execv(bin, (char *const *)argv);
+		_exit(123);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	last_pid = pid;
+	last_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	read_file(opath, out, sizeof(out));
+	read_file(epath, err, sizeof(err));
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define cli(...) run_as(-1, NULL, ARGS(__VA_ARGS__))
+#define cli_env(env, ...) run_as(-1, (env), ARGS(__VA_ARGS__))
+
+/* Asserts an exit code, showing the output on mismatch. */
+#define expect_code(want, got) expect_code_((want), (got), __LINE__)
+
+static void expect_code_(int want, int got, int line)
+{
+	if (want != got)
+		print_error("line %d: cuslice exited %d, expected %d\nstdout: %s\nstderr: %s\n",
+			    line, got, want, out, err);
+	assert_int_equal(got, want);
+}
+
+static void expect_text(const char *got, const char *want)
+{
+	if (strcmp(got, want) != 0)
+		print_error("got:\n%s\nwanted:\n%s\n", got, want);
+	assert_string_equal(got, want);
+}
+
+static void expect_contains(const char *haystack, const char *needle)
+{
+	if (!strstr(haystack, needle))
+		print_error("\"%s\" not found in:\n%s\n", needle, haystack);
+	assert_non_null(strstr(haystack, needle));
+}
+
+/* out, parsed, must equal the canned JSON. */
+static void expect_json(const char *canned)
+{
+	cJSON *got = cJSON_Parse(out), *want = cJSON_Parse(canned);
+
+	if (!got)
+		fail_msg("not JSON:\n%s", out);
+	assert_non_null(want);
+	assert_true(cJSON_Compare(got, want, true));
+	cJSON_Delete(got);
+	cJSON_Delete(want);
+}
+
+/* ---- usage errors: exit 2, one message naming the input, a pointer to --help ---- */
+
+static void usage(const char *first_line, const char *cmd, const char *const *args)
+{
+	char want[2048];
+
+	expect_code(2, run_as(-1, NULL, args));
+	snprintf(want, sizeof(want), "%s\nTry 'cuslice%s%s --help' for more information.\n",
+		 first_line, cmd ? " " : "", cmd ? cmd : "");
+	expect_text(err, want);
+	expect_text(out, "");
+}
+
+static void test_cli_usage_errors(void **state)
+{
+	(void)state;
+	usage("cuslice: missing command (one of: run, ps, gpus, groups, set, delete, top, status)",
+	      NULL, ARGS("--socket", sock));
+	usage("cuslice: unknown command \"frob\" (one of: run, ps, gpus, groups, set, delete, top, "
+	      "status)",
+	      NULL, ARGS("frob"));
+	usage("cuslice: unknown option --frob", NULL, ARGS("--frob", "ps"));
+	usage("cuslice: option -o needs a value", NULL, ARGS("-o"));
+	usage("cuslice ps: -o \"yaml\": expected table or json", "ps", ARGS("ps", "-o", "yaml"));
+	usage("cuslice ps: unexpected argument \"x\"", "ps", ARGS("ps", "x"));
+	usage("cuslice ps: unknown option -x", "ps", ARGS("ps", "-x"));
+	usage("cuslice run: option --mem needs a value", "run", ARGS("run", "--mem"));
+	usage("cuslice run: missing command: cuslice run [OPTIONS] [--] CMD [ARGS...]", "run",
+	      ARGS("run", "--mem", "4GiB"));
+	usage("cuslice run: --mem \"4XB\": not a size; expected a byte count or a number with a "
+	      "unit: KiB/MiB/GiB/TiB (or K/M/G/T, also binary), KB/MB/GB/TB (decimal), e.g. 8GiB, "
+	      "512MiB, 1.5G, 4096; or a percentage such as 50%",
+	      "run", ARGS("run", "--mem", "4XB", "--", "true"));
+	usage("cuslice run: --cores \"0\": expected a percentage from 1 to 100, up to 4 decimals "
+	      "(e.g. 30 or 12.5%)",
+	      "run", ARGS("run", "--cores", "0", "true"));
+	usage("cuslice run: --cores \"101\": expected a percentage from 1 to 100, up to 4 decimals "
+	      "(e.g. 30 or 12.5%)",
+	      "run", ARGS("run", "--cores=101", "true"));
+	usage("cuslice run: --gpu \"0,,1\": empty item; expected a comma list of GPU ordinals or "
+	      "UUIDs, e.g. 0,1 or GPU-1a2b3c4d",
+	      "run", ARGS("run", "--gpu", "0,,1", "true"));
+	usage("cuslice run: --group \"a b\": not a valid group name; expected 1 to 63 characters "
+	      "of A-Z a-z 0-9 . _ -, not starting with . or -",
+	      "run", ARGS("run", "--group", "a b", "true"));
+	usage("cuslice set: missing GROUP", "set", ARGS("set", "--mem", "1G"));
+	usage("cuslice set: nothing to change: give --mem, --cores, --burst or --hard, --required "
+	      "or --optional",
+	      "set", ARGS("set", "train"));
+	usage("cuslice set: --burst and --hard exclude each other", "set",
+	      ARGS("set", "train", "--burst", "--hard"));
+	usage("cuslice set: --required and --optional exclude each other", "set",
+	      ARGS("set", "train", "--required", "--optional"));
+	usage("cuslice set: --mem \"lots\": not a size; expected a byte count or a number with a "
+	      "unit: KiB/MiB/GiB/TiB (or K/M/G/T, also binary), KB/MB/GB/TB (decimal), e.g. 8GiB, "
+	      "512MiB, 1.5G, 4096; or a percentage such as 50%",
+	      "set", ARGS("set", "train", "--mem", "lots"));
+	usage("cuslice set: --cores \"none%\": expected a percentage from 1 to 100, up to 4 "
+	      "decimals (e.g. 30 or 12.5%)",
+	      "set", ARGS("set", "train", "--cores", "none%"));
+	usage("cuslice set: group \".x\": not a valid group name; expected 1 to 63 characters of "
+	      "A-Z a-z 0-9 . _ -, not starting with . or -",
+	      "set", ARGS("set", ".x", "--mem", "1G"));
+	usage("cuslice groups: unexpected argument \"b\"", "groups", ARGS("groups", "a", "b"));
+	usage("cuslice delete: missing GROUP", "delete", ARGS("delete"));
+	usage("cuslice: help: unknown command \"frob\"", NULL, ARGS("help", "frob"));
+	/* Usage errors come before any attempt to reach the daemon. */
+	assert_int_equal(fake.nreq, 0);
+}
+
+static void test_cli_help(void **state)
+{
+	static const char *const cmds[] = {"run", "ps",	    "gpus", "groups",
+					   "set", "delete", "top",  "status"};
+	char want[64];
+
+	(void)state;
+	expect_code(0, cli("--help"));
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		snprintf(want, sizeof(want), "\n   %s - ", cmds[i]);
+		expect_contains(out, want);
+	}
+	expect_contains(out, "EXIT STATUS\n");
+	expect_contains(out, "CUSLICE_SOCKET");
+	expect_contains(out, "--burst");
+	expect_text(err, "");
+	expect_code(0, cli("run", "--help"));
+	expect_contains(out, "NAME\n       cuslice run - ");
+	expect_contains(out, "       --cores PCT\n");
+	expect_code(0, cli("help", "set"));
+	expect_contains(out, "NAME\n       cuslice set - ");
+	expect_code(0, cli("--version"));
+	expect_text(out, "cuslice " CS_VERSION "\n");
+}
+
+/* ---- no daemon: exit 3 ---- */
+
+static void test_cli_no_daemon(void **state)
+{
+	static const char *const cmds[] = {"ps", "gpus", "groups", "status", "top"};
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	char want[512], stale[96];
+	int fd;
+
+	(void)state;
+	snprintf(want, sizeof(want),
+		 "cuslice: cusliced is not running (no socket at %s); start it or set "
+		 "CUSLICE_SOCKET\n",
+		 nosock);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		expect_code(3, cli("--socket", nosock, cmds[i]));
+		expect_text(err, want);
+		expect_text(out, "");
+	}
+	/* The socket from the environment, and --socket after the command. */
+	snprintf(stale, sizeof(stale), "CUSLICE_SOCKET=%s", nosock);
+	expect_code(3, cli_env(ENV(stale), "ps"));
+	expect_text(err, want);
+	expect_code(3, cli("set", "train", "--mem", "1G", "--socket", nosock));
+	expect_text(err, want);
+
+	/* A socket file nobody listens on (a daemon that died). */
+	snprintf(stale, sizeof(stale), "%s/stale.sock", tmpdir);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", stale);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	close(fd);
+	expect_code(3, cli("--socket", stale, "status"));
+	snprintf(want, sizeof(want),
+		 "cuslice: cusliced is not running (nothing listening on %s); start it or set "
+		 "CUSLICE_SOCKET\n",
+		 stale);
+	expect_text(err, want);
+	unlink(stale);
+}
+
+/* ---- listings against the stand-in daemon ---- */
+
+static void test_cli_listings(void **state)
+{
+	(void)state;
+	fake_daemon_reset(&fake, listing);
+	expect_code(0, cli("--socket", sock, "ps"));
+	expect_text(out,
+		    "GROUP    PID GPU                                        MEM-USED MEM-LIMIT "
+		    "CORES CORE-LIMIT STATE\n"
+		    "train   1001 0                                          3.00 GiB  8.00 GiB "
+		    "29.5%        30% running\n"
+		    "train   1002 0                                          1.00 GiB  8.00 GiB "
+		    "29.5%        30% running\n"
+		    "pid-777  777 0                                          1.00 GiB         - "
+		    " 5.0%          - stopped\n"
+		    "pid-777  777 1                                        512.00 MiB         - "
+		    " 0.0%      12.5% stopped\n"
+		    "-        999 GPU-99999999-0000-0000-0000-000000000000 256.00 MiB         - "
+		    "    -          - running,unregistered\n");
+	expect_text(err, "");
+	assert_int_equal(fake.nreq, 3);
+	assert_string_equal(fake.req[0].path, "/v1/processes");
+	assert_string_equal(fake.req[0].method, "GET");
+
+	expect_code(0, cli("--socket", sock, "gpus"));
+	expect_text(out, "INDEX UUID                                     NAME                  "
+			 "MEM-USED MEM-TOTAL UTIL\n"
+			 "    0 " UUID0 " NVIDIA H100 80GB HBM3 6.00 GiB 80.00 GiB  37%\n"
+			 "    1 " UUID1 " NVIDIA A100-SXM4-40GB      0 B 40.00 GiB   0%\n");
+	expect_code(0, cli("status", "--socket", sock));
+	expect_contains(out, "uptime          1h 02m 03s\n");
+	expect_code(0, cli("--socket", sock, "groups", "train"));
+	expect_text(out, "GROUP MANAGED PROCS GPU MEM-USED MEM-LIMIT CORES CORE-LIMIT MODE OOM "
+			 "THROTTLED\n"
+			 "train yes         2 0   4.00 GiB  8.00 GiB 29.5%        30% hard   3     "
+			 "12.5s\n");
+
+	/* -o json: the daemon's reply, re-serialized; before or after the command. */
+	expect_code(0, cli("--socket", sock, "-o", "json", "ps"));
+	expect_json(canned_processes);
+	expect_code(0, cli("--socket", sock, "gpus", "-o", "json"));
+	expect_json(canned_gpus);
+	expect_code(0, cli("--socket", sock, "status", "--output=json"));
+	expect_json(canned_status);
+	expect_code(0, cli("--socket", sock, "groups", "-o", "json"));
+	expect_json(canned_groups);
+	expect_code(0, cli("--socket", sock, "groups", "train", "-o", "json"));
+	expect_json(canned_group_train);
+}
+
+static void test_cli_top_once(void **state)
+{
+	cJSON *j;
+
+	(void)state;
+	fake_daemon_reset(&fake, listing);
+	/* Standard output is a file here: one frame, no escape sequences. */
+	expect_code(0, cli_env(ENV("COLUMNS=100"), "--socket", sock, "top"));
+	expect_text(out,
+		    "cuslice top - cusliced 0.1.0, up 1h 02m 03s, 2 groups, 4 processes, 2 "
+		    "gpus\n"
+		    "\n"
+		    "GPU NAME                  MEMORY                                      UTIL\n"
+		    "  0 NVIDIA H100 80GB HBM3 [##..................] 6.00 GiB / 80.00 GiB "
+		    "[#######.............] 37%\n"
+		    "  1 NVIDIA A100-SXM4-40GB [....................] 0 B / 40.00 GiB      "
+		    "[....................] 0%\n"
+		    "\n"
+		    "GROUP   GPU PROCS MEMORY                                      COMPUTE\n"
+		    "train     0     2 [###########..........] 4.00 GiB / 8.00 GiB "
+		    "[#####################] 29.5% / 30%\n"
+		    "pid-777   0     1 [.....................] 1.00 GiB / -        "
+		    "[#....................] 5.0% / -\n"
+		    "pid-777   1     1 [.....................] 512.00 MiB / -      "
+		    "[.....................] 0.0% / 12.5%\n");
+	expect_code(0, cli("--socket", sock, "top", "-o", "json"));
+	j = cJSON_Parse(out);
+	assert_non_null(j);
+	assert_true(cJSON_IsObject(cJSON_GetObjectItem(j, "status")));
+	assert_true(cJSON_IsArray(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "gpus"), "gpus")));
+	assert_true(cJSON_IsArray(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "groups"), "groups")));
+	cJSON_Delete(j);
+}
+
+/* ---- the daemon says no: its message, exit 1 ---- */
+
+static void test_cli_daemon_errors(void **state)
+{
+	static const struct fake_route broken[] = {
+	    {"GET", "/v1/status", 500, "oops"},
+	    {"GET", "/v1/gpus", 200, canned_gpus},
+	    {"GET", "/v1/processes", 200, "{\"procs\": []}"},
+	    {"GET", "/v1/groups", 200, canned_groups},
+	    {"GET", "/v1/groups/train", 401, "{\"error\": \"unauthorized: set CUSLICE_TOKEN\"}"},
+	    {NULL},
+	};
+	static const struct fake_route not_object[] = {{"GET", "/v1/gpus", 200, "[1, 2]"}, {NULL}};
+
+	(void)state;
+	fake_daemon_reset(&fake, listing);
+	expect_code(1, cli("--socket", sock, "groups", "nope"));
+	expect_text(err, "cuslice: group nope: no such group\n");
+	expect_text(out, "");
+	expect_code(1, cli("--socket", sock, "delete", "nope"));
+	expect_text(err, "cuslice: group nope: no such group\n");
+	expect_code(0, cli("--socket", sock, "delete", "train"));
+	expect_text(err, "");
+	expect_text(out, "");
+	assert_string_equal(fake.req[fake.nreq - 1].method, "DELETE");
+	expect_code(1, cli("--socket", sock, "set", "bad", "--mem", "1G"));
+	expect_text(err,
+		    "cuslice: memory_limit: expected null (no limit), bytes (a number), ...\n");
+
+	fake_daemon_reset(&fake, not_object);
+	expect_code(1, cli("--socket", sock, "gpus"));
+	expect_text(err,
+		    "cuslice: cusliced sent a reply that is not a JSON object to GET /v1/gpus\n");
+	fake_daemon_reset(&fake, broken);
+	expect_code(1, cli("--socket", sock, "status"));
+	expect_text(err, "cuslice: cusliced answered GET /v1/status with HTTP 500\n");
+	expect_code(1, cli("--socket", sock, "ps"));
+	expect_text(err,
+		    "cuslice: cusliced's reply to GET /v1/processes lacks the fields the table "
+		    "needs (try -o json)\n");
+	expect_code(1, cli("--socket", sock, "groups", "train"));
+	expect_text(err, "cuslice: unauthorized: set CUSLICE_TOKEN\n");
+	/* Unknown paths (an older daemon): 404 with the stand-in's message. */
+	expect_code(1, cli("--socket", sock, "groups", "nope"));
+	expect_text(err, "cuslice: no such path\n");
+}
+
+static void test_cli_permission_denied(void **state)
+{
+	char want[512];
+	int rc;
+
+	(void)state;
+	fake_daemon_reset(&fake, listing);
+	assert_int_equal(chmod(sock, 0), 0);
+	/* root passes any mode: drop to nobody to meet the refusal. */
+	rc = run_as(geteuid() == 0 ? 65534 : -1, NULL, ARGS("--socket", sock, "ps"));
+	assert_int_equal(chmod(sock, 0777), 0);
+	expect_code(1, rc);
+	snprintf(want, sizeof(want),
+		 "cuslice: cannot connect to cusliced at %s: Permission denied (the socket is for "
+		 "its owner and group: ask to be added to that group)\n",
+		 sock);
+	expect_text(err, want);
+	assert_int_equal(fake.nreq, 0);
+}
+
+static void test_cli_set(void **state)
+{
+	(void)state;
+	fake_daemon_reset(&fake, listing);
+	expect_code(0, cli("--socket", sock, "set", "train", "--mem", "4GiB", "--cores", "30",
+			   "--burst", "--required"));
+	/* The PUT, then /v1/gpus for the table's GPU indices. */
+	assert_int_equal(fake.nreq, 2);
+	assert_string_equal(fake.req[0].method, "PUT");
+	assert_string_equal(fake.req[0].path, "/v1/groups/train");
+	assert_string_equal(fake.req[0].body, "{\"memory_limit\":4294967296,\"core_limit\":30,"
+					      "\"mode\":\"burst\",\"daemon_required\":true}");
+	assert_string_equal(fake.req[0].auth, "");
+	expect_text(out, "GROUP MANAGED PROCS GPU MEM-USED MEM-LIMIT CORES CORE-LIMIT MODE OOM "
+			 "THROTTLED\n"
+			 "train yes         2 0   4.00 GiB  8.00 GiB 29.5%        30% hard   3     "
+			 "12.5s\n");
+
+	fake_daemon_reset(&fake, listing);
+	expect_code(0, cli("--socket", sock, "set", "--mem", "none", "train", "--cores", "none",
+			   "--hard", "--optional", "-o", "json"));
+	assert_int_equal(fake.nreq, 1);
+	assert_string_equal(fake.req[0].body, "{\"memory_limit\":null,\"core_limit\":null,"
+					      "\"mode\":\"hard\",\"daemon_required\":false}");
+	expect_json(canned_group_train);
+
+	fake_daemon_reset(&fake, listing);
+	expect_code(0, cli_env(ENV("CUSLICE_TOKEN=s3cret"), "--socket", sock, "set", "train",
+			       "--mem", "50%", "-o", "json"));
+	assert_string_equal(fake.req[0].body, "{\"memory_limit\":\"50%\"}");
+	assert_string_equal(fake.req[0].auth, "Bearer s3cret");
+}
+
+/* ---- run ---- */
+
+static void test_cli_run_env(void **state)
+{
+	char want[PATH_MAX * 2 + 512], pre[PATH_MAX + 32], sockvar[160];
+
+	(void)state;
+	fake_daemon_reset(&fake, listing);
+	/* No daemon at the socket: a standalone run, silently. An existing LD_PRELOAD stays after
+	 * libcuslice (the sanitizer runtime of this cuslice build must come first otherwise). */
+	expect_code(0, cli_env(ENV("LD_PRELOAD=libm.so.6", "CUSLICE_PRELOAD", "CUSLICE_GROUP=outer",
+				   "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"),
+			       "--socket", nosock, "run", "--mem", "4GiB", "--cores", "30", "--gpu",
+			       "0,1", "--burst", "--", envdump, "--flag", "x"));
+	snprintf(want, sizeof(want),
+		 "pid=%ld\narg=--flag\narg=x\nCUSLICE_GROUP=run-%ld\nCUSLICE_MEM_LIMIT=4GiB\n"
+		 "CUSLICE_CORE_LIMIT=30\nCUSLICE_CORE_MODE=burst\nCUDA_VISIBLE_DEVICES=0,1\n"
+		 "CUSLICE_SOCKET=%s\nLD_PRELOAD=%s:libm.so.6\n",
+		 (long)last_pid, (long)last_pid, nosock, preload_real);
+	expect_text(out, want);
+	expect_text(err, "");
+
+	/* $CUSLICE_PRELOAD wins; a named group; options not given are not set. */
+	snprintf(pre, sizeof(pre), "CUSLICE_PRELOAD=%s", preload);
+	snprintf(sockvar, sizeof(sockvar), "CUSLICE_SOCKET=%s", nosock);
+	expect_code(0, cli_env(ENV(pre, sockvar), "run", "--group", "team", envdump));
+	snprintf(want, sizeof(want),
+		 "pid=%ld\nCUSLICE_GROUP=team\nCUSLICE_SOCKET=%s\nLD_PRELOAD=%s\n", (long)last_pid,
+		 nosock, preload_real);
+	expect_text(out, want);
+	/* Nothing reached the stand-in daemon: its socket was not the one used. */
+	assert_int_equal(fake.nreq, 0);
+}
+
+static void test_cli_run_exit_status(void **state)
+{
+	(void)state;
+	/* exec: the command's exit status and death are cuslice's. */
+	expect_code(7, cli("--socket", nosock, "run", envdump, "--exit", "7"));
+	expect_code(128 + 15, cli("--socket", nosock, "run", envdump, "--signal", "15"));
+	assert_int_equal(last_signal, 15);
+	expect_code(127, cli("--socket", nosock, "run", "cuslice-no-such-command-xyz"));
+	expect_text(err, "cuslice: cuslice-no-such-command-xyz: command not found\n");
+	expect_code(126, cli("--socket", nosock, "run", tmpdir));
+	expect_contains(err, ": Permission denied\n");
+}
+
+static void test_cli_run_daemon(void **state)
+{
+	char want[512];
+	int rc;
+
+	(void)state;
+	/* A named group: its policy first, then the command. */
+	fake_daemon_reset(&fake, listing);
+	expect_code(0, cli("--socket", sock, "run", "--group", "team", "--mem", "50%", "--cores",
+			   "12.5", envdump, "--exit", "0"));
+	assert_int_equal(fake.nreq, 1);
+	assert_string_equal(fake.req[0].method, "PUT");
+	assert_string_equal(fake.req[0].path, "/v1/groups/team");
+	assert_string_equal(fake.req[0].body, "{\"memory_limit\":\"50%\",\"core_limit\":12.5,"
+					      "\"mode\":\"hard\"}");
+	expect_contains(out, "CUSLICE_GROUP=team\n");
+
+	/* The default group names one run: no policy is stored for it. */
+	fake_daemon_reset(&fake, listing);
+	expect_code(0, cli("--socket", sock, "run", "--mem", "1G", envdump));
+	assert_int_equal(fake.nreq, 0);
+
+	/* The daemon refuses the policy: the command does not run. */
+	fake_daemon_reset(&fake, listing);
+	expect_code(1, cli("--socket", sock, "run", "--group", "bad", "--mem", "1G", envdump));
+	expect_text(err,
+		    "cuslice: memory_limit: expected null (no limit), bytes (a number), ...\n");
+	expect_text(out, "");
+
+	/* A socket we may not use: a warning, and the run goes on standalone. */
+	fake_daemon_reset(&fake, listing);
+	assert_int_equal(chmod(sock, 0), 0);
+	rc = run_as(geteuid() == 0 ? 65534 : -1, NULL,
+		    ARGS("--socket", sock, "run", "--group", "team", envdump, "--exit", "3"));
+	assert_int_equal(chmod(sock, 0777), 0);
+	expect_code(3, rc);
+	snprintf(want, sizeof(want),
+		 "cuslice: warning: cannot use cusliced at %s: Permission denied; running without "
+		 "it\n",
+		 sock);
+	expect_text(err, want);
+	expect_contains(out, "CUSLICE_GROUP=team\n");
+}
+
+/* ---- end to end with the real daemon on cusim (when it is built) ---- */
+
+/* Starts cusliced on `socket` in dir; its PID. Waits until it accepts connections. */
+static pid_t start_daemon(const char *dir, const char *socket_path)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	char state[96], log[96];
+	pid_t pid;
+
+	snprintf(state, sizeof(state), "%s/state", dir);
+	snprintf(log, sizeof(log), "%s/cusliced.log", dir);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(125);
+		execl(cusliced, cusliced, "--socket", socket_path, "--state-dir", state,
+		      "--shm-dir", dir, "--metrics-listen", "none", (char *)NULL);
+		_exit(127);
+	}
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", socket_path);
+	for (int i = 0; i < 200; i++) {
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+
+		close(fd);
+		if (ok)
+			return pid;
+		assert_int_equal(waitpid(pid, NULL, WNOHANG), 0); /* still starting */
+		nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL);
+	}
+	fail_msg("cusliced did not open %s in 10 s", socket_path);
+	return -1;
+}
+
+static double policy_memory_limit(void)
+{
+	cJSON *j = cJSON_Parse(out);
+	const cJSON *v;
+	double d;
+
+	if (!j)
+		fail_msg("not JSON:\n%s", out);
+	v = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "policy"), "memory_limit");
+	assert_true(cJSON_IsNumber(v));
+	d = v->valuedouble;
+	cJSON_Delete(j);
+	return d;
+}
+
+static void test_cli_daemon_e2e(void **state)
+{
+	char dsock[96], inst[64], want[256];
+	cJSON *j;
+	pid_t d;
+	int status;
+
+	(void)state;
+	if (!cusliced || !cs_alloc)
+		skip();
+	snprintf(dsock, sizeof(dsock), "%s/d.sock", tmpdir);
+	snprintf(inst, sizeof(inst), "cli-e2e-%ld", (long)getpid());
+	/* One private cusim machine for the daemon and the clients. */
+	setenv("CUSIM_INSTANCE", inst, 1);
+	setenv("CUSIM_SHM_DIR", tmpdir, 1);
+	setenv("CUSIM_GPUS", "H100:4GiB", 1);
+	setenv("CUSIM_CTX_MEM", "33554432", 1);
+	setenv("CUSLICE_CTX_MEM", "33554432", 1);
+	d = start_daemon(tmpdir, dsock);
+
+	expect_code(0, cli("--socket", dsock, "status", "-o", "json"));
+	j = cJSON_Parse(out);
+	assert_non_null(j);
+	assert_int_equal(cJSON_GetObjectItem(j, "pid")->valueint, d);
+	cJSON_Delete(j);
+
+	/* A policy set by the CLI limits a process that run puts in the group. */
+	expect_code(0, cli("--socket", dsock, "set", "e2e", "--mem", "256MiB", "-o", "json"));
+	assert_true(policy_memory_limit() == 268435456.0);
+	expect_code(0, cli("--socket", dsock, "run", "--group", "e2e", "--", cs_alloc, "--bytes",
+			   "512MiB", "--expect-oom"));
+	/* run stores its limits as the named group's policy, and the process gets them. */
+	expect_code(0, cli("--socket", dsock, "run", "--group", "e2e", "--mem", "128MiB", "--",
+			   cs_alloc, "--bytes", "64MiB"));
+	expect_contains(out, "total=134217728 ");
+	expect_code(0, cli("--socket", dsock, "groups", "e2e", "-o", "json"));
+	assert_true(policy_memory_limit() == 134217728.0);
+	expect_code(0, cli("--socket", dsock, "ps"));
+	expect_contains(out, "GROUP ");
+	expect_code(0, cli("--socket", dsock, "delete", "e2e"));
+	expect_code(1, cli("--socket", dsock, "delete", "e2e"));
+	expect_contains(err, "e2e");
+
+	assert_int_equal(kill(d, SIGTERM), 0);
+	assert_int_equal(waitpid(d, &status, 0), d);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	expect_code(3, cli("--socket", dsock, "status"));
+	snprintf(want, sizeof(want),
+		 "cuslice: cusliced is not running (no socket at %s); start "
+		 "it or set CUSLICE_SOCKET\n",
+		 dsock);
+	expect_text(err, want);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	bin = getenv("CUSLICE_BIN");
+	envdump = getenv("CLI_ENVDUMP");
+	preload = getenv("CLI_PRELOAD");
+	/* Optional: the end-to-end test runs when the daemon is built. */
+	cusliced = getenv("CLI_CUSLICED");
+	cs_alloc = getenv("CLI_CS_ALLOC");
+	if (!bin || !envdump || !preload) {
+		fprintf(stderr,
+			"CUSLICE_BIN, CLI_ENVDUMP and CLI_PRELOAD must be set (meson test)\n");
+		return -1;
+	}
+	if (!realpath(preload, preload_real))
+		return -1;
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/cli-exec-XXXXXX");
+	if (!mkdtemp(tmpdir))
+		return -1;
+	/* Others may enter it: the permission tests run as nobody. */
+	chmod(tmpdir, 0755);
+	snprintf(sock, sizeof(sock), "%s/cusliced.sock", tmpdir);
+	snprintf(nosock, sizeof(nosock), "%s/none.sock", tmpdir);
+	if (fake_daemon_start(&fake, sock, listing) < 0)
+		return -1;
+	chmod(sock, 0777);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	fake_daemon_stop(&fake);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_cli_usage_errors),
+	    cmocka_unit_test(test_cli_help),
+	    cmocka_unit_test(test_cli_no_daemon),
+	    cmocka_unit_test(test_cli_listings),
+	    cmocka_unit_test(test_cli_top_once),
+	    cmocka_unit_test(test_cli_daemon_errors),
+	    cmocka_unit_test(test_cli_permission_denied),
+	    cmocka_unit_test(test_cli_set),
+	    cmocka_unit_test(test_cli_run_env),
+	    cmocka_unit_test(test_cli_run_exit_status),
+	    cmocka_unit_test(test_cli_run_daemon),
+	    cmocka_unit_test(test_cli_daemon_e2e),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,406 @@
+/*
+ * Helpers of the compute-limit tests (cc.h): workloads and the device-time meter.
+ */
+#include "cc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PROCS 16
+/* How long a workload may take to get ready (exec, cuInit, module) on a loaded machine. */
+#define READY_TIMEOUT_MS 30000
+#define POLL_MS 50
+/* How far back NVML's per-process samples reach. */
+#define NVML_LOOKBACK_US 1000000u
+/* A spin that outlasts any test: the tests kill their workloads. */
+#define FOREVER_MS "3600000"
+
+static struct cc_proc procs[MAX_PROCS];
+static unsigned nspawned; /* for unique stderr file names */
+static bool nvml_up;
+
+void cc_begin(const char *tag, const char *gpus)
+{
+	nvmlDevice_t d;
+
+	qt_begin(tag, 64 * MiB);
+	if (gpus)
+		setenv("CUSIM_GPUS", gpus, 1);
+	unsetenv("CUSLICE_CORE_LIMIT");
+	unsetenv("CUSLICE_CORE_MODE");
+	unsetenv("CUSLICE_LOG_LEVEL");
+	assert_int_equal(nvmlInit_v2(), NVML_SUCCESS);
+	nvml_up = true;
+	assert_int_equal(nvmlDeviceGetHandleByIndex_v2(0, &d), NVML_SUCCESS);
+}
+
+int cc_end(void **state)
+{
+	for (unsigned i = 0; i < MAX_PROCS; i++) {
+		if (procs[i].used && procs[i].p.status < 0)
+			qt_kill(&procs[i].p, SIGKILL);
+		procs[i].used = false;
+	}
+	if (nvml_up)
+		nvmlShutdown();
+	nvml_up = false;
+	return qt_end(state);
+}
+
+const char *cc_spin_path(void)
+{
+	static char path[PATH_MAX];
+	const char *dir = getenv("CS_CLIENTS_DIR");
+
+	if (!dir || !*dir)
+		fail_msg("CS_CLIENTS_DIR must name the built clients (run through meson test)");
+	snprintf(path, sizeof(path), "%s/cs-spin", dir);
+	return path;
+}
+
+static struct cc_proc *new_proc(void)
+{
+	for (unsigned i = 0; i < MAX_PROCS; i++) {
+		if (!procs[i].used) {
+			memset(&procs[i], 0, sizeof(procs[i]));
+			procs[i].used = true;
+			return &procs[i];
+		}
+	}
+	fail_msg("more than %d workloads in one test", MAX_PROCS);
+	return NULL;
+}
+
+/*
+ * Starts argv under libcuslice with env over our environment, stdin and
+ * stdout on pipes (c->p.in, c->p.out), stderr into a file of the test's
+ * directory.
+ */
+static void spawn(struct cc_proc *c, char *const argv[], char *const env[])
+{
+	int to_child[2], from_child[2], err;
+
+	snprintf(c->err_path, sizeof(c->err_path), "%s/stderr-%u", qt_dir(), nspawned++);
+	err = open(c->err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(err >= 0);
+	assert_int_equal(pipe2(to_child, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(from_child, O_CLOEXEC), 0);
+	c->p.status = -1;
+	fflush(NULL);
+	c->p.pid = fork();
+	assert_true(c->p.pid >= 0);
+	if (c->p.pid == 0) {
+		/* The test program is single-threaded: the environment is ours to change. */
+		for (size_t i = 0; env && env[i]; i++)
+			putenv(env[i]);
+		setenv("LD_PRELOAD", getenv("CS_PRELOAD"), 1);
+		dup2(to_child[0], STDIN_FILENO);
+		dup2(from_child[1], STDOUT_FILENO);
+		dup2(err, STDERR_FILENO);
+		execv(argv[0], argv);
+		dprintf(STDERR_FILENO, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(err);
+	close(to_child[0]);
+	close(from_child[1]);
+	c->p.in = to_child[1];
+	c->p.out = from_child[0];
+}
+
+const char *cc_stderr(const struct cc_proc *c, char *buf, size_t len)
+{
+	int fd = open(c->err_path, O_RDONLY | O_CLOEXEC);
+	size_t got = 0;
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return buf;
+	while (got + 1 < len) {
+		ssize_t n = read(fd, buf + got, len - 1 - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	close(fd);
+	return buf;
+}
+
+bool cc_said(const struct cc_proc *c, const char *text)
+{
+	static char buf[65536];
+
+	return strstr(cc_stderr(c, buf, sizeof(buf)), text) != NULL;
+}
+
+struct cc_proc *cc_spin(char *const env[], const char *args)
+{
+	static char buf[16384];
+	struct cc_proc *c = new_proc();
+	char words[512], *save = NULL;
+	char *argv[32];
+	unsigned n = 0;
+	const char *line;
+
+	snprintf(words, sizeof(words), "%s", args);
+	argv[n++] = (char *)cc_spin_path();
+	for (char *w = strtok_r(words, " ", &save); w && n < 30; w = strtok_r(NULL, " ", &save))
+		argv[n++] = w;
+	argv[n++] = "--wait-go";
+	argv[n] = NULL;
+	spawn(c, argv, env);
+	line = qt_read_line(&c->p, READY_TIMEOUT_MS);
+	if (!line || strcmp(line, "ready") != 0) {
+		print_error("cs-spin %s did not get ready (said \"%s\"); its stderr:\n%s\n", args,
+			    line ? line : "nothing", cc_stderr(c, buf, sizeof(buf)));
+		fail();
+	}
+	return c;
+}
+
+struct cc_proc *cc_spin_group(const char *group, const char *limit, const char *mode,
+			      unsigned kernel_us)
+{
+	char vars[4][128], args[128];
+	char *env[5];
+	unsigned n = 0;
+
+	if (group) {
+		snprintf(vars[n], sizeof(vars[n]), "CUSLICE_GROUP=%s", group);
+		env[n] = vars[n];
+		n++;
+	}
+	if (limit) {
+		snprintf(vars[n], sizeof(vars[n]), "CUSLICE_CORE_LIMIT=%s", limit);
+		env[n] = vars[n];
+		n++;
+	}
+	if (mode) {
+		snprintf(vars[n], sizeof(vars[n]), "CUSLICE_CORE_MODE=%s", mode);
+		env[n] = vars[n];
+		n++;
+	}
+	snprintf(vars[n], sizeof(vars[n]), "CUSLICE_LOG_LEVEL=info");
+	env[n] = vars[n];
+	n++;
+	env[n] = NULL;
+	snprintf(args, sizeof(args), "--kernel-us %u --sync-every %u --total-ms " FOREVER_MS,
+		 kernel_us, cc_sync_every(kernel_us));
+	return cc_spin(env, args);
+}
+
+unsigned cc_sync_every(unsigned kernel_us)
+{
+	unsigned n = CC_QUEUE_US / kernel_us;
+
+	return n > 2 ? n : 2;
+}
+
+void cc_go(struct cc_proc *c)
+{
+	qt_send(&c->p, "go");
+}
+
+void cc_kill(struct cc_proc *c)
+{
+	qt_kill(&c->p, SIGKILL);
+}
+
+struct cc_proc *cc_start(char *const argv[], char *const env[])
+{
+	struct cc_proc *c = new_proc();
+
+	spawn(c, argv, env);
+	return c;
+}
+
+int cc_run(char *const argv[], char *const env[], char *err, size_t len)
+{
+	struct cc_proc *c = new_proc();
+	int status;
+
+	spawn(c, argv, env);
+	close(c->p.in);
+	c->p.in = -1;
+	/* Drain stdout so that the child never blocks on a full pipe. */
+	while (qt_read_line(&c->p, READY_TIMEOUT_MS))
+		;
+	status = qt_finish(&c->p);
+	cc_stderr(c, err, len);
+	return status;
+}
+
+unsigned cc_controller(struct cc_proc *const c[], unsigned n, unsigned timeout_ms)
+{
+	uint64_t deadline = qt_now_ms() + timeout_ms;
+
+	do {
+		for (unsigned i = 0; i < n; i++)
+			if (cc_said(c[i], "this process controls the compute limits"))
+				return i;
+		qt_sleep_ms(20);
+	} while (qt_now_ms() < deadline);
+	fail_msg("none of %u workloads took control of the compute limits in %u ms", n, timeout_ms);
+	return 0;
+}
+
+/* ---- device time ---- */
+
+static uint64_t real_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static unsigned pid_index(struct cc_meter *m, int pid)
+{
+	for (unsigned i = 0; i < m->n; i++)
+		if (m->pid[i] == pid)
+			return i;
+	assert_true(m->n < CC_MAX_PIDS);
+	m->pid[m->n] = pid;
+	m->busy_ns[m->n] = 0;
+	return m->n++;
+}
+
+/* One query: adds each process's device time since seen_us. */
+static void poll_once(struct cc_meter *m)
+{
+	nvmlProcessUtilizationSample_t s[CC_MAX_PIDS];
+	unsigned int n = CC_MAX_PIDS;
+	unsigned long long newest = m->seen_us;
+	nvmlReturn_t r = nvmlDeviceGetProcessUtilization(m->dev, s, &n, m->seen_us);
+	uint64_t now, covered;
+
+	if (r == NVML_ERROR_NOT_FOUND) {
+		/* Nobody ran up to the last bucket boundary, at most one bucket ago. */
+		now = real_us() - 10000u;
+		if (now > m->t_us)
+			m->t_us = now;
+		return;
+	}
+	assert_int_equal(r, NVML_SUCCESS);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t window = s[i].timeStamp > m->seen_us ? s[i].timeStamp - m->seen_us : 0;
+		uint64_t ns;
+
+		if (getenv("CC_TRACE"))
+			print_message("nvml: pid %u window %llu us sm %u%%\n", s[i].pid,
+				      (unsigned long long)window, s[i].smUtil);
+		if (window > NVML_LOOKBACK_US)
+			window = NVML_LOOKBACK_US;
+		ns = window * 1000u * s[i].smUtil / 100u;
+		m->busy_ns[pid_index(m, (int)s[i].pid)] += ns;
+		m->all_ns += ns;
+		if (s[i].timeStamp > newest)
+			newest = s[i].timeStamp;
+	}
+	/*
+	 * A poll late by more than NVML's look-back missed what ran before it:
+	 * that time is not measured (polls that found nobody covered up to t_us).
+	 */
+	covered = m->seen_us > m->t_us ? m->seen_us : m->t_us;
+	if (n > 0 && newest > covered + NVML_LOOKBACK_US)
+		m->lost_us += newest - covered - NVML_LOOKBACK_US;
+	m->seen_us = newest;
+	if (newest > m->t_us)
+		m->t_us = newest;
+}
+
+void cc_meter_start(struct cc_meter *m, unsigned index)
+{
+	nvmlProcessUtilizationSample_t s[CC_MAX_PIDS];
+	unsigned int n = CC_MAX_PIDS;
+	nvmlReturn_t r;
+
+	memset(m, 0, sizeof(*m));
+	assert_int_equal(nvmlDeviceGetHandleByIndex_v2(index, &m->dev), NVML_SUCCESS);
+	/* The last second's samples, thrown away: their timeStamp is the present boundary. */
+	r = nvmlDeviceGetProcessUtilization(m->dev, s, &n, 0);
+	if (r == NVML_SUCCESS) {
+		m->seen_us = s[0].timeStamp;
+	} else {
+		assert_int_equal(r, NVML_ERROR_NOT_FOUND);
+		m->seen_us = real_us();
+	}
+	m->t_us = m->seen_us;
+}
+
+void cc_meter_run(struct cc_meter *m, unsigned ms)
+{
+	uint64_t end = qt_now_ms() + ms;
+
+	for (;;) {
+		uint64_t now = qt_now_ms();
+
+		if (now >= end)
+			break;
+		qt_sleep_ms(end - now < POLL_MS ? (unsigned)(end - now) : POLL_MS);
+		poll_once(m);
+	}
+	poll_once(m);
+}
+
+uint64_t cc_busy(const struct cc_meter *m, int pid)
+{
+	for (unsigned i = 0; i < m->n; i++)
+		if (m->pid[i] == pid)
+			return m->busy_ns[i];
+	return 0;
+}
+
+/* The measured length of the window between snapshots from and to, ns. */
+static double window_ns(const struct cc_meter *from, const struct cc_meter *to)
+{
+	uint64_t span = to->t_us - from->t_us, lost = to->lost_us - from->lost_us;
+
+	assert_true(to->t_us > from->t_us);
+	if (lost)
+		print_message("the meter missed %llu ms of the window (polls too late)\n",
+			      (unsigned long long)lost / 1000u);
+	assert_true(lost * 2 < span);
+	return (double)(span - lost) * 1000.0;
+}
+
+double cc_share(const struct cc_meter *from, const struct cc_meter *to, const int *pids, unsigned n)
+{
+	uint64_t busy = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		busy += cc_busy(to, pids[i]) - cc_busy(from, pids[i]);
+	return 100.0 * (double)busy / window_ns(from, to);
+}
+
+double cc_share1(const struct cc_meter *from, const struct cc_meter *to, int pid)
+{
+	return cc_share(from, to, &pid, 1);
+}
+
+double cc_share_all(const struct cc_meter *from, const struct cc_meter *to)
+{
+	return 100.0 * (double)(to->all_ns - from->all_ns) / window_ns(from, to);
+}
+
+void cc_assert_share_(const char *what, double share, double lo, double hi, const char *file,
+		      int line)
+{
+	if (share >= lo && share <= hi) {
+		print_message("%s: %.1f%% of device time (expected %.1f..%.1f)\n", what, share, lo,
+			      hi);
+		return;
+	}
+	print_error("%s: %.1f%% of device time, expected %.1f..%.1f\n", what, share, lo, hi);
+	_fail(file, line);
+}

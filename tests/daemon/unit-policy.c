@@ -1,0 +1,439 @@
+/*
+ * Unit tests of src/daemon/cd-policy.c and cd-policy-file.c: the JSON form
+ * of a group's policy (every field, every value form, refusals with their
+ * messages), what it gives a GPU, and policy.json on disk.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "cd-int.h"
+
+#define GIB (1ull << 30)
+#define UUID0 "GPU-1a2b3c4d-0000-1111-2222-333344445555"
+#define UUID1 "GPU-9f8e7d6c-0000-1111-2222-333344445555"
+
+static char tmpdir[64];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/cd-unit-policy-XXXXXX");
+	return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void limits_equal(const struct cs_limits *a, const struct cs_limits *b)
+{
+	assert_int_equal(a->n, b->n);
+	for (unsigned i = 0; i < a->n; i++) {
+		const struct cs_limit_rule *x = &a->rule[i], *y = &b->rule[i];
+
+		assert_int_equal(x->key, y->key);
+		if (x->key == CS_LIMIT_KEY_ORDINAL)
+			assert_int_equal(x->ordinal, y->ordinal);
+		if (x->key == CS_LIMIT_KEY_UUID)
+			assert_string_equal(x->uuid, y->uuid);
+		assert_int_equal(x->percent, y->percent);
+		if (x->percent)
+			assert_int_equal(x->ppm, y->ppm);
+		else
+			assert_int_equal(x->bytes, y->bytes);
+	}
+}
+
+/* Field by field: the structs' padding is not part of the policy. */
+static void policy_equal(const struct cd_policy *a, const struct cd_policy *b)
+{
+	assert_string_equal(a->name, b->name);
+	limits_equal(&a->mem, &b->mem);
+	limits_equal(&a->core, &b->core);
+	assert_int_equal(a->burst, b->burst);
+	assert_int_equal(a->daemon_required, b->daemon_required);
+	assert_int_equal(a->on_violation, b->on_violation);
+	assert_int_equal(a->members.nuids, b->members.nuids);
+	assert_int_equal(a->members.ngids, b->members.ngids);
+	assert_int_equal(a->members.ncgroups, b->members.ncgroups);
+	assert_memory_equal(a->members.uids, b->members.uids, a->members.nuids * sizeof(uid_t));
+	assert_memory_equal(a->members.gids, b->members.gids, a->members.ngids * sizeof(gid_t));
+	for (unsigned i = 0; i < a->members.ncgroups; i++)
+		assert_string_equal(a->members.cgroups[i], b->members.cgroups[i]);
+}
+
+static struct cd_policy parse_ok(const char *json)
+{
+	struct cd_policy p;
+	char err[1024] = "";
+	int r;
+
+	cd_policy_init(&p, "g");
+	r = cd_policy_parse(&p, json, strlen(json), err, sizeof(err));
+	if (r)
+		print_error("%s: %s\n", json, err);
+	assert_int_equal(r, 0);
+	return p;
+}
+
+/* Asserts the exact refusal, and that the policy is untouched. */
+static void parse_fails(const char *json, const char *want)
+{
+	struct cd_policy p, before;
+	char err[1024] = "";
+	int r;
+
+	cd_policy_init(&p, "g");
+	p.burst = true;
+	before = p;
+	r = cd_policy_parse(&p, json, strlen(json), err, sizeof(err));
+	if (r != -EINVAL || strcmp(err, want) != 0)
+		print_error("%s: %d \"%s\"\nexpected \"%s\"\n", json, r, err, want);
+	assert_int_equal(r, -EINVAL);
+	assert_string_equal(err, want);
+	policy_equal(&p, &before);
+}
+
+static uint64_t mem(const struct cd_policy *p, int index, const char *uuid, uint64_t total)
+{
+	return cd_policy_mem_limit(p, index, uuid, total);
+}
+
+static void test_policy_defaults(void **state)
+{
+	struct cd_policy p = parse_ok("{}");
+	char *json = cd_policy_to_json(&p);
+
+	(void)state;
+	assert_string_equal(p.name, "g");
+	assert_int_equal(p.mem.n, 0);
+	assert_int_equal(p.core.n, 0);
+	assert_false(p.burst);
+	assert_false(p.daemon_required);
+	assert_true(cd_members_empty(&p.members));
+	assert_int_equal(p.on_violation, CD_ACTION_REPORT);
+	assert_int_equal(mem(&p, 0, UUID0, 80 * GIB), CS_LIMIT_NONE);
+	assert_int_equal(cd_policy_core_limit(&p, 0, UUID0), CS_CORE_NONE);
+	assert_string_equal(json, "{\"memory_limit\":null,\"core_limit\":null,\"mode\":\"hard\","
+				  "\"daemon_required\":false,\"members\":{\"uids\":[],\"gids\":[],"
+				  "\"cgroups\":[]},\"on_violation\":\"report\"}");
+	free(json);
+}
+
+static void test_policy_memory_forms(void **state)
+{
+	struct cd_policy p;
+
+	(void)state;
+	p = parse_ok("{\"memory_limit\": 4294967296}");
+	assert_int_equal(mem(&p, 0, UUID0, 80 * GIB), 4 * GIB);
+	p = parse_ok("{\"memory_limit\": \"8GiB\"}");
+	assert_int_equal(mem(&p, 3, UUID1, 80 * GIB), 8 * GIB);
+	p = parse_ok("{\"memory_limit\": \"50%\"}");
+	assert_int_equal(mem(&p, 0, UUID0, 80 * GIB), 40 * GIB);
+	p = parse_ok("{\"memory_limit\": \"12.5%\"}");
+	assert_int_equal(mem(&p, 0, UUID0, 80 * GIB), 10 * GIB);
+	p = parse_ok("{\"memory_limit\": 0}");
+	assert_int_equal(mem(&p, 0, UUID0, 80 * GIB), 0);
+	/* A map: GPU index (NVML's), UUID prefix, default. */
+	p = parse_ok("{\"memory_limit\": {\"0\": \"8GiB\", \"GPU-9f8e\": \"25%\", "
+		     "\"default\": 1073741824}}");
+	assert_int_equal(mem(&p, 0, UUID0, 80 * GIB), 8 * GIB);
+	assert_int_equal(mem(&p, 1, UUID1, 80 * GIB), 20 * GIB);
+	assert_int_equal(mem(&p, 2, "GPU-00000000-aaaa", 80 * GIB), GIB);
+	/* A GPU the daemon does not see by index is still found by UUID. */
+	assert_int_equal(mem(&p, -1, UUID1, 40 * GIB), 10 * GIB);
+	/* The environment's text form is accepted as a string too. */
+	p = parse_ok("{\"memory_limit\": \"2GiB,1=4GiB\"}");
+	assert_int_equal(mem(&p, 0, UUID0, 80 * GIB), 2 * GIB);
+	assert_int_equal(mem(&p, 1, UUID1, 80 * GIB), 4 * GIB);
+	/* null clears. */
+	p = parse_ok("{\"memory_limit\": \"8GiB\"}");
+	{
+		char err[256];
+		const char *j = "{\"memory_limit\": null}";
+
+		assert_int_equal(cd_policy_parse(&p, j, strlen(j), err, sizeof(err)), 0);
+		assert_int_equal(p.mem.n, 0);
+	}
+}
+
+static void test_policy_core_forms(void **state)
+{
+	struct cd_policy p;
+
+	(void)state;
+	p = parse_ok("{\"core_limit\": 30}");
+	assert_int_equal(cd_policy_core_limit(&p, 0, UUID0), 300000);
+	p = parse_ok("{\"core_limit\": 12.5}");
+	assert_int_equal(cd_policy_core_limit(&p, 0, UUID0), 125000);
+	p = parse_ok("{\"core_limit\": 0.0001}");
+	assert_int_equal(cd_policy_core_limit(&p, 0, UUID0), 1);
+	p = parse_ok("{\"core_limit\": 100}");
+	assert_int_equal(cd_policy_core_limit(&p, 0, UUID0), CS_CORE_PPM);
+	p = parse_ok("{\"core_limit\": \"30%\"}");
+	assert_int_equal(cd_policy_core_limit(&p, 0, UUID0), 300000);
+	p = parse_ok("{\"core_limit\": \"45\"}");
+	assert_int_equal(cd_policy_core_limit(&p, 0, UUID0), 450000);
+	p = parse_ok("{\"core_limit\": {\"1\": 20, \"default\": 50}, \"mode\": \"burst\"}");
+	assert_int_equal(cd_policy_core_limit(&p, 0, UUID0), 500000);
+	assert_int_equal(cd_policy_core_limit(&p, 1, UUID1), 200000);
+	assert_true(p.burst);
+}
+
+static void test_policy_other_fields(void **state)
+{
+	struct cd_policy p;
+
+	(void)state;
+	p = parse_ok("{\"mode\": \"burst\", \"daemon_required\": true, \"on_violation\": \"kill\","
+		     " \"members\": {\"uids\": [1000, \"root\"], \"gids\": [44, \"root\"],"
+		     " \"cgroups\": [\"/kubepods/pod1/\", \"/system.slice/job.service\"]}}");
+	assert_true(p.burst);
+	assert_true(p.daemon_required);
+	assert_int_equal(p.on_violation, CD_ACTION_KILL);
+	assert_int_equal(p.members.nuids, 2);
+	assert_int_equal(p.members.uids[0], 1000);
+	assert_int_equal(p.members.uids[1], 0);
+	assert_int_equal(p.members.ngids, 2);
+	assert_int_equal(p.members.gids[0], 44);
+	assert_int_equal(p.members.ncgroups, 2);
+	/* A trailing '/' is dropped: prefixes match whole components. */
+	assert_string_equal(p.members.cgroups[0], "/kubepods/pod1");
+	assert_string_equal(p.members.cgroups[1], "/system.slice/job.service");
+	p = parse_ok("{\"members\": {\"cgroups\": [\"/\"]}, \"on_violation\": \"stop\"}");
+	assert_string_equal(p.members.cgroups[0], "/");
+	assert_int_equal(p.on_violation, CD_ACTION_STOP);
+	p = parse_ok("{\"members\": null, \"mode\": \"hard\"}");
+	assert_true(cd_members_empty(&p.members));
+}
+
+/* Fields absent from a change keep their value (PUT updates, it does not replace). */
+static void test_policy_merge(void **state)
+{
+	struct cd_policy p = parse_ok("{\"memory_limit\": \"8GiB\", \"core_limit\": 30,"
+				      " \"members\": {\"uids\": [7]}}");
+	const char *change = "{\"core_limit\": 50}";
+	char err[256];
+
+	(void)state;
+	assert_int_equal(cd_policy_parse(&p, change, strlen(change), err, sizeof(err)), 0);
+	assert_int_equal(mem(&p, 0, UUID0, 80 * GIB), 8 * GIB);
+	assert_int_equal(cd_policy_core_limit(&p, 0, UUID0), 500000);
+	assert_int_equal(p.members.nuids, 1);
+}
+
+static void test_policy_refusals(void **state)
+{
+	(void)state;
+	parse_fails("", "policy: not valid JSON; expected an object with fields memory_limit, "
+			"core_limit, mode, daemon_required, members, on_violation");
+	parse_fails("{\"mode\": \"hard\"", "policy: not valid JSON; expected an object with fields "
+					   "memory_limit, core_limit, mode, daemon_required, "
+					   "members, on_violation");
+	parse_fails("[1]", "policy: expected a JSON object with fields memory_limit, core_limit, "
+			   "mode, daemon_required, members, on_violation");
+	parse_fails("{\"memory\": 1}", "unknown field \"memory\"; accepted: memory_limit, "
+				       "core_limit, mode, daemon_required, members, on_violation");
+	parse_fails("{\"mode\": \"hard\", \"mode\": \"burst\"}", "mode: given twice");
+	parse_fails(
+	    "{\"memory_limit\": \"8XB\"}",
+	    "memory_limit: not a valid limit; accepted: null (no limit), bytes (a number), "
+	    "a size string (e.g. \"8GiB\"), a percentage of the GPU's memory (e.g. "
+	    "\"50%\"), or an object of such values keyed by GPU index, GPU UUID (prefix) or "
+	    "\"default\"");
+	parse_fails(
+	    "{\"memory_limit\": -1}",
+	    "memory_limit: not a valid limit; accepted: null (no limit), bytes (a number), "
+	    "a size string (e.g. \"8GiB\"), a percentage of the GPU's memory (e.g. "
+	    "\"50%\"), or an object of such values keyed by GPU index, GPU UUID (prefix) or "
+	    "\"default\"");
+	parse_fails(
+	    "{\"memory_limit\": 1.5}",
+	    "memory_limit: not a valid limit; accepted: null (no limit), bytes (a number), "
+	    "a size string (e.g. \"8GiB\"), a percentage of the GPU's memory (e.g. "
+	    "\"50%\"), or an object of such values keyed by GPU index, GPU UUID (prefix) or "
+	    "\"default\"");
+	parse_fails(
+	    "{\"memory_limit\": \"150%\"}",
+	    "memory_limit: not a valid limit; accepted: null (no limit), bytes (a number), "
+	    "a size string (e.g. \"8GiB\"), a percentage of the GPU's memory (e.g. "
+	    "\"50%\"), or an object of such values keyed by GPU index, GPU UUID (prefix) or "
+	    "\"default\"");
+	parse_fails(
+	    "{\"memory_limit\": {\"0\": \"lots\"}}",
+	    "memory_limit.\"0\": not a valid limit; accepted: null (no limit), bytes (a "
+	    "number), a size string (e.g. \"8GiB\"), a percentage of the GPU's memory (e.g. "
+	    "\"50%\"), or an object of such values keyed by GPU index, GPU UUID (prefix) or "
+	    "\"default\"");
+	parse_fails("{\"memory_limit\": {\"gpu0\": \"8GiB\"}}",
+		    "memory_limit: key \"gpu0\" is not a GPU index (0, 1, ...), a GPU UUID or UUID "
+		    "prefix (GPU-...), or \"default\"");
+	parse_fails("{\"memory_limit\": {\"0\": \"8GiB\", \"0\": \"4GiB\"}}",
+		    "memory_limit: key \"0\" names a GPU a second time");
+	parse_fails(
+	    "{\"core_limit\": 101}",
+	    "core_limit: not a valid limit; accepted: null (no limit), a percentage of the "
+	    "GPU's time from 0 to 100 with up to 4 decimals (a number, or a string like "
+	    "\"30%\"), or an object of such values keyed by GPU index, GPU UUID (prefix) or "
+	    "\"default\"");
+	parse_fails(
+	    "{\"core_limit\": 12.34567}",
+	    "core_limit: not a valid limit; accepted: null (no limit), a percentage of the "
+	    "GPU's time from 0 to 100 with up to 4 decimals (a number, or a string like "
+	    "\"30%\"), or an object of such values keyed by GPU index, GPU UUID (prefix) or "
+	    "\"default\"");
+	parse_fails(
+	    "{\"core_limit\": \"4GiB\"}",
+	    "core_limit: not a valid limit; accepted: null (no limit), a percentage of the "
+	    "GPU's time from 0 to 100 with up to 4 decimals (a number, or a string like "
+	    "\"30%\"), or an object of such values keyed by GPU index, GPU UUID (prefix) or "
+	    "\"default\"");
+	parse_fails("{\"mode\": \"soft\"}", "mode: expected \"hard\" (never above the core limit) "
+					    "or \"burst\" (may use idle GPU time above it)");
+	parse_fails("{\"daemon_required\": \"yes\"}", "daemon_required: expected true or false");
+	parse_fails("{\"on_violation\": \"warn\"}", "on_violation: expected \"report\", \"stop\" "
+						    "(SIGSTOP) or \"kill\" (SIGKILL)");
+	parse_fails("{\"members\": [1]}", "members: expected an object {\"uids\": [...], "
+					  "\"gids\": [...], \"cgroups\": [...]} or null");
+	parse_fails("{\"members\": {\"users\": []}}",
+		    "members: unknown field \"users\"; accepted: uids, gids, cgroups");
+	parse_fails("{\"members\": {\"uids\": [-1]}}",
+		    "members.uids: -1 is not a valid id (0 to 4294967294)");
+	parse_fails("{\"members\": {\"uids\": [\"no-such-user-cd\"]}}",
+		    "members.uids: unknown user \"no-such-user-cd\"");
+	parse_fails("{\"members\": {\"gids\": [\"no-such-group-cd\"]}}",
+		    "members.gids: unknown group \"no-such-group-cd\"");
+	parse_fails("{\"members\": {\"uids\": 5}}",
+		    "members.uids: expected an array of user names or numeric ids");
+	parse_fails("{\"members\": {\"cgroups\": [\"kubepods\"]}}",
+		    "members.cgroups: expected absolute cgroup paths shorter than 256 characters, "
+		    "without blanks, \"//\", \".\" or \"..\" (e.g. \"/kubepods/pod1\")");
+	parse_fails("{\"members\": {\"cgroups\": [\"/a/../b\"]}}",
+		    "members.cgroups: expected absolute cgroup paths shorter than 256 characters, "
+		    "without blanks, \"//\", \".\" or \"..\" (e.g. \"/kubepods/pod1\")");
+}
+
+/* What is rendered parses back to the same policy. */
+static void test_policy_round_trip(void **state)
+{
+	static const char *const cases[] = {
+	    "{}",
+	    "{\"memory_limit\": \"8GiB\", \"core_limit\": 12.5, \"mode\": \"burst\"}",
+	    "{\"memory_limit\": \"37.5%\", \"on_violation\": \"stop\", \"daemon_required\": true}",
+	    "{\"memory_limit\": {\"0\": 1024, \"GPU-9F8E\": \"10%\", \"default\": \"1GiB\"},"
+	    " \"core_limit\": {\"2\": 0.0001, \"default\": 100}}",
+	    "{\"memory_limit\": \"18446744073709551615\"}",
+	    "{\"members\": {\"uids\": [1, 2], \"gids\": [3], \"cgroups\": [\"/a\", \"/b/c\"]}}",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cd_policy a = parse_ok(cases[i]), b;
+		char *json = cd_policy_to_json(&a), err[256];
+
+		assert_non_null(json);
+		cd_policy_init(&b, "g");
+		if (cd_policy_parse(&b, json, strlen(json), err, sizeof(err)) != 0)
+			print_error("%s -> %s: %s\n", cases[i], json, err);
+		policy_equal(&a, &b);
+		free(json);
+	}
+}
+
+static void test_policy_file(void **state)
+{
+	struct cd_policy a, b, *loaded;
+	const struct cd_policy *ps[2] = {&a, &b};
+	char err[1024], path[128];
+	unsigned n = 99;
+	struct stat st;
+
+	(void)state;
+	/* No file: no policy. */
+	assert_int_equal(cd_policy_load(tmpdir, &loaded, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 0);
+	free(loaded);
+	a = parse_ok("{\"memory_limit\": \"8GiB\", \"members\": {\"uids\": [5]}}");
+	snprintf(a.name, sizeof(a.name), "train");
+	b = parse_ok("{\"core_limit\": 30, \"mode\": \"burst\"}");
+	snprintf(b.name, sizeof(b.name), "infer.v2");
+	assert_int_equal(cd_policy_save(tmpdir, ps, 2, err, sizeof(err)), 0);
+	snprintf(path, sizeof(path), "%s/policy.json", tmpdir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0644);
+	assert_int_equal(cd_policy_load(tmpdir, &loaded, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 2);
+	policy_equal(&loaded[0], &a);
+	policy_equal(&loaded[1], &b);
+	free(loaded);
+	/* No temporary file is left behind. */
+	{
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "test $(ls -A %s | wc -l) -eq 1", tmpdir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
+static void load_fails(const char *text, const char *want_tail)
+{
+	char path[128], err[1024], want[1024];
+	struct cd_policy *loaded = NULL;
+	unsigned n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/policy.json", tmpdir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	snprintf(want, sizeof(want), "%s: %s", path, want_tail);
+	assert_int_equal(cd_policy_load(tmpdir, &loaded, &n, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, want);
+	assert_null(loaded);
+	assert_int_equal(n, 0);
+}
+
+static void test_policy_file_refusals(void **state)
+{
+	(void)state;
+	load_fails("{", "not valid: expected a JSON object {\"groups\": {NAME: POLICY, ...}}");
+	load_fails("{\"groups\": []}",
+		   "not valid: expected a JSON object {\"groups\": {NAME: POLICY, ...}}");
+	load_fails("{\"groups\": {\"-bad\": {}}}",
+		   "group \"-bad\": not a valid name (1 to 63 characters of [A-Za-z0-9._-], not "
+		   "starting with '.' or '-')");
+	load_fails("{\"groups\": {\"a\": {}, \"a\": {}}}", "group a: given twice");
+	load_fails(
+	    "{\"groups\": {\"a\": {\"mode\": 1}}}",
+	    "group a: mode: expected \"hard\" (never above the core limit) or \"burst\" (may "
+	    "use idle GPU time above it)");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_policy_defaults),	 cmocka_unit_test(test_policy_memory_forms),
+	    cmocka_unit_test(test_policy_core_forms),	 cmocka_unit_test(test_policy_other_fields),
+	    cmocka_unit_test(test_policy_merge),	 cmocka_unit_test(test_policy_refusals),
+	    cmocka_unit_test(test_policy_round_trip),	 cmocka_unit_test(test_policy_file),
+	    cmocka_unit_test(test_policy_file_refusals),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
