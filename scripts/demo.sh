@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# A short guided tour of cusim, the simulated GPU machine cuslice is tested on.
+# A short guided tour of cuslice on cusim, the simulated GPU machine it is
+# tested on: the simulator, libcuslice's quotas, and the product as an
+# operator runs it (cusliced, cuslice run/ps/set, three groups with limits).
 #
 # usage: scripts/demo.sh BUILD_DIR     (make demo)
 #
@@ -20,8 +22,10 @@ nvml=$build/clients/cs-nvml-query
 loader=$build/clients/cs-runtime-loader
 direct=$build/clients/cs-dlsym-direct
 spin=$build/clients/cs-spin
+daemon=$build/src/daemon/cusliced
+cli=$build/src/cli/cuslice
 export CUSIM_TEST_KERNELS=$build/tests/kernels
-for f in "$ctl" "$alloc" "$nvml" "$loader" "$direct"; do
+for f in "$ctl" "$alloc" "$nvml" "$loader" "$direct" "$daemon" "$cli"; do
 	if [ ! -x "$f" ]; then
 		echo "demo: $f is missing; build first (make)" >&2
 		exit 1
@@ -42,6 +46,7 @@ tmp=$(mktemp -d)
 holders=()
 
 cleanup() {
+	[ -n "${daemon_pid:-}" ] && kill "$daemon_pid" 2>/dev/null
 	for pid in "${holders[@]}"; do
 		kill "$pid" 2>/dev/null || true
 	done
@@ -250,6 +255,63 @@ run "$alloc" --bytes 3840MiB --verify none
 notice "after kill -9 of the holder its 2 GiB and context come back to the group at once"
 unset LD_PRELOAD CUSLICE_GROUP CUSLICE_MEM_LIMIT CUSLICE_SHM_DIR CUSLICE_CTX_MEM
 ok "one quota per group, exact at the byte, shared by its processes, reclaimed from the dead"
+
+section "The product: cusliced, and three groups run with cuslice"
+sock=$tmp/cusliced.sock
+mkdir -p "$tmp/state" "$tmp/shm"
+printf '%s$ cusliced --socket %s --state-dir %s --shm-dir %s --metrics-listen none &%s\n' \
+	"$bold" "${sock##*/}" state shm "$off"
+"$daemon" --socket "$sock" --state-dir "$tmp/state" --shm-dir "$tmp/shm" \
+	--metrics-listen none --log-level warn >"$tmp/daemon.log" 2>&1 &
+daemon_pid=$!
+for _ in $(seq 1 100); do
+	"$cli" --socket "$sock" status >/dev/null 2>&1 && break
+	sleep 0.1
+done
+run "$cli" --socket "$sock" status
+export CUSLICE_CTX_MEM=$CUSIM_CTX_MEM
+notice "three jobs: train (8 GiB, 50 % of the GPU), infer (4 GiB, 30 %), notebook (2 GiB)"
+printf '%s$ cuslice run --group train --mem 8GiB --cores 50 -- cs-spin ... &%s\n' "$bold" "$off"
+"$cli" --socket "$sock" run --group train --mem 8GiB --cores 50 -- \
+	"$spin" --kernel-us 2000 --total-ms 1200 --sync-every 4 >"$tmp/train" 2>&1 &
+train_pid=$!
+printf '%s$ cuslice run --group infer --mem 4GiB --cores 30 -- cs-spin ... &%s\n' "$bold" "$off"
+"$cli" --socket "$sock" run --group infer --mem 4GiB --cores 30 -- \
+	"$spin" --kernel-us 500 --total-ms 600 --sync-every 8 >"$tmp/infer" 2>&1 &
+infer_pid=$!
+printf '%s$ cuslice run --group notebook --mem 2GiB -- cs-alloc --bytes 1GiB --hold-until-signal &%s\n' \
+	"$bold" "$off"
+"$cli" --socket "$sock" run --group notebook --mem 2GiB -- \
+	"$alloc" --bytes 1GiB --verify none --hold-until-signal >"$tmp/notebook" 2>&1 &
+notebook_pid=$!
+holders+=("$notebook_pid")
+for _ in $(seq 1 100); do
+	grep -qx ready "$tmp/notebook" && break
+	sleep 0.1
+done
+sleep 1.2	# the daemon measures shares over its last second
+run "$cli" --socket "$sock" ps
+notice "every process with its group, memory and limit, and its share of the GPU against the cap"
+run_fails "$cli" --socket "$sock" run --group notebook -- "$alloc" --bytes 1GiB --verify none
+notice "a second notebook process: the group holds 1 GiB + two contexts of its 2 GiB, 1 GiB more does not fit"
+run "$cli" --socket "$sock" set notebook --mem 4GiB
+run "$cli" --socket "$sock" run --group notebook -- "$alloc" --bytes 1GiB --verify none
+notice "the new limit reached the group at once: the same request fits now"
+wait "$train_pid" || die "the train job failed"
+wait "$infer_pid" || die "the infer job failed"
+sed 's/^/    (train, 50 %) /' "$tmp/train"
+sed 's/^/    (infer, 30 %) /' "$tmp/infer"
+wall_train=$(sed -n 's/^wall_ms=\([0-9]*\).*/\1/p' "$tmp/train")
+[ "$wall_train" -ge 1800 ] || die "1.2 s of kernels at 50 % took ${wall_train} ms: not limited"
+notice "1.2 s of kernels at 50 % take about 2.4 s; 0.6 s at 30 % about 2 s: each group held to its share"
+kill "$notebook_pid" 2>/dev/null || true
+wait "$notebook_pid" 2>/dev/null || true
+kill "$daemon_pid"
+wait "$daemon_pid" || die "cusliced did not stop cleanly"
+daemon_pid=
+[ ! -e "$sock" ] || die "cusliced left its socket behind"
+unset CUSLICE_CTX_MEM
+ok "cusliced stopped cleanly (SIGTERM); policies stay in the state directory, regions in shm"
 
 section "Reset"
 run "$ctl" reset
