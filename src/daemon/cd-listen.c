@@ -242,8 +242,19 @@ void cd_listen_accept(struct cusliced *d)
 			return;
 		}
 		if (d->nconns >= d->max_conns || !(c = calloc(1, sizeof(*c)))) {
-			cs_log(CS_LOG_WARN, CD_LOG, "%u connections open: refusing another",
-			       d->nconns);
+			static uint64_t last_ms, quiet;
+
+			/* A burst over capacity refuses thousands: one line a second says it. */
+			if (cd_now_ms() - last_ms >= 1000) {
+				cs_log(CS_LOG_WARN, CD_LOG,
+				       "%u connections open (the descriptor limit allows %u): "
+				       "refusing another (%llu more refused since the last message)",
+				       d->nconns, d->max_conns, (unsigned long long)quiet);
+				last_ms = cd_now_ms();
+				quiet = 0;
+			} else {
+				quiet++;
+			}
 			close(fd);
 			continue;
 		}

@@ -105,9 +105,35 @@ static bool duplicate_rule(const struct cs_limits *l, const struct cs_limit_rule
 	return false;
 }
 
+/*
+ * A JSON key as it may appear in a one-line message: at most 32 characters,
+ * quotes, backslashes and control characters escaped (keys are the client's
+ * text: "{\"a\\u000ab\": 1}" must not break the line).
+ */
+static const char *key_text(const char *key, char out[160])
+{
+	size_t o = 0;
+
+	for (size_t i = 0; key[i] && i < 32 && o + 5 < 160; i++) {
+		unsigned char ch = (unsigned char)key[i];
+
+		if (ch == '"' || ch == '\\') {
+			out[o++] = '\\';
+			out[o++] = (char)ch;
+		} else if (ch < 0x20 || ch == 0x7f) {
+			o += (size_t)snprintf(out + o, 160 - o, "\\x%02x", ch);
+		} else {
+			out[o++] = (char)ch;
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
 static int parse_limit(const char *field, const cJSON *v, bool core, struct cs_limits *out,
 		       char *err, size_t errlen)
 {
+	char shown[160];
 	unsigned flags = core ? CS_LIMIT_PERCENT : CS_LIMIT_SIZES | CS_LIMIT_PERCENT;
 	const char *forms = core ? CORE_FORMS : MEM_FORMS;
 	struct cs_limits l;
@@ -145,8 +171,8 @@ static int parse_limit(const char *field, const cJSON *v, bool core, struct cs_l
 			return fail(err, errlen, "%s: more than %d entries", field,
 				    CS_LIMIT_RULES_MAX);
 		if (!value_text(it, core, text, sizeof(text)))
-			return fail(err, errlen, "%s.\"%.48s\": not a valid limit; accepted: %s",
-				    field, key, forms);
+			return fail(err, errlen, "%s.\"%s\": not a valid limit; accepted: %s",
+				    field, key_text(key, shown), forms);
 		if (strcmp(key, "default") == 0)
 			snprintf(item, sizeof(item), "%s", text);
 		else if (strlen(key) < 48 && !strchr(key, ',') && !strchr(key, '='))
@@ -158,14 +184,14 @@ static int parse_limit(const char *field, const cJSON *v, bool core, struct cs_l
 			/* Tell a bad key from a bad value: parse the value alone. */
 			if (cs_limits_parse(field, text, flags, &one, NULL, 0) != 0)
 				return fail(err, errlen,
-					    "%s.\"%.48s\": not a valid limit; accepted: %s", field,
-					    key, forms);
-			return fail(err, errlen, "%s: key \"%.48s\" is not %s", field, key,
+					    "%s.\"%s\": not a valid limit; accepted: %s", field,
+					    key_text(key, shown), forms);
+			return fail(err, errlen, "%s: key \"%s\" is not %s", field, key_text(key, shown),
 				    KEY_FORMS);
 		}
 		if (duplicate_rule(&l, &one.rule[0]))
-			return fail(err, errlen, "%s: key \"%.48s\" names a GPU a second time",
-				    field, key);
+			return fail(err, errlen, "%s: key \"%s\" names a GPU a second time",
+				    field, key_text(key, shown));
 		l.rule[l.n++] = one.rule[0];
 	}
 	*out = l;
@@ -177,6 +203,7 @@ static int parse_limit(const char *field, const cJSON *v, bool core, struct cs_l
 static int parse_ids(const char *field, const cJSON *arr, bool users, unsigned *ids, unsigned *n,
 		     char *err, size_t errlen)
 {
+	char shown[160];
 	unsigned k = 0;
 	const cJSON *it;
 
@@ -212,7 +239,7 @@ static int parse_ids(const char *field, const cJSON *arr, bool users, unsigned *
 				    !res)
 					return fail(err, errlen,
 						    "members.uids: unknown user \"%s\"",
-						    it->valuestring);
+						    key_text(it->valuestring, shown));
 				id = (unsigned)res->pw_uid;
 			} else {
 				struct group gr, *res = NULL;
@@ -221,7 +248,7 @@ static int parse_ids(const char *field, const cJSON *arr, bool users, unsigned *
 				    !res)
 					return fail(err, errlen,
 						    "members.gids: unknown group \"%s\"",
-						    it->valuestring);
+						    key_text(it->valuestring, shown));
 				id = (unsigned)res->gr_gid;
 			}
 		} else {
@@ -257,6 +284,7 @@ static bool cgroup_form(const char *s, char *out, size_t len)
 
 static int parse_members(const cJSON *v, struct cd_members *out, char *err, size_t errlen)
 {
+	char shown[160];
 	struct cd_members m;
 	const cJSON *it;
 	int e;
@@ -273,7 +301,8 @@ static int parse_members(const cJSON *v, struct cd_members *out, char *err, size
 	for (it = v->child; it; it = it->next) {
 		for (const cJSON *o = v->child; o != it; o = o->next)
 			if (strcmp(o->string, it->string) == 0)
-				return fail(err, errlen, "members.%.32s: given twice", it->string);
+				return fail(err, errlen, "members.%s: given twice",
+					    key_text(it->string, shown));
 		if (strcmp(it->string, "uids") == 0) {
 			e = parse_ids("uids", it, true, (unsigned *)m.uids, &m.nuids, err, errlen);
 		} else if (strcmp(it->string, "gids") == 0) {
@@ -305,8 +334,8 @@ static int parse_members(const cJSON *v, struct cd_members *out, char *err, size
 		} else {
 			return fail(
 			    err, errlen,
-			    "members: unknown field \"%.32s\"; accepted: uids, gids, cgroups",
-			    it->string);
+			    "members: unknown field \"%s\"; accepted: uids, gids, cgroups",
+			    key_text(it->string, shown));
 		}
 		if (e)
 			return e;
@@ -319,6 +348,7 @@ static int parse_members(const cJSON *v, struct cd_members *out, char *err, size
 
 int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err, size_t errlen)
 {
+	char shown[160];
 	struct cd_policy tmp = *p;
 	cJSON *root;
 	const cJSON *it;
@@ -341,7 +371,7 @@ int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err
 
 		for (const cJSON *o = root->child; o != it; o = o->next)
 			if (strcmp(o->string, k) == 0)
-				e = fail(err, errlen, "%.32s: given twice", k);
+				e = fail(err, errlen, "%s: given twice", key_text(k, shown));
 		if (e)
 			break;
 		if (strcmp(k, "memory_limit") == 0) {
@@ -376,7 +406,8 @@ int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err
 			else
 				tmp.on_violation = a;
 		} else {
-			e = fail(err, errlen, "unknown field \"%.32s\"; accepted: " FIELDS, k);
+			e = fail(err, errlen, "unknown field \"%s\"; accepted: " FIELDS,
+				 key_text(k, shown));
 		}
 	}
 	cJSON_Delete(root);
