@@ -18,9 +18,9 @@
  * ahead of the allowance. This is an integral controller on the quantity the
  * user asked for: whatever the kernels' lengths, whatever is queued ahead,
  * measurement lag only delays corrections, so the long-run share converges
- * to the limit exactly. Unused allowance is banked for at most
- * CS_CORE_CREDIT_NS of the rate, so an idle group cannot later run above its
- * limit for long.
+ * to the limit exactly. Unused allowance is banked up to CS_CORE_CREDIT_NS
+ * of device time, so an idle group cannot later run above its limit for
+ * long.
  */
 #ifndef CS_CORE_CTL_H
 #define CS_CORE_CTL_H
@@ -28,7 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Banked allowance: at most this much wall-clock time's worth of the rate. */
+/* Banked allowance: at most this much device time. */
 #define CS_CORE_CREDIT_NS 50000000ull
 /* Burst mode takes the whole device after the others were idle this long. */
 #define CS_CORE_BURST_QUIET_NS 100000000ull
