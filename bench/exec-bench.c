@@ -25,6 +25,8 @@
 
 #include "nvml-abi.h"
 
+#include "bench-host.h"
+
 #define REPS 7
 #define RUN_NS 20000000ull /* 20 ms */
 /* Launches per batch when the queue must not fill (SIM_LAUNCH_QUEUE is 1024). */
@@ -246,24 +248,6 @@ static uint64_t op_nvml_proc_util(void *arg, uint64_t n)
 
 /* ---- report ---- */
 
-static void cpu_model(char *buf, size_t len)
-{
-	FILE *f = fopen("/proc/cpuinfo", "re");
-	char line[512];
-
-	snprintf(buf, len, "unknown CPU");
-	while (f && fgets(line, sizeof(line), f)) {
-		char *colon = strchr(line, ':');
-		if (strncmp(line, "model name", 10) == 0 && colon) {
-			colon += 1 + strspn(colon + 1, " \t");
-			colon[strcspn(colon, "\n")] = '\0';
-			snprintf(buf, len, "%s", colon);
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
-}
 
 static void row(const char *op, double ns)
 {
@@ -326,7 +310,7 @@ int main(void)
 	must_nvml(nvmlInit_v2(), "nvmlInit_v2");
 	must_nvml(nvmlDeviceGetHandleByIndex_v2(0, &x.nvml_dev), "nvmlDeviceGetHandleByIndex_v2");
 
-	cpu_model(cpu, sizeof(cpu));
+	bench_cpu_model(cpu, sizeof(cpu));
 	strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S UTC", gmtime(&t));
 	printf("cusim execution-model micro-benchmarks, %s\n", date);
 	printf("machine: %ld CPU(s), %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu);

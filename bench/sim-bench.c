@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-host.h"
+
 #define REPS 7
 #define RUN_NS 20000000ull	/* 20 ms */
 #define MAX_LIVE 100000
@@ -152,24 +154,6 @@ static void op_dtoh(void *arg, uint64_t n)
 
 /* ---- report ---- */
 
-static void cpu_model(char *buf, size_t len)
-{
-	FILE *f = fopen("/proc/cpuinfo", "re");
-	char line[512];
-
-	snprintf(buf, len, "unknown CPU");
-	while (f && fgets(line, sizeof(line), f)) {
-		char *colon = strchr(line, ':');
-		if (strncmp(line, "model name", 10) == 0 && colon) {
-			colon += 1 + strspn(colon + 1, " \t");
-			colon[strcspn(colon, "\n")] = '\0';
-			snprintf(buf, len, "%s", colon);
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
-}
 
 static const char *size_name(size_t s, char *buf, size_t len)
 {
@@ -234,7 +218,7 @@ int main(void)
 	must(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
 	must(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
 
-	cpu_model(cpu, sizeof(cpu));
+	bench_cpu_model(cpu, sizeof(cpu));
 	strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S UTC", gmtime(&t));
 	printf("cusim micro-benchmarks, %s\n", date);
 	printf("machine: %ld CPU(s), %s; cusim driver %d\n", sysconf(_SC_NPROCESSORS_ONLN), cpu,
