@@ -49,5 +49,5 @@ bool cs_core_ctl_tick(struct cs_core_ctl *c, uint32_t limit_ppm, uint32_t flags,
 	credit = CS_CORE_CREDIT_NS;
 	if (c->allowed_ns > c->consumed_ns + credit)
 		c->allowed_ns = c->consumed_ns + credit;
-	return c->consumed_ns > c->allowed_ns;
+	return c->consumed_ns + s->pending_ns > c->allowed_ns;
 }

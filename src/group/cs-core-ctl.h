@@ -45,6 +45,13 @@ struct cs_core_sample {
 	uint64_t dt_ns;		/* wall-clock time since the previous tick */
 	uint64_t busy_ns;	/* the group's device time in that interval */
 	uint64_t others_ns;	/* other processes' device time in that interval */
+	/*
+	 * Device time the group may have used that no measurement covers yet
+	 * (the gate was open since the newest sample): counted when deciding
+	 * the gate, never accounted. It keeps the group from running a whole
+	 * measurement lag past its allowance.
+	 */
+	uint64_t pending_ns;
 };
 
 /* A controller with nothing consumed or allowed yet. */
@@ -53,7 +60,7 @@ void cs_core_ctl_init(struct cs_core_ctl *c);
 /*
  * Advances c by one tick under `limit_ppm` (share of device time, parts per
  * million) and `flags` (CS_CORE_BURST). Returns true when the gate must be
- * closed (the group has used more than its allowance).
+ * closed (the group has used, or may have used, more than its allowance).
  */
 bool cs_core_ctl_tick(struct cs_core_ctl *c, uint32_t limit_ppm, uint32_t flags,
 		      const struct cs_core_sample *s);

@@ -37,7 +37,7 @@
 #include "cs-log.h"
 
 /* The controller's period. */
-#define CS_CORE_TICK_NS 10000000ull
+#define CS_CORE_TICK_NS 5000000ull
 /* A gate whose controller has been silent this long is ignored. */
 #define CS_CORE_STALE_NS 500000000ull
 /* A waiting launch rechecks at least this often. */
@@ -130,6 +130,8 @@ struct meter {
 	nvmlDevice_t nvml;
 	unsigned long long last_seen_us;
 	uint64_t t_prev;
+	bool closed;			/* the gate as the last tick left it */
+	uint64_t open_ns;		/* gate-open time since the newest sample */
 	struct cs_core_ctl ctl;
 };
 
@@ -166,7 +168,8 @@ static bool in_group(unsigned pid, unsigned n)
  * A sample's smUtil is the process's busy percentage over the window from
  * lastSeen to its timestamp (at most NVML's look-back).
  */
-static bool measure(struct meter *m, unsigned npids, uint64_t *busy, uint64_t *others)
+static bool measure(struct meter *m, unsigned npids, uint64_t *busy, uint64_t *others,
+		    bool *sampled)
 {
 	static proc_util_fn util;
 	unsigned int n = MAX_SAMPLES;
@@ -178,6 +181,7 @@ static bool measure(struct meter *m, unsigned npids, uint64_t *busy, uint64_t *o
 	if (!util)
 		return false;
 	*busy = *others = 0;
+	*sampled = false;
 	r = util(m->nvml, samples, &n, m->last_seen_us);
 	if (r == NVML_ERROR_NOT_FOUND)
 		return true;	/* nobody ran since lastSeen (which stays: no sample has passed it) */
@@ -201,6 +205,7 @@ static bool measure(struct meter *m, unsigned npids, uint64_t *busy, uint64_t *o
 			newest = samples[i].timeStamp;
 	}
 	m->last_seen_us = newest;
+	*sampled = true;
 	return true;
 }
 
@@ -221,7 +226,8 @@ static void tick(void)
 	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++) {
 		struct cs_group_dev *d = &cs.g->dev[i];
 		struct meter *m = &meters[i];
-		struct cs_core_sample s;
+		struct cs_core_sample s = {0};
+		bool sampled;
 		uint32_t limit;
 
 		if (atomic_load_explicit(&d->state, memory_order_acquire) != CS_GROUP_DEV_READY)
@@ -244,13 +250,17 @@ static void tick(void)
 			}
 			m->last_seen_us = real_us();
 			m->t_prev = now;
+			m->closed = false;
+			m->open_ns = 0;
 			cs_core_ctl_init(&m->ctl);
 			m->ready = true;
 			continue;
 		}
 		s.dt_ns = now - m->t_prev;
 		m->t_prev = now;
-		if (!measure(m, npids, &s.busy_ns, &s.others_ns)) {
+		if (!m->closed)
+			m->open_ns += s.dt_ns;
+		if (!measure(m, npids, &s.busy_ns, &s.others_ns, &sampled)) {
 			cs_log(CS_LOG_ERROR, CS_LOG_NAME,
 			       "group %s: NVML per-process utilization of %s is not available: "
 			       "its compute limit is not enforced",
@@ -259,15 +269,32 @@ static void tick(void)
 			set_gate(d, false);
 			continue;
 		}
+		/*
+		 * What no sample covers yet: the gate-open time after the newest
+		 * sample (NVML reports only finished sampling periods). Nothing
+		 * ran up to it when there was no sample at all.
+		 */
+		if (!sampled) {
+			m->open_ns = 0;
+		} else {
+			uint64_t now_us = real_us();
+			uint64_t after = now_us > m->last_seen_us
+					     ? (now_us - m->last_seen_us) * 1000ull
+					     : 0;
+
+			if (m->open_ns > after)
+				m->open_ns = after;
+		}
+		s.pending_ns = m->open_ns;
 		atomic_fetch_add_explicit(&d->busy_ns, s.busy_ns, memory_order_relaxed);
 		cs_log(CS_LOG_DEBUG, CS_LOG_NAME,
 		       "controller: %s dt=%llu busy=%llu others=%llu consumed=%llu allowed=%llu",
 		       d->uuid, (unsigned long long)s.dt_ns, (unsigned long long)s.busy_ns,
 		       (unsigned long long)s.others_ns, (unsigned long long)m->ctl.consumed_ns,
 		       (unsigned long long)m->ctl.allowed_ns);
-		set_gate(d, cs_core_ctl_tick(&m->ctl, limit,
-					     atomic_load_explicit(&d->core_flags, memory_order_relaxed),
-					     &s));
+		m->closed = cs_core_ctl_tick(
+		    &m->ctl, limit, atomic_load_explicit(&d->core_flags, memory_order_relaxed), &s);
+		set_gate(d, m->closed);
 	}
 }
 
