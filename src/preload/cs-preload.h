@@ -278,7 +278,8 @@ void cs_core_after_fork(void);
  */
 static inline void cs_launch_gate(void)
 {
-	if (CS_LIKELY(!atomic_load_explicit(&cs.core_watch, memory_order_relaxed)))
+	/* Acquire: the gate pointers and cs.ndev were published before the flag. */
+	if (CS_LIKELY(!atomic_load_explicit(&cs.core_watch, memory_order_acquire)))
 		return;
 	for (int i = 0; i < cs.ndev; i++) {
 		if (CS_UNLIKELY(atomic_load_explicit(cs.gate[i], memory_order_relaxed))) {
