@@ -401,6 +401,35 @@ static int store(struct cusliced *d, const struct cd_policy *changed, const char
 	return e;
 }
 
+/*
+ * A policy key naming a GPU index the node does not have is a mistake (a
+ * limit that never applies): refused, like libcuslice refuses an ordinal
+ * beyond the devices a process sees. Unknown before NVML answered: accepted.
+ */
+static int check_indices(const struct cusliced *d, const struct cd_policy *p, char *err,
+			 size_t errlen)
+{
+	const struct cs_limits *all[] = {&p->mem, &p->core};
+
+	if (d->ngpus == 0)
+		return 0;
+	for (unsigned k = 0; k < 2; k++) {
+		for (unsigned i = 0; i < all[k]->n; i++) {
+			const struct cs_limit_rule *r = &all[k]->rule[i];
+
+			if (r->key != CS_LIMIT_KEY_ORDINAL || r->ordinal < (int)d->ngpus)
+				continue;
+			snprintf(err, errlen,
+				 "%s names GPU index %d, but this node has %u GPU%s (NVML indices "
+				 "0 to %u)",
+				 k ? "core_limit" : "memory_limit", r->ordinal, d->ngpus,
+				 d->ngpus == 1 ? "" : "s", d->ngpus - 1);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len, char *err,
 		  size_t errlen)
 {
@@ -426,6 +455,8 @@ int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t
 	else
 		cd_policy_init(p, name);
 	e = cd_policy_parse(p, json, len, err, errlen);
+	if (!e)
+		e = check_indices(d, p, err, errlen);
 	if (!e && !(g && g->policy)) {
 		const struct cd_policy **tmp = malloc((d->ngroups + 1) * sizeof(*tmp));
 

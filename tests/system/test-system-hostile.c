@@ -335,6 +335,14 @@ static void test_system_hostile_http(void **state)
 	st = sys_http("PUT", "/v1/groups/hostile-a", "{\"on_violation\": 7}", &r);
 	expect_error("PUT on_violation 7", st, &r, 400);
 	sys_http_free(&r);
+	/* A GPU index the node does not have: a limit that would never apply. */
+	st = sys_http("PUT", "/v1/groups/hostile-a", "{\"memory_limit\": {\"7\": \"1GiB\"}}", &r);
+	expect_error("PUT memory_limit for GPU 7", st, &r, 400);
+	if (!strstr(r.body, "GPU index 7")) {
+		print_error("the error does not name the index: %s\n", r.body);
+		fail();
+	}
+	sys_http_free(&r);
 	st = sys_http("PUT", "/v1/groups/.hidden", "{\"memory_limit\": \"1GiB\"}", &r);
 	assert_true(st == 400 || st == 404);
 	sys_http_free(&r);
