@@ -130,6 +130,15 @@ bool cs_reserve(unsigned gdev, uint64_t bytes)
 	return ok;
 }
 
+bool cs_reserve_try(unsigned gdev, uint64_t bytes)
+{
+	if (cs_group_reserve(cs.g, gdev, cs.self, bytes))
+		return true;
+	/* A try is not a refusal: the caller goes on another way or calls cs_reserve. */
+	atomic_fetch_sub_explicit(&cs.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
+	return false;
+}
+
 void cs_charge(unsigned gdev, uint64_t bytes)
 {
 	cs_group_charge(cs.g, gdev, cs.self, bytes);

@@ -8,20 +8,29 @@
  * what each pool *reserves*, as the driver reports it
  * (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), not what is allocated from it.
  *
- * Allocation: when the pool's spare reserve cannot cover the request, the
- * shortfall, rounded up to POOL_CHUNK, is reserved before the driver is
- * asked. Afterwards the pool's charge is settled to what the driver reports.
- * If the pool grew by more than was reserved (its spare was fragmented), the
- * excess is reserved too; when that is refused the allocation is undone
- * (freed, the stream synchronised, the pool trimmed back) and refused. So
- * pools never take the group past its limit.
+ * Allocation: a block that does not fit in the pool's reserve makes the pool
+ * grow by a new chunk holding the whole block, so the most one allocation
+ * can add to a pool is the request rounded up to POOL_CHUNK (the driver's
+ * granularity, and cusim's). That much is reserved before the driver is
+ * asked, and afterwards the pool's charge is settled to what the driver
+ * reports (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT): the unused part of the
+ * reservation goes back at once. So the pool's memory is charged before it
+ * exists, as for every other allocation kind.
  *
- * A pool's growth is only visible after the driver call, so the allocations
- * of one process from one pool are serialised around it by the pool entry's
- * mutex (the driver serialises them on the pool internally as well): this is
- * the one allocation path that takes a lock, and only against other threads
- * using the same pool. Reconciliation from other paths skips a pool whose
- * lock is busy (its holder is settling it).
+ * At the limit that reservation is refused, and then:
+ *   - a request larger than the pool's spare reserve needs growth: the
+ *     pool's idle chunks are trimmed (cached memory is worth less than a
+ *     refusal) and the reservation tried once more, else refused;
+ *   - a request the spare reserve covers is served from it with nothing
+ *     reserved: the group was charged for that reserve when the pool took
+ *     it. Should the driver grow the pool anyway (the spare was fragmented
+ *     across chunks), the growth is reserved after the fact, and if that is
+ *     refused the allocation is undone (freed, the stream synchronised, the
+ *     pool trimmed back) and refused. The group's counter never passes the
+ *     limit; the device can hold that one block more than the limit for the
+ *     duration of the call.
+ * If the pool grew by more than was reserved (a driver with a coarser
+ * granularity), the excess is handled the same way.
  *
  * Frees return memory to the pool, not to the group; the group gets it back
  * when the pool shrinks, which we learn when we reconcile: at every pool
@@ -58,6 +67,12 @@ struct pool_entry {
 
 /* Zeroed mutexes are PTHREAD_MUTEX_INITIALIZER in glibc. */
 static struct pool_entry pools[POOL_MAX];
+/*
+ * Serialises adding entries (a pool's first use, once per pool), so that
+ * threads meeting a device pool for the first time together agree on one
+ * entry: two entries for one pool would charge its reserve twice.
+ */
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct pool_entry *pool_find(CUmemoryPool pool)
 {
@@ -69,22 +84,24 @@ static struct pool_entry *pool_find(CUmemoryPool pool)
 
 static struct pool_entry *pool_add(CUmemoryPool pool, unsigned gdev)
 {
-	struct pool_entry *e = pool_find(pool);
+	struct pool_entry *e;
 
-	if (e)
-		return e;
-	for (unsigned i = 0; i < POOL_MAX; i++) {
+	pthread_mutex_lock(&table_lock);
+	e = pool_find(pool);
+	for (unsigned i = 0; !e && i < POOL_MAX; i++) {
 		uintptr_t expected = 0;
 
+		/* Entries are freed without the lock (pool_remove): claim by CAS. */
 		if (atomic_load_explicit(&pools[i].pool, memory_order_relaxed) == 0 &&
 		    atomic_compare_exchange_strong(&pools[i].pool, &expected, (uintptr_t)pool)) {
-			atomic_store(&pools[i].charged, 0);
-			atomic_store(&pools[i].outstanding, 0);
-			atomic_store(&pools[i].gdev, (int)gdev);
-			return &pools[i];
+			e = &pools[i];
+			atomic_store(&e->charged, 0);
+			atomic_store(&e->outstanding, 0);
+			atomic_store(&e->gdev, (int)gdev);
 		}
 	}
-	return NULL;
+	pthread_mutex_unlock(&table_lock);
+	return e;
 }
 
 static void pool_remove(struct pool_entry *e)
@@ -112,13 +129,15 @@ static void retire_drained(struct pool_entry *e)
 		pool_retire(e);
 }
 
-static uint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute attr)
+/* False when the driver does not answer (the pool is gone, or the driver broken). */
+static bool pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *ret)
 {
 	cuuint64_t v = 0;
 
 	if (!cs_drv.cuMemPoolGetAttribute || cs_drv.cuMemPoolGetAttribute(pool, attr, &v))
-		return 0;
-	return v;
+		return false;
+	*ret = v;
+	return true;
 }
 
 /*
@@ -126,7 +145,9 @@ static uint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute attr)
  * reserved for it beforehand (an allocation in flight) on top of its charge.
  * A shrink, or growth within `held`, is settled here; growth beyond `held` is
  * recorded in the entry but not charged: it is returned, for the caller to
- * reserve (allocation) or charge (reconciliation).
+ * reserve (allocation) or charge (reconciliation). When the driver does not
+ * say what the pool reserves, nothing is settled: `held` joins the pool's
+ * charge until the next settlement that can be made.
  */
 static uint64_t pool_settle(struct pool_entry *e, CUmemoryPool pool, uint64_t held)
 {
@@ -135,7 +156,10 @@ static uint64_t pool_settle(struct pool_entry *e, CUmemoryPool pool, uint64_t he
 
 	if (gdev < 0)
 		return 0;
-	now = pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+	if (!pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &now)) {
+		atomic_fetch_add(&e->charged, held);
+		return 0;
+	}
 	before = atomic_exchange(&e->charged, now);
 	covered = before + held;
 	if (now > covered)
@@ -166,6 +190,7 @@ void cs_pools_forget(void)
 {
 	/* A fork child: another thread may have held a lock at the fork. */
 	memset(pools, 0, sizeof(pools));
+	table_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 }
 
 /* The ordinal whose default or current pool `pool` is, or -1. */
@@ -220,17 +245,45 @@ static CUresult pool_entry_of(CUmemoryPool pool, struct pool_entry **ret)
 	return CUDA_SUCCESS;
 }
 
-/* Bytes to reserve up front for allocating `bytes` from `pool`. */
-static uint64_t shortfall(CUmemoryPool pool, uint64_t bytes)
+/* The pool's reserve not handed out (free blocks, possibly fragmented). */
+static uint64_t pool_spare(CUmemoryPool pool)
 {
-	uint64_t reserved = pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
-	uint64_t used = pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
-	uint64_t spare = reserved > used ? reserved - used : 0;
+	uint64_t reserved, used;
 
-	if (bytes <= spare)
+	if (!pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) ||
+	    !pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used))
 		return 0;
-	bytes -= spare;
-	return (bytes + POOL_CHUNK - 1) / POOL_CHUNK * POOL_CHUNK;
+	return reserved > used ? reserved - used : 0;
+}
+
+/*
+ * Reserves what allocating `bytes` from the pool may add to it (the caller
+ * holds the entry's lock). Sets *held to the bytes reserved; false: refused.
+ */
+static bool reserve_growth(struct pool_entry *e, CUmemoryPool pool, unsigned gdev, uint64_t bytes,
+			   uint64_t *held)
+{
+	uint64_t grow = (bytes + POOL_CHUNK - 1) / POOL_CHUNK * POOL_CHUNK;
+	uint64_t excess, used;
+
+	*held = grow;
+	if (grow >= bytes && cs_reserve_try(gdev, grow))
+		return true;
+	*held = 0;
+	if (grow < bytes)	/* rounding wrapped: no device has that much */
+		return false;
+	if (bytes <= pool_spare(pool))
+		return true;	/* served from the reserve, already charged */
+	/* Growth is needed: make room with the pool's own idle chunks first. */
+	if (pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used))
+		CS_REAL(cuMemPoolTrimTo)(pool, used);
+	excess = pool_settle(e, pool, 0);
+	if (excess)	/* cannot happen while we hold the lock; keep the books right */
+		cs_charge(gdev, excess);
+	if (!cs_reserve(gdev, grow))
+		return false;
+	*held = grow;
+	return true;
 }
 
 /* One flavour (legacy or per-thread stream) of the calls a pool allocation needs. */
@@ -277,8 +330,7 @@ static CUresult alloc_from(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, C
 		return calls->alloc(dptr, bytes, pool, stream);
 	gdev = (unsigned)atomic_load(&e->gdev);
 	pthread_mutex_lock(&e->lock);
-	held = shortfall(pool, bytes);
-	if (held && !cs_reserve(gdev, held)) {
+	if (!reserve_growth(e, pool, gdev, bytes, &held)) {
 		pthread_mutex_unlock(&e->lock);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}

@@ -221,6 +221,8 @@ CUresult cs_ordinal_gdev(int ordinal, unsigned *gdev);
  * tries once more; a final refusal is counted and logged (once per burst).
  */
 bool cs_reserve(unsigned gdev, uint64_t bytes);
+/* cs_reserve without its slow path: no reclaim, no denial counted, nothing logged. */
+bool cs_reserve_try(unsigned gdev, uint64_t bytes);
 void cs_charge(unsigned gdev, uint64_t bytes);
 void cs_uncharge(unsigned gdev, uint64_t bytes);
 

@@ -229,10 +229,26 @@ static void test_fork_child(void **state)
 	cc_go(c);
 	cc_meter_start(&m, 0);
 	cc_meter_run(&m, 1000);
-	warm = m;
-	cc_meter_run(&m, 2000);
-	cc_assert_share("fork child of a process at 30%", cc_share1(&warm, &m, child), 30 - CC_TOL,
-			30 + CC_TOL);
+	/*
+	 * Governed: no 2 s window above the cap. Not over-throttled: one of up
+	 * to three reaches it. (One launching thread falls short by itself in a
+	 * window where a loaded CPU keeps waking it late; a limiter that holds
+	 * the child back does so in every window.)
+	 */
+	for (int w = 0;; w++) {
+		double share;
+
+		warm = m;
+		cc_meter_run(&m, 2000);
+		share = cc_share1(&warm, &m, child);
+		if (share >= 30 - CC_TOL || w == 2) {
+			cc_assert_share("fork child of a process at 30%", share, 30 - CC_TOL,
+					30 + CC_TOL);
+			break;
+		}
+		cc_assert_share("fork child of a process at 30% (CPU-starved window)", share, 0,
+				30 + CC_TOL);
+	}
 	kill(child, SIGKILL);
 	cc_kill(c);
 }

@@ -24,6 +24,9 @@
  *                                   cuMemAllocManaged             -> id
  *   pitch W H                       cuMemAllocPitch_v2, 4-byte elements -> id pitch
  *   async B                         cuMemAllocAsync on the legacy stream -> id
+ *   asyncthreads N B                N threads released together each make one
+ *                                   cuMemAllocAsync of B (the pool's first use
+ *                                   when nothing came from it yet) -> ok
  *   poolcreate                      cuMemPoolCreate on device 0 -> id
  *   pool POOL B                     cuMemAllocFromPoolAsync -> id
  *   poolattr POOL                   -> reserved used (CU_MEMPOOL_ATTR_*_MEM_CURRENT)
@@ -61,7 +64,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -420,6 +426,67 @@ static CUresult cmd_async(char **argv)
 	return reply_new(r, OBJ_ASYNC, p, b);
 }
 
+#define BURST_MAX 64
+
+struct burst {
+	_Atomic unsigned ready;
+	_Atomic bool go;
+	uint64_t bytes;
+	CUdeviceptr ptr[BURST_MAX];
+	CUresult rc[BURST_MAX];
+};
+
+/*
+ * The threads spin until all are ready and then start at the same instant
+ * (a barrier wakes them one by one, microseconds apart): what they race
+ * for is a few hundred nanoseconds wide.
+ */
+static void *burst_thread(void *arg)
+{
+	struct burst *b = arg;
+	unsigned i = atomic_fetch_add(&b->ready, 1);
+
+	b->rc[i] = cuCtxSetCurrent(qc_primary);
+	while (!atomic_load_explicit(&b->go, memory_order_acquire))
+		;
+	if (b->rc[i] == CUDA_SUCCESS)
+		b->rc[i] = cuMemAllocAsync(&b->ptr[i], b->bytes, NULL);
+	return NULL;
+}
+
+/* Replies with the count that succeeded; those are kept as objects. */
+static CUresult cmd_asyncthreads(char **argv)
+{
+	pthread_t t[BURST_MAX];
+	struct burst b = {.ready = 0};
+	uint64_t n;
+	unsigned ok = 0;
+	CUresult r = CUDA_SUCCESS;
+
+	if (!arg_u64(argv[1], &n) || n == 0 || n > BURST_MAX)
+		return bad("threads", argv[1]);
+	if (!arg_u64(argv[2], &b.bytes))
+		return bad("size", argv[2]);
+	for (unsigned i = 0; i < n; i++)
+		if (pthread_create(&t[i], NULL, burst_thread, &b) != 0)
+			abort();	/* a test program: no half-started burst to unwind */
+	while (atomic_load(&b.ready) < n)
+		sched_yield();
+	atomic_store_explicit(&b.go, true, memory_order_release);
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	for (unsigned i = 0; i < n; i++) {
+		if (b.rc[i] != CUDA_SUCCESS) {
+			r = b.rc[i];
+			continue;
+		}
+		if (!obj_add(OBJ_ASYNC, b.ptr[i], b.bytes))
+			return reply(CUDA_ERROR_OUT_OF_MEMORY, "error=object-table-full");
+		ok++;
+	}
+	return reply(r, "ok=%u", ok);
+}
+
 static CUresult cmd_poolcreate(char **argv)
 {
 	CUmemPoolProps props = {
@@ -746,7 +813,8 @@ static CUresult cmd_quit(char **argv)
 static const struct cmd cmds[] = {
 	{"device", 1, cmd_device},	 {"v1", 1, cmd_v1},
 	{"managed", 1, cmd_managed},	 {"pitch", 2, cmd_pitch},
-	{"async", 1, cmd_async},	 {"poolcreate", 0, cmd_poolcreate},
+	{"async", 1, cmd_async},	 {"asyncthreads", 2, cmd_asyncthreads},
+	{"poolcreate", 0, cmd_poolcreate},
 	{"pool", 2, cmd_pool},		 {"poolattr", 1, cmd_poolattr},
 	{"pooltrim", 2, cmd_pooltrim},	 {"vmm", 1, cmd_vmm},
 	{"va", 1, cmd_va},		 {"map", 3, cmd_map},

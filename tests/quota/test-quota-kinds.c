@@ -367,6 +367,34 @@ static void test_kinds_async_growth_past_estimate(void **state)
 	finish(&w);
 }
 
+/*
+ * Threads meeting the device's pool for the first time together: it is one
+ * pool to the group and charged once. (Two table entries for it charged its
+ * reserve twice, and took the group past its limit in the race test.)
+ */
+static void test_kinds_async_first_use_threads(void **state)
+{
+	const char *line;
+	uint64_t reserved;
+	struct world w;
+
+	(void)state;
+	start(&w, "qk-asyncmt", QT_CTX + 64 * MiB);
+	line = qt_cmd(&w.c, "asyncthreads 16 %llu", MiB);
+	assert_int_equal(qt_rc(line), 0);
+	assert_int_equal(qt_val(line, "ok"), 16);
+	line = qt_cmd(&w.c, "poolattr default");
+	assert_int_equal(qt_rc(line), 0);
+	reserved = qt_val(line, "reserved");
+	assert_int_equal(qt_val(line, "used"), 16 * MiB);
+	assert_true(reserved >= 16 * MiB);
+	assert_int_equal(qt_used(&w.h), QT_CTX + reserved);
+	qt_expect(&w.c, 0, "freeall");
+	qt_expect(&w.c, 0, "pooltrim default 0");
+	assert_int_equal(qt_used(&w.h), QT_CTX);
+	finish(&w);
+}
+
 /* A created pool: same rules; trim and destroy give the reservation back exactly. */
 static void test_kinds_pool(void **state)
 {
@@ -591,6 +619,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_kinds_managed, qt_end),
 		cmocka_unit_test_teardown(test_kinds_async, qt_end),
 		cmocka_unit_test_teardown(test_kinds_async_growth_past_estimate, qt_end),
+		cmocka_unit_test_teardown(test_kinds_async_first_use_threads, qt_end),
 		cmocka_unit_test_teardown(test_kinds_pool, qt_end),
 		cmocka_unit_test_teardown(test_kinds_pool_destroy_live, qt_end),
 		cmocka_unit_test_teardown(test_kinds_vmm, qt_end),
