@@ -152,4 +152,16 @@ double cc_share_all(const struct cc_meter *from, const struct cc_meter *to);
 void cc_assert_share_(const char *what, double share, double lo, double hi, const char *file,
 		      int line);
 
+/*
+ * For a workload of one launching thread, which a loaded CPU can keep from
+ * using its whole share for a while: runs the meter up to three windows of
+ * ms milliseconds; every window must be at most hi (the cap holds always),
+ * and one must reach lo (a limiter that holds the workload back does so in
+ * every window). Stops at the first window in [lo, hi].
+ */
+#define cc_assert_share_windows(what, m, pids, n, ms, lo, hi)                                      \
+	cc_assert_share_windows_((what), (m), (pids), (n), (ms), (lo), (hi), __FILE__, __LINE__)
+void cc_assert_share_windows_(const char *what, struct cc_meter *m, const int *pids, unsigned n,
+			      unsigned ms, double lo, double hi, const char *file, int line);
+
 #endif

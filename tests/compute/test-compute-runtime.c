@@ -101,10 +101,8 @@ static void test_failover(void **state)
 	cc_kill(c[ctl]);
 	cc_controller(&c[1 - ctl], 1, 5000);
 	cc_meter_run(&m, 500);
-	warm = m;
-	cc_meter_run(&m, 2000);
-	cc_assert_share("the survivor, after its controller was killed",
-			cc_share1(&warm, &m, pids[1 - ctl]), 30 - CC_TOL, 30 + CC_TOL);
+	cc_assert_share_windows("the survivor, after its controller was killed", &m, &pids[1 - ctl],
+				1, 2000, 30 - CC_TOL, 30 + CC_TOL);
 	cc_kill(c[1 - ctl]);
 }
 
@@ -197,7 +195,7 @@ static void test_fork_child(void **state)
 	char *argv[] = {(char *)cst_exe("cc-fork"), module, "2000", NULL};
 	char *env[] = {"CUSLICE_CORE_LIMIT=30", "CUSLICE_LOG_LEVEL=info", NULL};
 	struct cs_group_handle h;
-	struct cc_meter m, warm;
+	struct cc_meter m;
 	struct cc_proc *c;
 	const char *line;
 	int child = 0;
@@ -229,26 +227,8 @@ static void test_fork_child(void **state)
 	cc_go(c);
 	cc_meter_start(&m, 0);
 	cc_meter_run(&m, 1000);
-	/*
-	 * Governed: no 2 s window above the cap. Not over-throttled: one of up
-	 * to three reaches it. (One launching thread falls short by itself in a
-	 * window where a loaded CPU keeps waking it late; a limiter that holds
-	 * the child back does so in every window.)
-	 */
-	for (int w = 0;; w++) {
-		double share;
-
-		warm = m;
-		cc_meter_run(&m, 2000);
-		share = cc_share1(&warm, &m, child);
-		if (share >= 30 - CC_TOL || w == 2) {
-			cc_assert_share("fork child of a process at 30%", share, 30 - CC_TOL,
-					30 + CC_TOL);
-			break;
-		}
-		cc_assert_share("fork child of a process at 30% (CPU-starved window)", share, 0,
+	cc_assert_share_windows("fork child of a process at 30%", &m, &child, 1, 2000, 30 - CC_TOL,
 				30 + CC_TOL);
-	}
 	kill(child, SIGKILL);
 	cc_kill(c);
 }
