@@ -73,17 +73,19 @@ static unsigned long long realtime_us(void)
 /* ---- time slicing between processes ---- */
 
 /*
- * n processes with 1 s of 5 ms kernels each (synchronizing every 4), released
- * together. The device is busy n s; the last to finish does so after about
- * n s, and since no process can queue more than 20 ms ahead they interleave:
- * even the first to finish takes most of the n s.
+ * n processes with 1 s of 5 ms kernels each (synchronizing every 20),
+ * released together. The device is busy n s; the last to finish does so
+ * after about n s, and since no process queues more than 100 ms ahead they
+ * interleave: even the first to finish takes most of the n s. (100 ms of
+ * queue keeps a process's share when a loaded CPU wakes it late; with 20 ms
+ * a starved process left the device to the other for a while.)
  */
 static void run_concurrent(const char *tag, size_t n)
 {
 	const char *args[] = {
 		"--kernel-us", KERNEL_US,
 		"--total-ms", "1000",
-		"--sync-every", "4",
+		"--sync-every", "20",
 		NULL,
 	};
 	struct cst_spin c[3];
