@@ -129,8 +129,13 @@ static void test_thrash_fitting(void **state)
 	 */
 	assert_true(r.serial_moved <= 3 * GIB);
 	assert_true(r.pair_moved <= 3 * GIB);
-	/* The device is shared, not thrashed: the pair needs about the serial time. */
-	assert_true(r.pair_ms <= 1.3 * r.serial_ms);
+	/*
+	 * The device is shared, not thrashed: the pair needs about the serial
+	 * time (thrashing sets take 10x it). The margin is for a loaded CPU:
+	 * each process waits for every kernel, and a late wake-up idles the
+	 * device in the pair but not in the serial runs.
+	 */
+	assert_true(r.pair_ms <= 2.0 * r.serial_ms);
 	assert_true(r.pair_ms >= 390);
 }
 
