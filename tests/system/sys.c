@@ -89,6 +89,11 @@ const char *sys_state_dir(void)
 	return d.state;
 }
 
+void sys_daemon_forget(void)
+{
+	d.pid = 0;
+}
+
 pid_t sys_daemon_pid(void)
 {
 	return d.pid;

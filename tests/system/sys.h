@@ -90,6 +90,9 @@ void sys_daemon_start(void);
 /* Sends sig to the daemon and reaps it; returns its exit status (128+signal when killed). */
 int sys_daemon_signal(int sig);
 
+/* Forgets the daemon after the test reaped it itself (waitpid on sys_daemon_pid). */
+void sys_daemon_forget(void);
+
 /* The running daemon's pid (0 when none), its metrics port. */
 pid_t sys_daemon_pid(void);
 int sys_metrics_port(void);
