@@ -210,13 +210,28 @@ int cli_describe(const struct cli *c, int err, const struct cli_reply *r, const 
 		snprintf(buf, len, "cannot reach cusliced at %s: %s", c->socket, strerror(-err));
 		return CLI_EXIT_FAIL;
 	}
-	msg = r ? cli_json_str(r->json, "error") : NULL;
+	msg = r ? cli_error_message(r->json) : NULL;
 	if (msg)
 		snprintf(buf, len, "%s", msg);
 	else
 		snprintf(buf, len, "cusliced answered %s %s with HTTP %ld", method, path,
 			 r ? r->status : 0L);
 	return CLI_EXIT_FAIL;
+}
+
+const char *cli_error_code(const cJSON *reply)
+{
+	return cli_json_str(cJSON_GetObjectItemCaseSensitive(reply, "error"), "code");
+}
+
+const char *cli_error_message(const cJSON *reply)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, "error");
+
+	/* {"error": "..."}: cusliced before issue 10. */
+	if (cJSON_IsString(e))
+		return e->valuestring;
+	return cli_json_str(e, "message");
 }
 
 int cli_report(const struct cli *c, int err, const struct cli_reply *r, const char *method,

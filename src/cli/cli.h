@@ -141,7 +141,7 @@ void cli_reply_free(struct cli_reply *r);
 
 /*
  * Prints the message for a call that failed (err < 0: transport; else the
- * reply's HTTP status >= 300 and the daemon's {"error"}), and returns the
+ * reply's HTTP status >= 300 and the daemon's error message), and returns the
  * exit code: CLI_EXIT_NO_DAEMON for a daemon that is not running,
  * CLI_EXIT_USAGE for a socket path that cannot be one, CLI_EXIT_FAIL
  * otherwise.
@@ -151,6 +151,14 @@ int cli_report(const struct cli *c, int err, const struct cli_reply *r, const ch
 /* cli_report's message (without "cuslice: ") in buf instead of stderr; the same exit code. */
 int cli_describe(const struct cli *c, int err, const struct cli_reply *r, const char *method,
 		 const char *path, char *buf, size_t len);
+
+/*
+ * The daemon's error in a reply, {"error": {"code": ..., "message": ...}}
+ * (include/cuslice/api-errors.def): its machine-readable code, and its
+ * message (also read from the older {"error": "..."}); NULL when absent.
+ */
+const char *cli_error_code(const cJSON *reply);
+const char *cli_error_message(const cJSON *reply);
 
 /*
  * GET path and hand back its JSON (an object; caller frees with

@@ -24,9 +24,21 @@
 #define DURATION_UNITS "a whole number with unit ms, s, m or h (no unit: seconds)"
 
 const char *const cd_config_keys[] = {
-	"socket",     "socket_group", "state_dir",	   "shm_dir",	  "metrics_listen",
-	"log_level",  "token_file",   "allow_uids",	   "allow_gids",  "backstop_interval",
-	"session_ttl", "on_bypass",   NULL,
+    "socket",
+    "socket_group",
+    "state_dir",
+    "shm_dir",
+    "metrics_listen",
+    "log_level",
+    "token_file",
+    "allow_uids",
+    "allow_gids",
+    "backstop_interval",
+    "session_ttl",
+    "on_bypass",
+    "ipc_sessions_per_uid",
+    "api_connections_per_uid",
+    NULL,
 };
 
 #define NKEYS (sizeof(cd_config_keys) / sizeof(cd_config_keys[0]) - 1)
@@ -63,6 +75,8 @@ void cd_config_defaults(struct cd_config *c)
 	c->session_ttl_s = 30;
 	c->on_bypass = CD_ACTION_REPORT;
 	c->log_level = CS_LOG_INFO;
+	c->ipc_sessions_per_uid = CD_IPC_SESSIONS_PER_UID;
+	c->api_connections_per_uid = CD_API_CONNECTIONS_PER_UID;
 }
 
 /* ---- values ---- */
@@ -317,11 +331,36 @@ int cd_config_set(struct cd_config *c, const char *key, const char *value, char 
 	if (strcmp(key, "shm_dir") == 0)
 		return set_path(c->shm_dir, sizeof(c->shm_dir), value, why, whylen);
 	if (strcmp(key, "socket_group") == 0) {
+		unsigned long id;
+
+		/* A number must be a gid: 99999999999 must not wrap to another group. */
+		if (*value && strspn(value, "0123456789") == strlen(value) && !parse_id(value, &id))
+			return refuse(
+			    why, whylen, value,
+			    "gid out of range; accepted: a group name, or a gid from 0 to "
+			    "4294967294 (empty: the daemon's group)");
 		if (*value && !account_form(value, sizeof(c->socket_group) - 1))
 			return refuse(
 			    why, whylen, value,
 			    "expected a group name or number (empty: the daemon's group)");
 		strcpy(c->socket_group, value);
+		return 0;
+	}
+	if (strcmp(key, "ipc_sessions_per_uid") == 0 ||
+	    strcmp(key, "api_connections_per_uid") == 0) {
+		bool ipc = key[0] == 'i';
+		unsigned long max = ipc ? 1000000 : CD_HTTP_CONNECTIONS_MAX, id;
+
+		if (!parse_id(value, &id) || id < 1 || id > max)
+			return refuse(
+			    why, whylen, value,
+			    "expected a whole number from 1 to %lu (root may hold 4 times "
+			    "as many)",
+			    max);
+		if (ipc)
+			c->ipc_sessions_per_uid = (unsigned)id;
+		else
+			c->api_connections_per_uid = (unsigned)id;
 		return 0;
 	}
 	if (strcmp(key, "metrics_listen") == 0) {
@@ -529,7 +568,8 @@ static int on_key(void *user, const char *section, const char *name, const char 
 		ini_fail(st,
 			 "unknown key \"%.64s\"; accepted: socket, socket_group, state_dir, "
 			 "shm_dir, metrics_listen, log_level, token_file, allow_uids, allow_gids, "
-			 "backstop_interval, session_ttl, on_bypass",
+			 "backstop_interval, session_ttl, on_bypass, ipc_sessions_per_uid, "
+			 "api_connections_per_uid",
 			 name);
 		return 0;
 	}

@@ -30,6 +30,10 @@
 
 /* ---- configuration (cd-config.c) ---- */
 
+/* Defaults of ipc_sessions_per_uid and api_connections_per_uid. */
+#define CD_IPC_SESSIONS_PER_UID 1024u
+#define CD_API_CONNECTIONS_PER_UID 32u
+
 /* The accepted values of on_bypass / on_violation, for messages. */
 #define CD_ACTION_FORMS "report, stop or kill"
 
@@ -236,6 +240,62 @@ void cd_nvml_close(struct cd_nvml *n);
 int cd_nvml_sample(struct cd_nvml *n, struct cd_gpu_sample *out);
 void cd_nvml_samples_free(struct cd_gpu_sample *s, unsigned n);
 
+/* ---- connection admission (cd-admit.c) ---- */
+
+/* What a connection is counted as. */
+enum cd_conn_class {
+	CD_CLASS_IPC,	 /* an IPC session, or a connection whose protocol is not known yet */
+	CD_CLASS_HTTP,	 /* an API connection: front door, then the HTTP server */
+	CD_CLASS_REFUSE, /* kept only to be refused politely in its own protocol */
+	CD_CLASS_COUNT,
+};
+
+/* Root's bound is this many times a uid's (it runs the node's services). */
+#define CD_ROOT_FACTOR 4u
+/* Connections kept only to be answered with a refusal: all uids, one uid. */
+#define CD_REFUSE_CONNECTIONS_MAX 64u
+#define CD_REFUSE_PER_UID 8u
+
+struct cd_admit_limits {
+	unsigned total[CD_CLASS_COUNT];	  /* all uids together */
+	unsigned per_uid[CD_CLASS_COUNT]; /* one uid other than root */
+	unsigned root[CD_CLASS_COUNT];	  /* root */
+	unsigned reserve[CD_CLASS_COUNT]; /* of total, what only root may use */
+};
+
+struct cd_admit_uid {
+	uid_t uid;
+	unsigned n[CD_CLASS_COUNT];
+};
+
+struct cd_admit {
+	struct cd_admit_limits lim;
+	unsigned total[CD_CLASS_COUNT];	 /* held now, all uids */
+	unsigned nonroot[CD_CLASS_COUNT]; /* held now by uids other than root */
+	struct cd_admit_uid *uids;	 /* uids holding anything */
+	unsigned nuids, cap;
+};
+
+/*
+ * The bounds for a process allowed `fds` descriptors: HTTP total
+ * min(CD_HTTP_CONNECTIONS_MAX, budget/8), REFUSE min(64, budget/16), IPC
+ * what is left over two (a session costs a connection and a pidfd), with
+ * budget = fds - 64; per uid ipc_per_uid and http_per_uid (at most a
+ * quarter of the total), root CD_ROOT_FACTOR times that (at most the
+ * total); an eighth of IPC and HTTP reserved to root.
+ */
+void cd_admit_limits_for(struct cd_admit_limits *l, unsigned fds, unsigned ipc_per_uid,
+			 unsigned http_per_uid);
+void cd_admit_init(struct cd_admit *a, const struct cd_admit_limits *l);
+void cd_admit_free(struct cd_admit *a);
+/* Counts one more connection of uid in class c: 0, or -EAGAIN over a bound, -ENOMEM. */
+int cd_admit_take(struct cd_admit *a, uid_t uid, enum cd_conn_class c);
+/* Counts one fewer (a class uid does not hold is ignored). */
+void cd_admit_put(struct cd_admit *a, uid_t uid, enum cd_conn_class c);
+/* How many uid holds in c, and may hold. */
+unsigned cd_admit_held(const struct cd_admit *a, uid_t uid, enum cd_conn_class c);
+unsigned cd_admit_limit(const struct cd_admit *a, uid_t uid, enum cd_conn_class c);
+
 /* ---- the state (cd-state.c) ---- */
 
 /* What an epoll registration points at. */
@@ -254,12 +314,31 @@ struct cd_watch {
 
 struct cd_proc;
 
+/* What the loop knows of a connection's protocol. */
+enum cd_conn_state {
+	CD_CONN_NEW,  /* nothing read yet */
+	CD_CONN_IPC,  /* first bytes were CS_IPC_MAGIC: a session handled here */
+	CD_CONN_HTTP, /* an API request the front door is reading (peeking) */
+};
+
+/* Why a connection is kept only to be refused (class CD_CLASS_REFUSE). */
+enum cd_refusal {
+	CD_REFUSAL_NONE,
+	CD_REFUSAL_UNAUTHORIZED, /* HTTP 403 / DENIED EACCES */
+	CD_REFUSAL_BUSY,	 /* over a connection bound: HTTP 503 / DENIED EAGAIN */
+};
+
 /* An accepted connection the loop still owns: not yet dispatched, or an IPC session. */
 struct cd_conn {
 	struct cd_watch w; /* CD_WATCH_CONN */
 	int fd;
-	bool ipc;     /* first bytes were CS_IPC_MAGIC */
-	bool closing; /* close once out[] is sent */
+	enum cd_conn_state state;
+	enum cd_conn_class cls;	 /* what it is counted as; CD_CLASS_COUNT: nothing */
+	enum cd_refusal refusal; /* cls CD_CLASS_REFUSE: the answer it will get */
+	bool closing;		 /* close once out[] is sent */
+	bool rdhup;		 /* the peer shut down its side */
+	bool sent_continue;	 /* HTTP: "100 Continue" written */
+	size_t judged;		 /* HTTP: bytes the front door judged last time */
 	struct cd_peer peer;
 	uint64_t deadline_ms; /* the handshake must be done by then; 0 once registered */
 	struct cd_proc *proc; /* the registration, NULL before */
@@ -304,6 +383,13 @@ struct cd_seen {
 	bool killed;	/* we sent SIGKILL */
 };
 
+/* What the daemon remembers of an accepted descriptor (cd_peer_of_fd). */
+struct cd_fd {
+	struct cd_peer peer;
+	bool set;
+	bool in_http; /* handed to the HTTP server, counted in CD_CLASS_HTTP until it closes */
+};
+
 struct cusliced {
 	const struct cd_config *cfg; /* immutable while running */
 	pid_t pid;
@@ -326,16 +412,18 @@ struct cusliced {
 	unsigned nseen, seen_cap;
 	struct cd_snap_proc *bypass; /* unregistered processes on GPUs, last backstop tick */
 	unsigned nbypass;
-	struct cd_peer *peers; /* by fd */
-	bool *peer_set;
-	unsigned peers_cap;
+	struct cd_fd *fds; /* by descriptor: accepted connections' peers */
+	unsigned fds_cap;
+	struct cd_admit admit;
+	uint64_t conn_refused[CD_PROTO_COUNT][CD_REFUSED_COUNT];
 	uint64_t refusal_log_ms; /* rate limit of "refused" log lines */
 	unsigned refusal_logged, refusal_quiet;
 
 	/* loop thread only */
 	int epfd, lfd, sfd, tfd;
-	struct cd_conn *conns;
-	unsigned nconns, max_conns;
+	struct cd_conn *conns, *conns_tail; /* newest first */
+	unsigned nconns;
+	unsigned fd_limit; /* RLIMIT_NOFILE: the admission bounds derive from it */
 	struct cd_http *http;
 	struct cd_nvml *nvml;
 	uint64_t next_reclaim_ms, next_backstop_ms;
@@ -363,9 +451,19 @@ cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, con
 /* Counts and logs a refused peer, with an event. Lock held. */
 void cd_refused_locked(struct cusliced *d, const struct cd_peer *p, const char *why);
 
-/* Remembers / forgets the peer of an accepted fd (for cd_peer_of_fd). Lock held. */
+/*
+ * Remembers / forgets the peer of an accepted fd (for cd_peer_of_fd). An
+ * entry still marked in_http when its number is accepted again means the
+ * HTTP server closed it without telling (cd_http_closed): its count is
+ * released then. Lock held.
+ */
 int cd_peer_set(struct cusliced *d, int fd, const struct cd_peer *p);
 void cd_peer_clear(struct cusliced *d, int fd);
+/* Marks fd as handed to the HTTP server (its CD_CLASS_HTTP count stays until it closes). */
+void cd_peer_to_http(struct cusliced *d, int fd);
+
+/* Counts a connection refused without an event (bounds, malformed requests, timeouts). */
+void cd_conn_refused(struct cusliced *d, enum cd_proto proto, enum cd_refused_reason why);
 
 /* The group called name, or NULL. Lock held. */
 struct cd_group *cd_group_find(struct cusliced *d, const char *name);
@@ -436,6 +534,9 @@ void cd_conn_event(struct cusliced *d, struct cd_conn *c, uint32_t events);
 void cd_conns_tick(struct cusliced *d);
 void cd_conn_close(struct cusliced *d, struct cd_conn *c);
 void cd_conns_free(struct cusliced *d);
+
+/* Why an IPC peer over its bound is refused (DENIED EAGAIN), into buf. */
+void cd_ipc_busy_text(struct cusliced *d, const struct cd_conn *c, char *buf, size_t len);
 
 /*
  * Handles the bytes in c->in (an IPC session): REGISTER, PING. Returns 0, or

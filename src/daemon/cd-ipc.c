@@ -69,6 +69,11 @@ static void do_register(struct cusliced *d, struct cd_conn *c, const struct cs_i
 		deny(d, c, m->h.seq, EACCES, why);
 		return;
 	}
+	if (c->refusal == CD_REFUSAL_BUSY) {
+		cd_ipc_busy_text(d, c, why, sizeof(why));
+		deny(d, c, m->h.seq, EAGAIN, why);
+		return;
+	}
 	if (!cd_token_ok(d, r->token)) {
 		deny(d, c, m->h.seq, EACCES,
 		     r->token[0] ? "wrong token (CUSLICE_TOKEN)"

@@ -1,10 +1,31 @@
 /*
- * The daemon's Unix socket: binding it, accepting connections, the kernel's
- * word about each peer (SO_PEERCRED, SO_PEERGROUPS, /proc/PID/cgroup),
- * authorization, and telling the two protocols apart by their first four
- * bytes (peeked, so they stay in the socket for whoever reads them):
- * CS_IPC_MAGIC starts an IPC session handled here, anything else is HTTP,
- * handed to libmicrohttpd.
+ * The daemon's Unix socket and its front door: binding it, accepting
+ * connections, the kernel's word about each peer (SO_PEERCRED,
+ * SO_PEERGROUPS, /proc/PID/cgroup), authorization and the connection bounds
+ * (cd-admit.c) — all before a byte is read —, telling the two protocols
+ * apart by their first bytes (peeked, so they stay in the socket), IPC
+ * sessions' I/O, and the API requests' checks before libmicrohttpd.
+ *
+ * At accept, for every connection:
+ *   - an unauthorized peer is kept only to be refused in its protocol
+ *     (HTTP 403 written here, IPC DENIED EACCES) within REFUSE_MS;
+ *   - an authorized one is counted in its uid's IPC class; over that bound
+ *     it is kept only to be refused (HTTP 503, IPC DENIED EAGAIN) unless it
+ *     turns out to be HTTP and the HTTP class has room;
+ *   - past the REFUSE class's own bounds it is closed at once: there is no
+ *     room left even to say no.
+ * When the first bytes show HTTP, the connection moves to its uid's HTTP
+ * class; at that bound, the uid's oldest API connection still in the front
+ * door gives way (503) to the new one, so a uid that holds slow requests
+ * blocks only its own slow requests, never its next one; with none to give
+ * way, the new one gets 503.
+ *
+ * An API request stays here — a descriptor in the loop's epoll set, no
+ * thread, no libmicrohttpd memory — until cd_http_head_check finds its
+ * head complete and valid and its whole body in the socket: only then is it
+ * handed to libmicrohttpd (cd_http_add_connection). A malformed one gets
+ * the API's JSON error written here (400, 411, 413, 414, 417, 431, 505), an
+ * incomplete one 408 at its deadline (HANDSHAKE_MS after accept).
  *
  * Connections are edge-triggered (EPOLLET): every event is handled until
  * the socket says EAGAIN, or until the output buffer is full, in which
@@ -26,8 +47,20 @@
 
 #include "cs-log.h"
 
-/* A connection must have said who it is (IPC REGISTER, or any HTTP byte) within this. */
+/* An IPC connection must REGISTER, an API request be complete, within this of accept. */
 #define HANDSHAKE_MS 10000
+/* A connection kept only to be refused gets this long to show its protocol. */
+#define REFUSE_MS 2000
+/* Connections accepted per wake-up; the rest wait in the backlog for the next turn. */
+#define ACCEPT_BATCH 256
+/* Refused connections' unread bytes read away before closing, at most (else the peer's
+ * read of our answer ends in ECONNRESET instead of end of file). */
+#define DRAIN_MAX (256u * 1024)
+/* What a refused HTTP client is told to wait before trying again. */
+#define RETRY_AFTER_S 1
+
+/* The front door's view of a request: peeked, so one buffer serves every connection. */
+static char peek_buf[CD_HTTP_REQUEST_MAX + 1];
 
 /* Creates the parent directories of path (mode 0755), like mkdir -p. */
 static int mkdir_parents(const char *path)
@@ -48,18 +81,22 @@ static int mkdir_parents(const char *path)
 	return 0;
 }
 
+/* socket_group as a gid: a number (checked by cd_config_set: 0..4294967294) or a name. */
 static int resolve_group(const char *name, gid_t *gid)
 {
 	struct group gr, *res = NULL;
 	char buf[16384], *end;
-	unsigned long v;
+	unsigned long long v;
 
 	if (!*name) {
 		*gid = getegid();
 		return 0;
 	}
-	v = strtoul(name, &end, 10);
-	if (*name >= '0' && *name <= '9' && !*end) {
+	if (*name >= '0' && *name <= '9') {
+		errno = 0;
+		v = strtoull(name, &end, 10);
+		if (errno || *end || v >= (gid_t)-1)
+			return -ERANGE;
 		*gid = (gid_t)v;
 		return 0;
 	}
@@ -105,8 +142,12 @@ int cd_listen_open(struct cusliced *d, char *err, size_t errlen)
 	mode_t old;
 	int fd, e;
 
-	if (resolve_group(d->cfg->socket_group, &d->socket_gid) != 0) {
-		snprintf(err, errlen, "socket_group \"%s\": no such group", d->cfg->socket_group);
+	e = resolve_group(d->cfg->socket_group, &d->socket_gid);
+	if (e) {
+		snprintf(err, errlen,
+			 e == -ERANGE ? "socket_group \"%s\": gid out of range (0 to 4294967294)"
+				      : "socket_group \"%s\": no such group",
+			 d->cfg->socket_group);
 		return -EINVAL;
 	}
 	if (strlen(path) >= sizeof(a.sun_path)) {
@@ -186,7 +227,8 @@ static bool id_in(const unsigned *ids, unsigned n, unsigned id)
 /*
  * Fills the peer of a fresh connection from the kernel and decides whether
  * it may use the daemon: uid 0, the daemon's uid, allow_uids, or a primary
- * or supplementary gid in allow_gids.
+ * or supplementary gid in allow_gids. The cgroup is read for authorized
+ * peers only (a refused one costs no file read).
  */
 static void identify(struct cusliced *d, int fd, struct cd_peer *p)
 {
@@ -210,17 +252,149 @@ static void identify(struct cusliced *d, int fd, struct cd_peer *p)
 		ng = len / sizeof(gid_t);
 	for (unsigned i = 0; i < ng && p->ngroups < 32; i++)
 		p->groups[p->ngroups++] = groups[i];
-	cd_pid_cgroup(p->pid, p->cgroup, sizeof(p->cgroup));
 	p->authorized = p->uid == 0 || p->uid == d->uid ||
 			id_in((const unsigned *)c->allow_uids, c->n_allow_uids, p->uid) ||
 			id_in((const unsigned *)c->allow_gids, c->n_allow_gids, p->gid);
 	for (unsigned i = 0; i < ng && !p->authorized; i++)
 		p->authorized = id_in((const unsigned *)c->allow_gids, c->n_allow_gids, groups[i]);
+	if (p->authorized)
+		cd_pid_cgroup(p->pid, p->cgroup, sizeof(p->cgroup));
+}
+
+/* ---- the connection list ---- */
+
+static void link_conn(struct cusliced *d, struct cd_conn *c)
+{
+	c->prev = NULL;
+	c->next = d->conns;
+	if (d->conns)
+		d->conns->prev = c;
+	else
+		d->conns_tail = c;
+	d->conns = c;
+	d->nconns++;
+}
+
+/* Unlinks c from the list and the loop; c is freed after the batch. */
+static void conn_forget(struct cusliced *d, struct cd_conn *c)
+{
+	cd_loop_unwatch(d, c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		d->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		d->conns_tail = c->prev;
+	d->nconns--;
+	c->w.kind = CD_WATCH_DEAD;
+	cd_loop_defer_free(d, c);
+}
+
+/* Stops counting c (its class's bound gets the room back). */
+static void release(struct cusliced *d, struct cd_conn *c)
+{
+	if (c->cls != CD_CLASS_COUNT)
+		cd_admit_put(&d->admit, c->peer.uid, c->cls);
+	c->cls = CD_CLASS_COUNT;
+}
+
+void cd_conn_close(struct cusliced *d, struct cd_conn *c)
+{
+	struct cd_proc *p = c->proc;
+
+	if (c->w.kind == CD_WATCH_DEAD)
+		return;
+	release(d, c);
+	conn_forget(d, c);
+	cd_peer_clear(d, c->fd);
+	close(c->fd);
+	c->fd = -1;
+	c->proc = NULL;
+	if (p)
+		cd_proc_disconnected(d, p);
+}
+
+/*
+ * Writes text (an answer that fits a fresh socket's buffer), reads away what
+ * the peer sent (up to DRAIN_MAX), and closes: the peer reads the answer,
+ * then end of file.
+ */
+static void answer_and_close(struct cusliced *d, struct cd_conn *c, const char *text, size_t len)
+{
+	char sink[4096];
+	size_t drained = 0;
+
+	if (len)
+		(void)send(c->fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (drained < DRAIN_MAX) {
+		ssize_t n = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		drained += (size_t)n;
+	}
+	cd_conn_close(d, c);
+}
+
+/* Writes the API's JSON error e (with message) to an HTTP connection and closes it. */
+static void http_refuse(struct cusliced *d, struct cd_conn *c, enum cd_api_err e,
+			const char *message)
+{
+	char text[1024];
+	size_t n = cd_http_error_response(e, message, e == CD_API_ERR_BUSY ? RETRY_AFTER_S : 0,
+					  text, sizeof(text));
+
+	answer_and_close(d, c, text, n);
+}
+
+/* "uid U holds N of its M ..." for refusals at a bound. */
+static void busy_text(struct cusliced *d, const struct cd_peer *p, enum cd_conn_class cls,
+		      char *buf, size_t len)
+{
+	const struct cd_admit *a = &d->admit;
+	unsigned held = cd_admit_held(a, p->uid, cls), max = cd_admit_limit(a, p->uid, cls);
+	const char *what = cls == CD_CLASS_HTTP ? "API connections" : "IPC sessions";
+
+	if (held >= max)
+		snprintf(buf, len,
+			 "cusliced is busy: uid %u holds %u %s, its limit; retry when some end",
+			 (unsigned)p->uid, held, what);
+	else
+		snprintf(buf, len,
+			 "cusliced is busy: %u %s are open, its limit for %s; retry in a moment",
+			 a->total[cls], what, p->uid == 0 ? "all users" : "users other than root");
+}
+
+/* ---- accepting ---- */
+
+static void input(struct cusliced *d, struct cd_conn *c);
+
+/* Counts a new connection: IPC for an authorized peer, REFUSE otherwise or over the bound. */
+static bool admit(struct cusliced *d, struct cd_conn *c)
+{
+	const struct cd_peer *p = &c->peer;
+
+	c->cls = CD_CLASS_COUNT;
+	c->refusal = CD_REFUSAL_NONE;
+	if (p->authorized && cd_admit_take(&d->admit, p->uid, CD_CLASS_IPC) == 0) {
+		c->cls = CD_CLASS_IPC;
+		return true;
+	}
+	if (cd_admit_take(&d->admit, p->uid, CD_CLASS_REFUSE) != 0)
+		return false;
+	c->cls = CD_CLASS_REFUSE;
+	c->refusal = p->authorized ? CD_REFUSAL_BUSY : CD_REFUSAL_UNAUTHORIZED;
+	c->deadline_ms = cd_now_ms() + REFUSE_MS;
+	return true;
 }
 
 void cd_listen_accept(struct cusliced *d)
 {
-	for (;;) {
+	for (unsigned k = 0; k < ACCEPT_BATCH; k++) {
 		struct sockaddr_storage sa;
 		socklen_t salen = sizeof(sa);
 		struct cd_conn *c;
@@ -241,21 +415,10 @@ void cd_listen_accept(struct cusliced *d)
 			}
 			return;
 		}
-		if (d->nconns >= d->max_conns || !(c = calloc(1, sizeof(*c)))) {
-			static uint64_t last_ms, quiet;
-
-			/* A burst over capacity refuses thousands: one line a second says it. */
-			if (cd_now_ms() - last_ms >= 1000) {
-				cs_log(CS_LOG_WARN, CD_LOG,
-				       "%u connections open (the descriptor limit allows %u): "
-				       "refusing another (%llu more refused since the last message)",
-				       d->nconns, d->max_conns, (unsigned long long)quiet);
-				last_ms = cd_now_ms();
-				quiet = 0;
-			} else {
-				quiet++;
-			}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
 			close(fd);
+			cd_conn_refused(d, CD_PROTO_UNKNOWN, CD_REFUSED_LIMIT);
 			continue;
 		}
 		c->w.kind = CD_WATCH_CONN;
@@ -264,53 +427,35 @@ void cd_listen_accept(struct cusliced *d)
 		c->salen = salen;
 		c->deadline_ms = cd_now_ms() + HANDSHAKE_MS;
 		identify(d, fd, &c->peer);
+		if (!admit(d, c)) {
+			/* Not even room to say no: the peer sees its connection closed. */
+			cd_conn_refused(d, CD_PROTO_UNKNOWN,
+					c->peer.authorized ? CD_REFUSED_LIMIT
+							   : CD_REFUSED_UNAUTHORIZED);
+			close(fd);
+			free(c);
+			continue;
+		}
 		if (cd_peer_set(d, fd, &c->peer) != 0 ||
 		    cd_loop_watch(d, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, &c->w) != 0) {
+			release(d, c);
 			cd_peer_clear(d, fd);
 			close(fd);
 			free(c);
 			continue;
 		}
-		c->next = d->conns;
-		if (d->conns)
-			d->conns->prev = c;
-		d->conns = c;
-		d->nconns++;
+		link_conn(d, c);
 		cs_log(CS_LOG_DEBUG, CD_LOG, "connection %d from pid %d (uid %u)%s", fd,
 		       (int)c->peer.pid, (unsigned)c->peer.uid,
-		       c->peer.authorized ? "" : ", not authorized");
+		       c->refusal == CD_REFUSAL_UNAUTHORIZED ? ", not authorized"
+		       : c->refusal == CD_REFUSAL_BUSY	     ? ", over its bound"
+							     : "");
+		/* Clients write right after connect: their bytes are often here already. */
+		input(d, c);
 	}
 }
 
-/* Unlinks c from the list and the loop; c is freed after the batch. */
-static void conn_forget(struct cusliced *d, struct cd_conn *c)
-{
-	cd_loop_unwatch(d, c->fd);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		d->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	d->nconns--;
-	c->w.kind = CD_WATCH_DEAD;
-	cd_loop_defer_free(d, c);
-}
-
-void cd_conn_close(struct cusliced *d, struct cd_conn *c)
-{
-	struct cd_proc *p = c->proc;
-
-	if (c->w.kind == CD_WATCH_DEAD)
-		return;
-	conn_forget(d, c);
-	cd_peer_clear(d, c->fd);
-	close(c->fd);
-	c->fd = -1;
-	c->proc = NULL;
-	if (p)
-		cd_proc_disconnected(d, p);
-}
+/* ---- IPC ---- */
 
 /* Sends what out[] holds. 0 when all of it went, -EAGAIN when the socket is full, -errno. */
 static int flush(struct cd_conn *c)
@@ -327,24 +472,6 @@ static int flush(struct cd_conn *c)
 	}
 	c->out_len = c->out_off = 0;
 	return 0;
-}
-
-/*
- * Peeks at the first bytes: 0 undecided (a valid prefix of the magic so
- * far), 1 IPC, 2 HTTP, -1 closed or broken.
- */
-static int sniff(struct cd_conn *c)
-{
-	char buf[4];
-	ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
-
-	if (n < 0)
-		return errno == EAGAIN || errno == EINTR ? 0 : -1;
-	if (n == 0)
-		return -1;
-	if (memcmp(buf, CS_IPC_MAGIC, (size_t)n) != 0)
-		return 2;
-	return n == 4 ? 1 : 0;
 }
 
 /* Reads and handles IPC input until the socket is drained or output is full. */
@@ -379,29 +506,10 @@ static int ipc_io(struct cusliced *d, struct cd_conn *c)
 	}
 }
 
-void cd_conn_event(struct cusliced *d, struct cd_conn *c, uint32_t events)
+static void ipc_input(struct cusliced *d, struct cd_conn *c)
 {
-	int e;
+	int e = ipc_io(d, c);
 
-	(void)events;
-	if (!c->ipc) {
-		switch (sniff(c)) {
-		case 0:
-			return;
-		case 1:
-			c->ipc = true;
-			break;
-		case 2:
-			cs_log(CS_LOG_DEBUG, CD_LOG, "connection %d: HTTP", c->fd);
-			conn_forget(d, c);
-			cd_loop_handoff(d, c->fd, &c->sa, c->salen);
-			return;
-		default:
-			cd_conn_close(d, c);
-			return;
-		}
-	}
-	e = ipc_io(d, c);
 	if (e) {
 		if (e != -ECONNRESET)
 			cs_log(CS_LOG_DEBUG, CD_LOG, "connection %d (pid %d): closed: %s", c->fd,
@@ -411,6 +519,184 @@ void cd_conn_event(struct cusliced *d, struct cd_conn *c, uint32_t events)
 	}
 }
 
+/* ---- HTTP: the front door ---- */
+
+/* The uid's oldest API connection still in the front door, or NULL. */
+static struct cd_conn *oldest_http(struct cusliced *d, uid_t uid)
+{
+	for (struct cd_conn *o = d->conns_tail; o; o = o->prev)
+		if (o->state == CD_CONN_HTTP && o->cls == CD_CLASS_HTTP && o->peer.uid == uid)
+			return o;
+	return NULL;
+}
+
+/*
+ * c's first bytes are HTTP: count it in its uid's HTTP class (the uid's
+ * oldest request in the front door giving way at the bound). false after
+ * refusing c.
+ */
+static bool http_admit(struct cusliced *d, struct cd_conn *c)
+{
+	enum cd_conn_class was = c->cls;
+	char msg[256];
+	int e;
+
+	if (c->refusal == CD_REFUSAL_UNAUTHORIZED) {
+		snprintf(
+		    msg, sizeof(msg),
+		    "permission denied: uid %u (gid %u) may not use cusliced (see allow_uids / "
+		    "allow_gids in its configuration)",
+		    (unsigned)c->peer.uid, (unsigned)c->peer.gid);
+		cd_refused_locked(d, &c->peer, "http: uid/gid not allowed");
+		cd_conn_refused(d, CD_PROTO_HTTP, CD_REFUSED_UNAUTHORIZED);
+		http_refuse(d, c, CD_API_ERR_FORBIDDEN, msg);
+		return false;
+	}
+	e = cd_admit_take(&d->admit, c->peer.uid, CD_CLASS_HTTP);
+	if (e == -EAGAIN) {
+		struct cd_conn *o = oldest_http(d, c->peer.uid);
+
+		if (o) {
+			snprintf(
+			    msg, sizeof(msg),
+			    "closed to make room for a newer connection of uid %u, which holds "
+			    "%u API connections, its limit; send requests whole and promptly",
+			    (unsigned)o->peer.uid,
+			    cd_admit_limit(&d->admit, o->peer.uid, CD_CLASS_HTTP));
+			cd_conn_refused(d, CD_PROTO_HTTP, CD_REFUSED_LIMIT);
+			http_refuse(d, o, CD_API_ERR_BUSY, msg);
+			e = cd_admit_take(&d->admit, c->peer.uid, CD_CLASS_HTTP);
+		}
+	}
+	if (e) {
+		busy_text(d, &c->peer, CD_CLASS_HTTP, msg, sizeof(msg));
+		cd_refused_locked(d, &c->peer, msg);
+		cd_conn_refused(d, CD_PROTO_HTTP, CD_REFUSED_LIMIT);
+		http_refuse(d, c, CD_API_ERR_BUSY, msg);
+		return false;
+	}
+	cd_admit_put(&d->admit, c->peer.uid, was);
+	c->cls = CD_CLASS_HTTP;
+	c->refusal = CD_REFUSAL_NONE;
+	/* The request's deadline runs from accept: waiting to be classified counts. */
+	if (was == CD_CLASS_REFUSE)
+		c->deadline_ms = cd_now_ms() + HANDSHAKE_MS;
+	return true;
+}
+
+/* Judges what an API connection sent so far: waits, refuses, or hands it over. */
+static void http_input(struct cusliced *d, struct cd_conn *c)
+{
+	struct cd_http_verdict v;
+	ssize_t n = recv(c->fd, peek_buf, sizeof(peek_buf) - 1, MSG_PEEK | MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		n = 0;
+	if (n < 0) {
+		cd_conn_close(d, c);
+		return;
+	}
+	if (n == 0 && c->rdhup) {
+		cd_conn_close(d, c); /* the peer left before saying anything */
+		return;
+	}
+	if ((size_t)n == c->judged && !c->rdhup)
+		return; /* nothing new */
+	c->judged = (size_t)n;
+	cd_http_head_check(peek_buf, (size_t)n, c->rdhup, &v);
+	switch (v.state) {
+	case CD_HTTP_MORE:
+		if (v.expect_continue && !c->sent_continue) {
+			static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+			/* The client waits for it before sending its body (libmicrohttpd
+			 * sends another once it has the request: 1xx may repeat). */
+			(void)send(c->fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+			c->sent_continue = true;
+		}
+		return;
+	case CD_HTTP_REFUSE:
+		cs_log(CS_LOG_DEBUG, CD_LOG, "connection %d (pid %d): %u: %s", c->fd,
+		       (int)c->peer.pid, cd_api_err_status(v.err), v.message);
+		cd_conn_refused(d, CD_PROTO_HTTP, CD_REFUSED_MALFORMED);
+		http_refuse(d, c, v.err, v.message);
+		return;
+	case CD_HTTP_READY:
+		break;
+	}
+	/* Complete and valid: libmicrohttpd's from here; its count stays until it closes it. */
+	cs_log(CS_LOG_DEBUG, CD_LOG, "connection %d: HTTP request of %zu bytes handed over", c->fd,
+	       v.head_len + v.body_len);
+	cd_peer_to_http(d, c->fd);
+	c->cls = CD_CLASS_COUNT;
+	conn_forget(d, c);
+	cd_loop_handoff(d, c->fd, &c->sa, c->salen);
+}
+
+/*
+ * A connection of unknown protocol: peeks at its first bytes. CS_IPC_MAGIC
+ * (all four) makes it IPC, any byte that cannot start the magic HTTP; a
+ * prefix of the magic waits.
+ */
+static void sniff(struct cusliced *d, struct cd_conn *c)
+{
+	char buf[4];
+	ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		if (c->rdhup)
+			cd_conn_close(d, c);
+		return;
+	}
+	if (n <= 0) {
+		cd_conn_close(d, c);
+		return;
+	}
+	if (memcmp(buf, CS_IPC_MAGIC, (size_t)n) == 0) {
+		if (n < 4) {
+			if (c->rdhup)
+				cd_conn_close(d, c);
+			return;
+		}
+		/* An IPC session; a refused one is answered DENIED by cd_ipc_input. */
+		c->state = CD_CONN_IPC;
+		ipc_input(d, c);
+		return;
+	}
+	if (!http_admit(d, c))
+		return;
+	c->state = CD_CONN_HTTP;
+	http_input(d, c);
+}
+
+/* Whatever c's state, handles what arrived. */
+static void input(struct cusliced *d, struct cd_conn *c)
+{
+	switch (c->state) {
+	case CD_CONN_NEW:
+		sniff(d, c);
+		break;
+	case CD_CONN_IPC:
+		ipc_input(d, c);
+		break;
+	case CD_CONN_HTTP:
+		http_input(d, c);
+		break;
+	}
+}
+
+void cd_conn_event(struct cusliced *d, struct cd_conn *c, uint32_t events)
+{
+	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		c->rdhup = true;
+	input(d, c);
+}
+
+void cd_ipc_busy_text(struct cusliced *d, const struct cd_conn *c, char *buf, size_t len)
+{
+	busy_text(d, &c->peer, CD_CLASS_IPC, buf, len);
+}
+
 void cd_conns_tick(struct cusliced *d)
 {
 	uint64_t now = cd_now_ms();
@@ -418,12 +704,27 @@ void cd_conns_tick(struct cusliced *d)
 
 	for (; c; c = next) {
 		next = c->next;
-		if (c->deadline_ms && now >= c->deadline_ms) {
-			cs_log(CS_LOG_DEBUG, CD_LOG,
-			       "connection %d (pid %d): no registration within %d s: closed", c->fd,
-			       (int)c->peer.pid, HANDSHAKE_MS / 1000);
-			cd_conn_close(d, c);
+		if (!c->deadline_ms || now < c->deadline_ms)
+			continue;
+		if (c->state == CD_CONN_HTTP) {
+			char msg[160];
+
+			snprintf(
+			    msg, sizeof(msg),
+			    "the request was not complete within %d s of connecting (%zu bytes "
+			    "came); accepted: a whole request, head and body, within %d s",
+			    HANDSHAKE_MS / 1000, c->judged, HANDSHAKE_MS / 1000);
+			cd_conn_refused(d, CD_PROTO_HTTP, CD_REFUSED_TIMEOUT);
+			http_refuse(d, c, CD_API_ERR_REQUEST_TIMEOUT, msg);
+			continue;
 		}
+		cs_log(CS_LOG_DEBUG, CD_LOG, "connection %d (pid %d): %s within %d ms: closed",
+		       c->fd, (int)c->peer.pid,
+		       c->state == CD_CONN_IPC ? "no registration" : "nothing sent",
+		       (int)(c->cls == CD_CLASS_REFUSE ? REFUSE_MS : HANDSHAKE_MS));
+		cd_conn_refused(d, c->state == CD_CONN_IPC ? CD_PROTO_IPC : CD_PROTO_UNKNOWN,
+				CD_REFUSED_TIMEOUT);
+		cd_conn_close(d, c);
 	}
 	if (d->listen_paused && cd_loop_modify(d, d->lfd, EPOLLIN, &d->listen_w) == 0)
 		d->listen_paused = false;
@@ -438,5 +739,6 @@ void cd_conns_free(struct cusliced *d)
 		close(c->fd);
 		free(c);
 	}
+	d->conns_tail = NULL;
 	d->nconns = 0;
 }

@@ -81,6 +81,8 @@ void cd_loop_handoff(struct cusliced *d, int fd, const struct sockaddr_storage *
 	struct cd_handoff *h;
 
 	if (!grow((void **)&d->handoffs, d->nhandoffs, &d->handoffs_cap, sizeof(*h))) {
+		if ((unsigned)fd < d->fds_cap && d->fds[fd].in_http)
+			cd_admit_put(&d->admit, d->fds[fd].peer.uid, CD_CLASS_HTTP);
 		cd_peer_clear(d, fd);
 		close(fd);
 		return;
@@ -173,9 +175,12 @@ static void after_batch(struct cusliced *d, bool backstop)
 		int e = cd_http_add_connection(d->http, h[i].fd, (struct sockaddr *)&h[i].sa,
 					       h[i].salen);
 
-		if (e)
+		if (e) {
 			cs_log(CS_LOG_DEBUG, CD_LOG, "HTTP server refused connection %d: %s",
 			       h[i].fd, strerror(-e));
+			/* It closed the fd without a word: release its count ourselves. */
+			cd_http_closed(d, h[i].fd);
+		}
 	}
 	free(h);
 	if (backstop)

@@ -69,6 +69,13 @@ static const char usage_text[] =
 	"                           its last process: 0s to 24h (default 30s)\n"
 	"      --on-bypass ACTION   what to do with a process using a GPU without\n"
 	"                           libcuslice: report (default), stop (SIGSTOP), kill\n"
+	"      --ipc-sessions-per-uid N\n"
+	"                           IPC sessions (processes under libcuslice) one uid\n"
+	"                           may hold at once: 1 to 1000000 (default 1024;\n"
+	"                           root 4 times as many)\n"
+	"      --api-connections-per-uid N\n"
+	"                           API connections one uid may hold at once: 1 to\n"
+	"                           512 (default 32; root 4 times as many)\n"
 	"  -h, --help               this text\n"
 	"  -V, --version            the version\n"
 	"\n"
@@ -132,6 +139,8 @@ static const struct option longopts[] = {
     {"backstop-interval", required_argument, NULL, 0},
     {"session-ttl", required_argument, NULL, 0},
     {"on-bypass", required_argument, NULL, 0},
+    {"ipc-sessions-per-uid", required_argument, NULL, 0},
+    {"api-connections-per-uid", required_argument, NULL, 0},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -236,7 +245,11 @@ static void notify(const char *state)
 	close(fd);
 }
 
-/* Every connection and pidfd is a descriptor: take what the hard limit allows. */
+/*
+ * Every connection and pidfd is a descriptor: take what the hard limit
+ * allows. Returns the soft limit now in force (the connection bounds derive
+ * from it).
+ */
 static unsigned raise_fd_limit(void)
 {
 	struct rlimit rl;
@@ -248,8 +261,7 @@ static unsigned raise_fd_limit(void)
 		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 			getrlimit(RLIMIT_NOFILE, &rl);
 	}
-	/* A registered process costs two: its connection and its pidfd. */
-	return rl.rlim_cur > 128 ? (unsigned)((rl.rlim_cur - 64) / 2) : 32;
+	return rl.rlim_cur > 1048576 ? 1048576u : (unsigned)rl.rlim_cur;
 }
 
 static int mkdir_p(const char *dir)
@@ -317,7 +329,20 @@ int main(int argc, char **argv)
 	}
 	d.pid = getpid();
 	d.uid = geteuid();
-	d.max_conns = raise_fd_limit();
+	d.fd_limit = raise_fd_limit();
+	{
+		struct cd_admit_limits l;
+
+		cd_admit_limits_for(&l, d.fd_limit, cfg.ipc_sessions_per_uid,
+				    cfg.api_connections_per_uid);
+		cd_admit_init(&d.admit, &l);
+		cs_log(CS_LOG_INFO, CD_LOG,
+		       "connection bounds (%u descriptors): IPC sessions %u in all, %u per uid, "
+		       "%u for root; API connections %u in all, %u per uid, %u for root",
+		       d.fd_limit, l.total[CD_CLASS_IPC], l.per_uid[CD_CLASS_IPC],
+		       l.root[CD_CLASS_IPC], l.total[CD_CLASS_HTTP], l.per_uid[CD_CLASS_HTTP],
+		       l.root[CD_CLASS_HTTP]);
+	}
 	cs_pid_identity_self(&d.self);
 	/*
 	 * The socket first: a second daemon on the same path must stop before it

@@ -51,8 +51,8 @@ void cd_state_free(struct cusliced *d)
 	cd_groups_free(d);
 	free(d->seen);
 	free(d->bypass);
-	free(d->peers);
-	free(d->peer_set);
+	free(d->fds);
+	cd_admit_free(&d->admit);
 	for (unsigned i = 0; i < d->ngrave; i++)
 		free(d->graveyard[i]);
 	free(d->graveyard);
@@ -94,35 +94,60 @@ unsigned cd_events(struct cusliced *d, uint64_t since, struct cd_event *out, uns
 
 int cd_peer_set(struct cusliced *d, int fd, const struct cd_peer *p)
 {
+	struct cd_fd *f;
+
 	if (fd < 0)
 		return -EBADF;
-	if ((unsigned)fd >= d->peers_cap) {
-		unsigned cap = d->peers_cap ? d->peers_cap : 256;
-		struct cd_peer *np;
-		bool *ns;
+	if ((unsigned)fd >= d->fds_cap) {
+		unsigned cap = d->fds_cap ? d->fds_cap : 256;
+		struct cd_fd *nf;
 
 		while (cap <= (unsigned)fd)
 			cap *= 2;
-		np = realloc(d->peers, cap * sizeof(*np));
-		if (!np)
+		nf = realloc(d->fds, cap * sizeof(*nf));
+		if (!nf)
 			return -ENOMEM;
-		d->peers = np;
-		ns = realloc(d->peer_set, cap * sizeof(*ns));
-		if (!ns)
-			return -ENOMEM;
-		memset(ns + d->peers_cap, 0, (cap - d->peers_cap) * sizeof(*ns));
-		d->peer_set = ns;
-		d->peers_cap = cap;
+		memset(nf + d->fds_cap, 0, (cap - d->fds_cap) * sizeof(*nf));
+		d->fds = nf;
+		d->fds_cap = cap;
 	}
-	d->peers[fd] = *p;
-	d->peer_set[fd] = true;
+	f = &d->fds[fd];
+	/*
+	 * The number is free again, so the HTTP server closed it; it tells us
+	 * before closing (cd_http_closed), except when it failed to take the
+	 * connection on in its thread (out of memory). Release the count now.
+	 */
+	if (f->set && f->in_http) {
+		cs_log(CS_LOG_DEBUG, CD_LOG, "connection %d: closed by the HTTP server unannounced",
+		       fd);
+		cd_admit_put(&d->admit, f->peer.uid, CD_CLASS_HTTP);
+	}
+	f->peer = *p;
+	f->set = true;
+	f->in_http = false;
 	return 0;
 }
 
 void cd_peer_clear(struct cusliced *d, int fd)
 {
-	if (fd >= 0 && (unsigned)fd < d->peers_cap)
-		d->peer_set[fd] = false;
+	if (fd >= 0 && (unsigned)fd < d->fds_cap)
+		d->fds[fd].set = d->fds[fd].in_http = false;
+}
+
+void cd_peer_to_http(struct cusliced *d, int fd)
+{
+	if (fd >= 0 && (unsigned)fd < d->fds_cap && d->fds[fd].set)
+		d->fds[fd].in_http = true;
+}
+
+void cd_http_closed(struct cusliced *d, int fd)
+{
+	pthread_mutex_lock(&d->lock);
+	if (fd >= 0 && (unsigned)fd < d->fds_cap && d->fds[fd].set && d->fds[fd].in_http) {
+		cd_admit_put(&d->admit, d->fds[fd].peer.uid, CD_CLASS_HTTP);
+		d->fds[fd].set = d->fds[fd].in_http = false;
+	}
+	pthread_mutex_unlock(&d->lock);
 }
 
 bool cd_peer_of_fd(struct cusliced *d, int fd, struct cd_peer *out)
@@ -130,16 +155,18 @@ bool cd_peer_of_fd(struct cusliced *d, int fd, struct cd_peer *out)
 	bool found = false;
 
 	pthread_mutex_lock(&d->lock);
-	/*
-	 * An fd handed to the HTTP server keeps its entry until the number is
-	 * accepted again, which cannot happen while that connection is open.
-	 */
-	if (fd >= 0 && (unsigned)fd < d->peers_cap && d->peer_set[fd]) {
-		*out = d->peers[fd];
+	/* An fd handed to the HTTP server keeps its entry until the server closes it. */
+	if (fd >= 0 && (unsigned)fd < d->fds_cap && d->fds[fd].set) {
+		*out = d->fds[fd].peer;
 		found = true;
 	}
 	pthread_mutex_unlock(&d->lock);
 	return found;
+}
+
+void cd_conn_refused(struct cusliced *d, enum cd_proto proto, enum cd_refused_reason why)
+{
+	d->conn_refused[proto][why]++;
 }
 
 /* ---- the token and refusals ---- */
@@ -203,7 +230,7 @@ static void snap_group(struct cusliced *d, struct cd_group *g, struct cd_snap_gr
 	s->managed = g->policy != NULL;
 	if (g->policy)
 		s->policy_json = cd_policy_to_json(g->policy);
-	nslots = cd_group_slots(d, g, slots, CS_GROUP_MAX_PROCS);	/* opens the region if need be */
+	nslots = cd_group_slots(d, g, slots, CS_GROUP_MAX_PROCS); /* opens the region if need be */
 	s->processes = nslots;
 	/* Registered processes that have no slot yet (between REGISTER and cuInit's attach). */
 	for (unsigned i = 0; i < d->nprocs; i++) {
@@ -342,6 +369,9 @@ int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
 	s->bypass_total = d->bypass_total;
 	s->ipc_refused_total = d->refused_total;
 	s->registrations_total = d->registrations_total;
+	s->conns_ipc = d->admit.total[CD_CLASS_IPC];
+	s->conns_http = d->admit.total[CD_CLASS_HTTP];
+	memcpy(s->conns_refused, d->conn_refused, sizeof(s->conns_refused));
 	cap = d->nprocs + d->nbypass + CS_GROUP_MAX_PROCS;
 	for (unsigned i = 0; i < d->ngroups; i++)
 		cap += cd_group_slots(d, d->groups[i], NULL, 0);

@@ -48,6 +48,8 @@ struct cd_config {
 	unsigned n_allow_gids;
 	unsigned backstop_interval_ms;
 	unsigned session_ttl_s;
+	unsigned ipc_sessions_per_uid;	  /* IPC sessions one uid may hold (root: 4 times) */
+	unsigned api_connections_per_uid; /* API connections one uid may hold (root: 4 times) */
 	int on_bypass;		/* CD_ACTION_* */
 	int log_level;
 };
@@ -114,6 +116,16 @@ struct cd_snap_proc {
 	struct cd_snap_proc_gpu gpu[8];
 };
 
+/* Refused connections are counted by protocol and reason. */
+enum cd_proto { CD_PROTO_UNKNOWN, CD_PROTO_IPC, CD_PROTO_HTTP, CD_PROTO_COUNT };
+enum cd_refused_reason {
+	CD_REFUSED_LIMIT,	 /* a connection bound */
+	CD_REFUSED_UNAUTHORIZED, /* uid/gid not allowed */
+	CD_REFUSED_MALFORMED,	 /* the front door's 4xx */
+	CD_REFUSED_TIMEOUT,	 /* not complete within its deadline */
+	CD_REFUSED_COUNT,
+};
+
 struct cd_snapshot {
 	pid_t pid;
 	uint64_t start_time;		/* unix seconds */
@@ -122,6 +134,9 @@ struct cd_snapshot {
 	uint64_t bypass_total;
 	uint64_t ipc_refused_total;
 	uint64_t registrations_total;
+	unsigned conns_ipc, conns_http;	/* connections held now (IPC: sessions and undecided) */
+	uint64_t conns_refused[CD_PROTO_COUNT][CD_REFUSED_COUNT];
+	uint64_t events_suppressed;	/* events the per-peer rate limit dropped */
 	unsigned ngpus;
 	struct cd_snap_gpu *gpus;
 	unsigned ngroups;
@@ -170,13 +185,90 @@ void cd_refused(struct cusliced *d, const struct cd_peer *p, const char *why);
 
 /* ---- the HTTP side (http-*.c) ---- */
 
+/* The API's errors, from include/cuslice/api-errors.def. */
+enum cd_api_err {
+#define X(id, status, code) CD_API_ERR_##id,
+#include "cuslice/api-errors.def"
+#undef X
+	CD_API_ERR_COUNT
+};
+
+/* The HTTP status of an error (400, ...), and its machine-readable code ("busy"). */
+unsigned cd_api_err_status(enum cd_api_err e);
+const char *cd_api_err_code(enum cd_api_err e);
+
+/*
+ * Limits of one API request, enforced by the front door (below) before
+ * libmicrohttpd sees a byte. libmicrohttpd's own limits are set above
+ * these (http-server.c), so none of its own (HTML or empty) error replies
+ * can be reached through the door.
+ */
+#define CD_HTTP_HEAD_MAX (32u * 1024) /* request line and headers, blank line included */
+#define CD_HTTP_LINE_MAX (8u * 1024)  /* the request line alone: 414 beyond */
+#define CD_HTTP_HEADERS_MAX 64u	      /* header lines: 431 beyond */
+#define CD_HTTP_PARAMS_MAX 16u	      /* query parameters */
+#define CD_HTTP_BODY_MAX (64u * 1024) /* Content-Length: 413 beyond */
+#define CD_HTTP_REQUEST_MAX (CD_HTTP_HEAD_MAX + CD_HTTP_BODY_MAX)
+/* The most API connections the core admits at once (front door and HTTP server together). */
+#define CD_HTTP_CONNECTIONS_MAX 512u
+
+/* What the front door makes of the bytes a connection sent so far. */
+enum cd_http_state {
+	CD_HTTP_MORE,	/* valid so far: wait for more (or the deadline) */
+	CD_HTTP_READY,	/* a complete, valid head and its whole body: hand it over */
+	CD_HTTP_REFUSE, /* answer err with message, and close */
+};
+
+struct cd_http_verdict {
+	enum cd_http_state state;
+	size_t head_len;      /* READY, or MORE with a complete head: bytes of the head */
+	size_t body_len;      /* its Content-Length (0 when absent) */
+	bool expect_continue; /* the head asks for "100 Continue" before its body */
+	enum cd_api_err err;  /* REFUSE */
+	char message[320];    /* REFUSE: names the input and the accepted form */
+};
+
+/*
+ * The front door's judgement of an HTTP request's first len bytes (peeked,
+ * still in the socket); eof: the peer will send nothing more. Strict where
+ * libmicrohttpd is lenient: origin-form targets whose percent-decoding is
+ * UTF-8 text without NUL or control bytes; CRLF line ends; no obs-fold;
+ * token header names; exactly one Content-Length of digits within
+ * CD_HTTP_BODY_MAX, none with Transfer-Encoding (refused); Host for
+ * HTTP/1.1; a body only with Content-Length (411); no Cookie; at most one
+ * Host and Authorization; Expect only "100-continue". Errors are found as
+ * early as the bytes show them. Pure (no I/O, no allocation).
+ */
+void cd_http_head_check(const char *buf, size_t len, bool eof, struct cd_http_verdict *v);
+
+/*
+ * A whole HTTP/1.1 response carrying the API's JSON error for e (status
+ * line, Content-Type, Content-Length, Connection: close, Retry-After when
+ * retry_after_s > 0) into buf. Returns its length (0 when buf is too small
+ * or memory ran out). Used by the event loop, which writes it itself.
+ */
+size_t cd_http_error_response(enum cd_api_err e, const char *message, unsigned retry_after_s,
+			      char *buf, size_t len);
+
 struct cd_http;
 
 /* Starts the API server (no listen socket of its own) and the metrics listener. */
 struct cd_http *cd_http_start(struct cusliced *d, const struct cd_config *c, char *err,
 			      size_t errlen);
-/* Hands an accepted API connection (not IPC) to the HTTP server. 0 or -errno. */
+/*
+ * Hands an accepted API connection (not IPC) whose request the front door
+ * found complete and valid to the HTTP server, which owns fd from then on
+ * (it closes it on failure too). 0 or -errno.
+ */
 int cd_http_add_connection(struct cd_http *h, int fd, const struct sockaddr *sa, socklen_t len);
+/* Stops both servers; every connection they hold is closed first. Never blocks on a client. */
 void cd_http_stop(struct cd_http *h);
+
+/*
+ * The HTTP server closed handed-over connection fd (called from its thread
+ * before the descriptor is closed): the core releases what it counted for
+ * it. Takes the daemon's lock.
+ */
+void cd_http_closed(struct cusliced *d, int fd);
 
 #endif

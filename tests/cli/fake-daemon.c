@@ -39,7 +39,7 @@ static void serve(struct fake_daemon *d, int fd)
 	char *end = NULL;
 	ssize_t n;
 	int status = 404;
-	const char *body = "{\"error\": \"no such path\"}";
+	const char *body = "{\"error\": {\"code\": \"not_found\", \"message\": \"no such path\"}}";
 
 	while (!end && have < sizeof(buf) - 1) {
 		n = read(fd, buf + have, sizeof(buf) - 1 - have);

@@ -45,10 +45,13 @@ static const struct fake_route listing[] = {
     {"PUT", "/v1/groups/train", 200, canned_group_train},
     {"PUT", "/v1/groups/team", 200, canned_group_train},
     {"PUT", "/v1/groups/bad", 400,
-     "{\"error\": \"memory_limit: expected null (no limit), bytes (a number), ...\"}"},
-    {"GET", "/v1/groups/nope", 404, "{\"error\": \"group nope: no such group\"}"},
+     "{\"error\": {\"code\": \"invalid_policy\", \"message\": \"memory_limit: expected "
+     "null (no limit), bytes (a number), ...\"}}"},
+    {"GET", "/v1/groups/nope", 404,
+     "{\"error\": {\"code\": \"no_such_group\", \"message\": \"group nope: no such group\"}}"},
     {"DELETE", "/v1/groups/train", 204, NULL},
-    {"DELETE", "/v1/groups/nope", 404, "{\"error\": \"group nope: no such group\"}"},
+    {"DELETE", "/v1/groups/nope", 404,
+     "{\"error\": {\"code\": \"no_such_group\", \"message\": \"group nope: no such group\"}}"},
     {NULL},
 };
 
@@ -393,7 +396,13 @@ static void test_cli_daemon_errors(void **state)
 	    {"GET", "/v1/gpus", 200, canned_gpus},
 	    {"GET", "/v1/processes", 200, "{\"procs\": []}"},
 	    {"GET", "/v1/groups", 200, canned_groups},
-	    {"GET", "/v1/groups/train", 401, "{\"error\": \"unauthorized: set CUSLICE_TOKEN\"}"},
+	    {"GET", "/v1/groups/train", 401,
+	     "{\"error\": {\"code\": \"unauthorized\", \"message\": \"unauthorized: set "
+	     "CUSLICE_TOKEN\"}}"},
+	    /* The error of a cusliced before issue 10: a bare string. */
+	    {"GET", "/v1/groups/old", 400, "{\"error\": \"an older daemon's message\"}"},
+	    /* An error object without a message: the status. */
+	    {"GET", "/v1/groups/odd", 503, "{\"error\": {\"code\": \"busy\"}}"},
 	    {NULL},
 	};
 	static const struct fake_route not_object[] = {{"GET", "/v1/gpus", 200, "[1, 2]"}, {NULL}};
@@ -426,6 +435,10 @@ static void test_cli_daemon_errors(void **state)
 		    "needs (try -o json)\n");
 	expect_code(1, cli("--socket", sock, "groups", "train"));
 	expect_text(err, "cuslice: unauthorized: set CUSLICE_TOKEN\n");
+	expect_code(1, cli("--socket", sock, "groups", "old"));
+	expect_text(err, "cuslice: an older daemon's message\n");
+	expect_code(1, cli("--socket", sock, "groups", "odd"));
+	expect_text(err, "cuslice: cusliced answered GET /v1/groups/odd with HTTP 503\n");
 	/* Unknown paths (an older daemon): 404 with the stand-in's message. */
 	expect_code(1, cli("--socket", sock, "groups", "nope"));
 	expect_text(err, "cuslice: no such path\n");

@@ -98,6 +98,8 @@ static void test_config_defaults(void **state)
 	assert_int_equal(c.session_ttl_s, 30);
 	assert_int_equal(c.on_bypass, CD_ACTION_REPORT);
 	assert_int_equal(c.log_level, CS_LOG_INFO);
+	assert_int_equal(c.ipc_sessions_per_uid, 1024);
+	assert_int_equal(c.api_connections_per_uid, 32);
 	/* An empty file, comments and blank lines change nothing. */
 	struct cd_config e = parse_ok("");
 	assert_memory_equal(&e, &c, sizeof(c));
@@ -178,6 +180,12 @@ static void test_config_value_forms(void **state)
 	assert_int_equal(c.n_allow_uids, 0);
 	assert_string_equal(c.token_file, "");
 	assert_string_equal(c.socket_group, "1234");
+	c = parse_ok("[daemon]\nsocket_group = 4294967294\nallow_uids = 4294967294\n"
+		     "ipc_sessions_per_uid = 1\napi_connections_per_uid = 512\n");
+	assert_string_equal(c.socket_group, "4294967294");
+	assert_int_equal(c.allow_uids[0], 4294967294u);
+	assert_int_equal(c.ipc_sessions_per_uid, 1);
+	assert_int_equal(c.api_connections_per_uid, 512);
 	/* inih: inline comments after " ;", blanks around '=' */
 	c = parse_ok("[daemon]\n  on_bypass=kill ; hard line\n");
 	assert_int_equal(c.on_bypass, CD_ACTION_KILL);
@@ -252,6 +260,35 @@ static void test_config_bad_values(void **state)
 	    "[daemon]\nsession_ttl = 25h\n",
 	    "line 2: session_ttl = \"25h\": expected a duration in whole seconds from 0s to "
 	    "24h: a whole number with unit ms, s, m or h (no unit: seconds), e.g. 30s, 5m");
+	/* A numeric socket_group is a gid: out of gid_t's range it is refused, not wrapped. */
+	parse_fails("[daemon]\nsocket_group = 99999999999\n",
+		    "line 2: socket_group = \"99999999999\": gid out of range; accepted: a group "
+		    "name, or a gid from 0 to 4294967294 (empty: the daemon's group)");
+	parse_fails("[daemon]\nsocket_group = 4294967295\n",
+		    "line 2: socket_group = \"4294967295\": gid out of range; accepted: a group "
+		    "name, or a gid from 0 to 4294967294 (empty: the daemon's group)");
+	parse_fails("[daemon]\nsocket_group = 18446744073709551617\n",
+		    "line 2: socket_group = \"18446744073709551617\": gid out of range; accepted: "
+		    "a group name, or a gid from 0 to 4294967294 (empty: the daemon's group)");
+	/* The same care for the id lists: wrapping values are refused. */
+	parse_fails("[daemon]\nallow_uids = 4294967296\n",
+		    "line 2: allow_uids = \"4294967296\": user id 4294967296 is out of range (0 to "
+		    "4294967294)");
+	parse_fails("[daemon]\nallow_uids = 0,99999999999\n",
+		    "line 2: allow_uids = \"0,99999999999\": user id 99999999999 is out of range "
+		    "(0 to 4294967294)");
+	parse_fails("[daemon]\nallow_gids = 18446744073709551616\n",
+		    "line 2: allow_gids = \"18446744073709551616\": group id 18446744073709551616 "
+		    "is out of range (0 to 4294967294)");
+	parse_fails("[daemon]\nipc_sessions_per_uid = 0\n",
+		    "line 2: ipc_sessions_per_uid = \"0\": expected a whole number from 1 to "
+		    "1000000 (root may hold 4 times as many)");
+	parse_fails("[daemon]\napi_connections_per_uid = 513\n",
+		    "line 2: api_connections_per_uid = \"513\": expected a whole number from 1 to "
+		    "512 (root may hold 4 times as many)");
+	parse_fails("[daemon]\napi_connections_per_uid = 4294967328\n",
+		    "line 2: api_connections_per_uid = \"4294967328\": expected a whole number from "
+		    "1 to 512 (root may hold 4 times as many)");
 	parse_fails("[daemon]\non_bypass = ignore\n",
 		    "line 2: on_bypass = \"ignore\": expected report (log, event, metric), stop "
 		    "(also SIGSTOP) or kill (also SIGKILL)");
@@ -270,7 +307,8 @@ static void test_config_bad_structure(void **state)
 	parse_fails("[daemon]\n\nsockets = /s\n",
 		    "line 3: unknown key \"sockets\"; accepted: socket, socket_group, state_dir, "
 		    "shm_dir, metrics_listen, log_level, token_file, allow_uids, allow_gids, "
-		    "backstop_interval, session_ttl, on_bypass");
+		    "backstop_interval, session_ttl, on_bypass, ipc_sessions_per_uid, "
+		    "api_connections_per_uid");
 	parse_fails("[daemon]\nlog_level = info\nlog_level = debug\n",
 		    "line 3: log_level given twice (or continued on an indented line)");
 	parse_fails("[daemon]\nthis is not a key\n",

@@ -273,6 +273,25 @@ void sys_http_free(struct sys_http *r)
 	r->body = NULL;
 }
 
+void sys_assert_api_error_(const char *body, const char *code, const char *file, int line)
+{
+	cJSON *j = cJSON_Parse(body ? body : "");
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "code");
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(e, "message");
+	bool ok = cJSON_IsObject(j) && cJSON_GetArraySize(j) == 1 && cJSON_IsObject(e) &&
+		  cJSON_GetArraySize(e) == 2 && cJSON_IsString(c) && cJSON_IsString(m) &&
+		  m->valuestring[0] && (!code || strcmp(c->valuestring, code) == 0);
+
+	cJSON_Delete(j);
+	if (!ok) {
+		print_error("%s:%d: expected {\"error\": {\"code\": \"%s\", \"message\": ...}}, "
+			    "got \"%s\"\n",
+			    file, line, code ? code : "...", body ? body : "(none)");
+		fail();
+	}
+}
+
 cJSON *sys_get_json(const char *path)
 {
 	struct sys_http r;

@@ -148,6 +148,14 @@ bool sys_metric(const char *text, const char *name, const char *labels, double *
 
 /* ---- JSON ---- */
 
+/*
+ * Asserts that body is the API's error, {"error": {"code": CODE,
+ * "message": "..."}} with a non-empty message and nothing else, and that
+ * CODE is code (NULL: any).
+ */
+#define sys_assert_api_error(body, code) sys_assert_api_error_((body), (code), __FILE__, __LINE__)
+void sys_assert_api_error_(const char *body, const char *code, const char *file, int line);
+
 /* The element of array `arr` whose `key` is the string s, or whose `key` is the number n. */
 cJSON *sys_find_str(const cJSON *arr, const char *key, const char *s);
 cJSON *sys_find_num(const cJSON *arr, const char *key, double n);

@@ -149,14 +149,7 @@ static void peer(struct peer_result *out, bool as_nobody, const char *group, con
 
 static void assert_json_error(const char *body)
 {
-	cJSON *j = cJSON_Parse(body);
-
-	if (!j || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "error"))) {
-		print_error("expected {\"error\": ...}, got \"%s\"\n", body);
-		cJSON_Delete(j);
-		fail();
-	}
-	cJSON_Delete(j);
+	sys_assert_api_error(body, NULL);
 }
 
 static double metric_value(const char *name)

@@ -109,11 +109,11 @@ static char *finish(cJSON *root, bool ok)
 	return out;
 }
 
-char *cd_api_error(const char *fmt, ...)
+char *cd_api_error(enum cd_api_err e, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
-	cJSON *root;
+	cJSON *root, *err;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -121,7 +121,9 @@ char *cd_api_error(const char *fmt, ...)
 	root = cJSON_CreateObject();
 	if (!root)
 		return NULL;
-	return finish(root, ADD_FIELD(root, "error", msg));
+	err = cJSON_AddObjectToObject(root, "error");
+	return finish(root, err && add_str(err, "code", cd_api_err_code(e)) &&
+				ADD_FIELD(err, "message", msg));
 }
 
 /* ---- renderers ---- */
@@ -358,12 +360,9 @@ enum route {
 
 /* Allow header value per route: what each path accepts. */
 static const char *const allowed[] = {
-	[ROUTE_STATUS] = "GET, HEAD",
-	[ROUTE_GPUS] = "GET, HEAD",
-	[ROUTE_GROUPS] = "GET, HEAD",
-	[ROUTE_GROUP] = "GET, HEAD, PUT, DELETE",
-	[ROUTE_PROCESSES] = "GET, HEAD",
-	[ROUTE_EVENTS] = "GET, HEAD",
+    [ROUTE_STATUS] = "GET, HEAD",    [ROUTE_GPUS] = "GET, HEAD",
+    [ROUTE_GROUPS] = "GET, HEAD",    [ROUTE_GROUP] = "GET, HEAD, PUT, DELETE",
+    [ROUTE_PROCESSES] = "GET, HEAD", [ROUTE_EVENTS] = "GET, HEAD",
 };
 
 /* The route of path; for /v1/groups/NAME, *name points at NAME inside path. */
@@ -373,9 +372,9 @@ static enum route match(const char *path, const char **name)
 		const char *path;
 		enum route r;
 	} fixed[] = {
-		{"/v1/status", ROUTE_STATUS},	 {"/v1/gpus", ROUTE_GPUS},
-		{"/v1/groups", ROUTE_GROUPS},	 {"/v1/processes", ROUTE_PROCESSES},
-		{"/v1/events", ROUTE_EVENTS},
+	    {"/v1/status", ROUTE_STATUS}, {"/v1/gpus", ROUTE_GPUS},
+	    {"/v1/groups", ROUTE_GROUPS}, {"/v1/processes", ROUTE_PROCESSES},
+	    {"/v1/events", ROUTE_EVENTS},
 	};
 	static const char prefix[] = "/v1/groups/";
 
@@ -399,13 +398,26 @@ static void reply(struct cd_api_reply *rep, unsigned status, char *body)
 	/* A renderer that ran out of memory: say so if even that is possible. */
 	if (!body && status != 204) {
 		rep->status = 500;
-		rep->body = cd_api_error("out of memory");
+		rep->body = cd_api_error(CD_API_ERR_INTERNAL, "out of memory");
 	}
+}
+
+/* An error reply: e's status, cd_api_error's body. */
+__attribute__((format(printf, 3, 4))) static void
+error_reply(struct cd_api_reply *rep, enum cd_api_err e, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	reply(rep, cd_api_err_status(e), cd_api_error(e, "%s", msg));
 }
 
 static void reply_snapshot_error(struct cd_api_reply *rep, int rc)
 {
-	reply(rep, 500, cd_api_error("cannot read the daemon's state: %s", strerror(-rc)));
+	error_reply(rep, CD_API_ERR_INTERNAL, "cannot read the daemon's state: %s", strerror(-rc));
 }
 
 /* Parses since=N: a decimal uint64. */
@@ -426,17 +438,16 @@ static bool parse_since(const char *text, uint64_t *ret)
 	return true;
 }
 
-static void get_events(struct cusliced *d, const struct cd_api_request *req,
-		       struct cd_api_reply *rep)
+static void get_events(struct cusliced *d, const char *since_text, struct cd_api_reply *rep)
 {
 	struct cd_event *ev;
 	uint64_t since = 0;
 	unsigned n;
 
-	if (req->since && !parse_since(req->since, &since)) {
-		reply(rep, 400,
-		      cd_api_error("since=%.64s: expected a non-negative integer (an event seq)",
-				   req->since));
+	if (since_text && !parse_since(since_text, &since)) {
+		error_reply(rep, CD_API_ERR_INVALID_PARAMETER,
+			    "since=%.64s: expected a non-negative integer (an event seq)",
+			    since_text);
 		return;
 	}
 	ev = calloc(CD_API_EVENTS_MAX, sizeof(*ev));
@@ -476,7 +487,7 @@ static void get_snapshot(struct cusliced *d, enum route r, const char *name,
 		break;
 	case ROUTE_GROUP:
 		if (!cd_api_find_group(&s, name))
-			reply(rep, 404, cd_api_error("group %s: no such group", name));
+			error_reply(rep, CD_API_ERR_NO_SUCH_GROUP, "group %s: no such group", name);
 		else
 			reply(rep, 200, cd_api_render_groups(&s, name));
 		break;
@@ -484,7 +495,7 @@ static void get_snapshot(struct cusliced *d, enum route r, const char *name,
 		reply(rep, 200, cd_api_render_processes(&s));
 		break;
 	default:
-		reply(rep, 500, cd_api_error("internal error: no renderer"));
+		error_reply(rep, CD_API_ERR_INTERNAL, "internal error: no renderer");
 		break;
 	}
 	cd_snapshot_free(&s);
@@ -497,28 +508,27 @@ static void put_group(struct cusliced *d, const char *name, const struct cd_api_
 	int rc;
 
 	if (!cs_group_name_valid(name)) {
-		reply(rep, 400,
-		      cd_api_error("group name '%.80s': expected 1..%d characters of "
-				   "[A-Za-z0-9._-], not starting with '.' or '-'",
-				   name, CS_GROUP_NAME_MAX));
+		error_reply(rep, CD_API_ERR_INVALID_GROUP_NAME,
+			    "group name '%.80s': expected 1..%d characters of [A-Za-z0-9._-], not "
+			    "starting with '.' or '-'",
+			    name, CS_GROUP_NAME_MAX);
 		return;
 	}
 	if (!req->body || req->body_len == 0) {
-		reply(rep, 400,
-		      cd_api_error("PUT /v1/groups/%s: expected a JSON policy object as the body, "
-				   "e.g. {\"memory_limit\": \"8GiB\"}",
-				   name));
+		error_reply(rep, CD_API_ERR_MISSING_BODY,
+			    "PUT /v1/groups/%s: expected a JSON policy object as the body, e.g. "
+			    "{\"memory_limit\": \"8GiB\"}",
+			    name);
 		return;
 	}
 	rc = cd_policy_put(d, name, req->body, req->body_len, err, sizeof(err));
 	if (rc == -EINVAL) {
-		reply(rep, 400, cd_api_error("%s", err[0] ? err : "invalid policy"));
+		error_reply(rep, CD_API_ERR_INVALID_POLICY, "%s", err[0] ? err : "invalid policy");
 		return;
 	}
 	if (rc < 0) {
-		reply(rep, 500,
-		      cd_api_error("group %s: cannot apply the policy: %s", name,
-				   err[0] ? err : strerror(-rc)));
+		error_reply(rep, CD_API_ERR_INTERNAL, "group %s: cannot apply the policy: %s", name,
+			    err[0] ? err : strerror(-rc));
 		return;
 	}
 	get_snapshot(d, ROUTE_GROUP, name, rep);
@@ -529,36 +539,67 @@ static void delete_group(struct cusliced *d, const char *name, struct cd_api_rep
 	int rc;
 
 	if (!cs_group_name_valid(name)) {
-		reply(rep, 404, cd_api_error("group %.80s: no such group", name));
+		error_reply(rep, CD_API_ERR_NO_SUCH_GROUP, "group %.80s: no such group", name);
 		return;
 	}
 	rc = cd_policy_delete(d, name);
 	if (rc == -ENOENT)
-		reply(rep, 404, cd_api_error("group %s: no policy to delete", name));
+		error_reply(rep, CD_API_ERR_NO_SUCH_GROUP, "group %s: no policy to delete", name);
 	else if (rc < 0)
-		reply(rep, 500, cd_api_error("group %s: cannot delete the policy: %s", name,
-					     strerror(-rc)));
+		error_reply(rep, CD_API_ERR_INTERNAL, "group %s: cannot delete the policy: %s",
+			    name, strerror(-rc));
 	else
 		reply(rep, 204, NULL);
 }
 
+/*
+ * The query's parameters against what route r takes (only GET /v1/events
+ * takes one: since, once). Sets *since; false after failing rep.
+ */
+static bool check_params(const struct cd_api_request *req, enum route r, bool get,
+			 const char **since, struct cd_api_reply *rep)
+{
+	*since = NULL;
+	for (unsigned i = 0; i < req->nparams; i++) {
+		const struct cd_api_param *p = &req->params[i];
+
+		if (get && r == ROUTE_EVENTS && strcmp(p->name, "since") == 0) {
+			if (*since) {
+				error_reply(rep, CD_API_ERR_INVALID_PARAMETER,
+					    "since= given twice; accepted: one since=SEQ");
+				return false;
+			}
+			*since = p->value ? p->value : "";
+			continue;
+		}
+		error_reply(rep, CD_API_ERR_UNKNOWN_PARAMETER,
+			    "query parameter \"%.64s\": %s %.200s takes %s", p->name, req->method,
+			    req->path, get && r == ROUTE_EVENTS ? "only since=SEQ" : "none");
+		return false;
+	}
+	return true;
+}
+
 void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct cd_api_reply *rep)
 {
-	const char *name = NULL;
+	const char *name = NULL, *since;
 	enum route r = match(req->path ? req->path : "", &name);
 	bool get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
 
 	memset(rep, 0, sizeof(*rep));
 	if (r == ROUTE_NONE) {
-		reply(rep, 404, cd_api_error("%.200s: no such endpoint (see GET /v1/status, "
-					     "/v1/gpus, /v1/groups, /v1/processes, /v1/events)",
-					     req->path ? req->path : ""));
+		error_reply(rep, CD_API_ERR_NOT_FOUND,
+			    "%.200s: no such endpoint (see GET /v1/status, /v1/gpus, /v1/groups, "
+			    "/v1/processes, /v1/events)",
+			    req->path ? req->path : "");
 		return;
 	}
+	if (!check_params(req, r, get, &since, rep))
+		return;
 	if (get && r == ROUTE_EVENTS) {
-		get_events(d, req, rep);
+		get_events(d, since, rep);
 	} else if (get && r == ROUTE_GROUP && !cs_group_name_valid(name)) {
-		reply(rep, 404, cd_api_error("group %.80s: no such group", name));
+		error_reply(rep, CD_API_ERR_NO_SUCH_GROUP, "group %.80s: no such group", name);
 	} else if (get) {
 		get_snapshot(d, r, name, rep);
 	} else if (r == ROUTE_GROUP && strcmp(req->method, "PUT") == 0) {
@@ -567,7 +608,8 @@ void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct c
 		delete_group(d, name, rep);
 	} else {
 		rep->allow = allowed[r];
-		reply(rep, 405, cd_api_error("%.200s: method %.16s not allowed (allowed: %s)",
-					     req->path, req->method, allowed[r]));
+		error_reply(rep, CD_API_ERR_METHOD_NOT_ALLOWED,
+			    "%.200s: method %.16s not allowed (allowed: %s)", req->path,
+			    req->method, allowed[r]);
 	}
 }

@@ -19,16 +19,21 @@
 
 #include "cusliced.h"
 
-/* Largest request body accepted (PUT /v1/groups/NAME); larger ones get 413. */
-#define CD_HTTP_BODY_MAX (64u * 1024)
 /* Most events returned by one GET /v1/events (the client pages with since=). */
 #define CD_API_EVENTS_MAX 1000u
+
+/* One query parameter, decoded. */
+struct cd_api_param {
+	const char *name;
+	const char *value;	/* NULL for a bare "name" */
+};
 
 /* One API request as the router sees it (already authorized). */
 struct cd_api_request {
 	const char *method;	/* "GET", "HEAD", "PUT", ... */
-	const char *path;	/* without the query, e.g. "/v1/groups/train" */
-	const char *since;	/* the query's since= value, NULL when absent */
+	const char *path;	/* decoded, without the query, e.g. "/v1/groups/train" */
+	const struct cd_api_param *params;	/* the query's parameters, in order */
+	unsigned nparams;
 	const char *body;	/* NULL or len bytes, not NUL-terminated */
 	size_t body_len;
 };
@@ -41,15 +46,20 @@ struct cd_api_reply {
 
 /*
  * Routes one request to its endpoint and fills rep (status, body, Allow).
- * Unknown path 404, wrong method 405 with Allow, bad value 400, missing
- * memory or snapshot failure 500; every error body is {"error": "..."}.
- * Never fails itself: rep is always filled. Thread-safe as far as the core's
- * functions are (they take the daemon's lock).
+ * Unknown path 404, wrong method 405 with Allow, a query parameter the
+ * endpoint does not take or a bad value 400, missing memory or snapshot
+ * failure 500; every error body is cd_api_error's. Never fails itself: rep
+ * is always filled. Thread-safe as far as the core's functions are (they
+ * take the daemon's lock).
  */
 void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct cd_api_reply *rep);
 
-/* {"error": "<message>"} followed by a newline; NULL when out of memory. */
-__attribute__((format(printf, 1, 2))) char *cd_api_error(const char *fmt, ...);
+/*
+ * {"error": {"code": "<e's code>", "message": "<message>"}} followed by a
+ * newline; NULL when out of memory. The message is cut at 511 bytes and
+ * anything outside printable ASCII in it shows as '?'.
+ */
+__attribute__((format(printf, 2, 3))) char *cd_api_error(enum cd_api_err e, const char *fmt, ...);
 
 /* GET /v1/status: {"version","pid","uptime_seconds","socket","state_dir","shm_dir",
  * "metrics_listen","groups","processes","gpus"} (the last three are counts). */

@@ -142,6 +142,32 @@ static bool gd_present(enum gd_metric m, const struct cd_snap_dev *v)
 	return true;
 }
 
+/* The front door: connections held and refused, events the rate limit dropped. */
+static void render_connections(FILE *f, const struct cd_snapshot *s)
+{
+	static const char *const proto[CD_PROTO_COUNT] = {"unknown", "ipc", "http"};
+	static const char *const reason[CD_REFUSED_COUNT] = {"limit", "unauthorized", "malformed",
+							     "timeout"};
+
+	family(f, "cuslice_connections", "gauge",
+	       "Connections the daemon holds, by protocol (ipc: sessions and connections that "
+	       "have not said which yet; http: API requests until answered).");
+	fprintf(f, "cuslice_connections{protocol=\"ipc\"} %u\n", s->conns_ipc);
+	fprintf(f, "cuslice_connections{protocol=\"http\"} %u\n", s->conns_http);
+	family(f, "cuslice_connections_refused_total", "counter",
+	       "Connections refused or closed by the front door, by protocol and reason.");
+	for (int p = 0; p < CD_PROTO_COUNT; p++)
+		for (int r = 0; r < CD_REFUSED_COUNT; r++)
+			fprintf(f,
+				"cuslice_connections_refused_total{protocol=\"%s\",reason=\"%s\"} "
+				"%" PRIu64 "\n",
+				proto[p], reason[r], s->conns_refused[p][r]);
+	family(f, "cuslice_events_suppressed_total", "counter",
+	       "Events not recorded because their peer exceeded its event rate (each gap is "
+	       "summarised by a \"suppressed\" event).");
+	fprintf(f, "cuslice_events_suppressed_total %" PRIu64 "\n", s->events_suppressed);
+}
+
 static void render(FILE *f, const struct cd_snapshot *s)
 {
 	family(f, "cuslice_daemon_up", "gauge", "1 while cusliced is running.");
@@ -206,6 +232,7 @@ static void render(FILE *f, const struct cd_snapshot *s)
 	family(f, "cuslice_registrations_total", "counter",
 	       "Processes registered with the daemon since it started.");
 	fprintf(f, "cuslice_registrations_total %" PRIu64 "\n", s->registrations_total);
+	render_connections(f, s);
 }
 
 char *cd_metrics_render(const struct cd_snapshot *s)

@@ -2,24 +2,49 @@
  * The libmicrohttpd glue of cusliced: two MHD daemons, each with one internal
  * polling thread.
  *
- * - The API server has no listen socket: the core accepts on the Unix socket,
- *   authenticates the peer (SO_PEERCRED), sees that the first bytes are not
- *   the IPC magic and hands the connection over with cd_http_add_connection.
- *   Every request is authorized again here, by the peer the core recorded for
- *   the connection's fd and by the bearer token when one is configured: the
- *   socket is the security boundary, so read-only GETs need it too.
+ * - The API server has no listen socket. The core's event loop accepts on
+ *   the Unix socket, authorizes the peer (SO_PEERCRED), counts it against
+ *   the connection limits, and peeks at the request (the front door,
+ *   http-head.c); only a complete, valid request — head and body — is handed
+ *   over with cd_http_add_connection. Every request is authorized again
+ *   here, by the peer the core recorded for the connection's fd and by the
+ *   bearer token when one is configured: the socket is the security
+ *   boundary, so read-only GETs need it too. Every response says
+ *   "Connection: close", so a connection carries exactly the one request the
+ *   front door checked (a second one would reach MHD unchecked).
  * - The metrics server listens on TCP metrics_listen (localhost by default),
  *   serves GET /metrics without authorization and nothing else.
  *
- * Both are bounded (connections, idle time, header memory, 64 KiB bodies):
- * a bad or slow client costs its own connection only, never the daemon.
+ * How the API server is configured, and why:
  *
- * Why poll() and not epoll: libmicrohttpd 0.9.75's epoll mode is edge
- * triggered and misses the end of file of a client that sends part of a
- * request and closes in the same breath; such connections then live until
- * the idle timeout. poll() sees it at once (test-http-server.c,
- * test_http_server_hostile), and with at most API_CONNECTIONS_MAX
- * connections its cost does not matter.
+ * - libmicrohttpd 0.9.75 (Debian 12) has a deadlock at its connection
+ *   limit: when a connection added with MHD_add_connection reaches its
+ *   thread while the server is full, new_connection_process_ returns with
+ *   cleanup_connection_mutex still locked (fixed upstream in 1.0.0, commit
+ *   67061d5), and the thread blocks on that mutex at its next cleanup, for
+ *   good: API dead, MHD_stop_daemon (so SIGTERM) hangs. With the old limit
+ *   of 64, the 65th partial request did it. Here the limit is
+ *   API_CONNECTIONS_MAX, above the most connections the core ever hands
+ *   over at once (CD_HTTP_CONNECTIONS_MAX, counted from hand-over until our
+ *   notify_connection hears MHD close them), so that path is unreachable.
+ * - One polling thread (poll(), not epoll): connections arrive with their
+ *   whole request already in the socket, so MHD never waits for a client's
+ *   bytes; a client that does not read its response costs one connection
+ *   until CONNECTION_TIMEOUT_S. libmicrohttpd 0.9.75's epoll mode is edge
+ *   triggered and misses the end of file of a client that sends its request
+ *   and closes in the same breath (test-http-server.c,
+ *   test_http_server_hostile); poll() over at most API_CONNECTIONS_MAX
+ *   descriptors costs nothing that matters. A thread per connection would
+ *   let clients hold threads.
+ * - Memory per connection CONNECTION_MEMORY: room for the largest head the
+ *   front door lets through (CD_HTTP_HEAD_MAX, CD_HTTP_HEADERS_MAX headers,
+ *   CD_HTTP_PARAMS_MAX parameters) and the response's headers, so MHD's own
+ *   431 (an HTML page) cannot be reached through the door.
+ * - A request must be handled within REQUEST_DEADLINE_MS of its first
+ *   call, whatever its pace: a body MHD reads slowly (only possible for a
+ *   connection handed over directly, as the unit tests do) is dropped.
+ * - Shutdown: MHD_stop_daemon wakes the thread through its inter-thread
+ *   channel and closes every connection; nothing in it waits for a client.
  */
 #include "http-int.h"
 
@@ -34,36 +59,52 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cs-log.h"
 
-/* Concurrent API connections (CLI invocations, `cuslice top`, scrapers of the API). */
-#define API_CONNECTIONS_MAX 64
+/* Above what the core hands over at once (see the top of this file). */
+#define API_CONNECTIONS_MAX (CD_HTTP_CONNECTIONS_MAX + 64)
 /* Concurrent metrics connections: Prometheus uses one per scrape. */
 #define METRICS_CONNECTIONS_MAX 16
-/* Seconds a connection may stay idle (also bounds slow-drip clients). */
+/* Seconds a connection may stay idle (a client that does not read its response). */
 #define CONNECTION_TIMEOUT_S 10
-/* Per-connection memory for the request line and headers; larger ones get 431. */
-#define CONNECTION_MEMORY 32768
+/* Per-connection memory: the largest head the door admits is 32 KiB. */
+#define CONNECTION_MEMORY (128u * 1024)
+#define METRICS_CONNECTION_MEMORY (32u * 1024)
+/* A request's body must be in within this of the handler's first call. */
+#define REQUEST_DEADLINE_MS 10000
 /* A chunked body past CD_HTTP_BODY_MAX is read to its end to answer 413, up to this. */
 #define BODY_DRAIN_MAX (1024u * 1024)
+
+_Static_assert(CONNECTION_MEMORY >= 3 * CD_HTTP_HEAD_MAX,
+	       "MHD's pool must hold the largest head the front door admits, with room");
 
 struct cd_http {
 	struct cusliced *d;
 	struct MHD_Daemon *api;
-	struct MHD_Daemon *metrics;	/* NULL when metrics_listen is "none" */
+	struct MHD_Daemon *metrics; /* NULL when metrics_listen is "none" */
 };
 
 /* State of one API request between the handler's calls. */
 struct request {
 	char *body;
 	size_t len;
-	bool too_big;		/* the body passed CD_HTTP_BODY_MAX; the rest is dropped */
-	size_t dropped;		/* bytes of such a body read so far */
+	bool too_big;	   /* the body passed CD_HTTP_BODY_MAX; the rest is dropped */
+	size_t dropped;	   /* bytes of such a body read so far */
+	uint64_t start_ms; /* the handler's first call */
 };
 
 static const char json_type[] = "application/json";
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 /* MHD's own messages (protocol errors of clients, mostly): debug level only,
  * so a hostile client cannot flood the log. */
@@ -81,9 +122,9 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /*
- * Queues a response with body (malloc'd, taken over; NULL for none) and
- * optional extra header. Returns MHD_NO when even that failed, which makes
- * MHD close the connection.
+ * Queues a response with body (malloc'd, taken over; NULL for none),
+ * "Connection: close" and an optional extra header. Returns MHD_NO when even
+ * that failed, which makes MHD close the connection.
  */
 static enum MHD_Result send_reply(struct MHD_Connection *c, unsigned status, char *body,
 				  const char *type, const char *hname, const char *hvalue)
@@ -100,6 +141,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, unsigned status, cha
 		return MHD_NO;
 	}
 	if ((body && MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type) != MHD_YES) ||
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES ||
 	    (hname && MHD_add_response_header(r, hname, hvalue) != MHD_YES)) {
 		MHD_destroy_response(r);
 		return MHD_NO;
@@ -107,6 +149,21 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, unsigned status, cha
 	ret = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return ret;
+}
+
+/* An API error response (JSON) with e's status. */
+__attribute__((format(printf, 3, 4))) static enum MHD_Result
+send_error(struct MHD_Connection *c, enum cd_api_err e, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return send_reply(c, cd_api_err_status(e), cd_api_error(e, "%s", msg), json_type,
+			  e == CD_API_ERR_UNAUTHORIZED ? MHD_HTTP_HEADER_WWW_AUTHENTICATE : NULL,
+			  "Bearer realm=\"cusliced\"");
 }
 
 /* The token after "Bearer " in an Authorization header, "" when there is none. */
@@ -121,48 +178,46 @@ static const char *bearer_token(const char *auth)
 }
 
 /*
- * Authorizes the request's peer. 0 when it may go on; else the status (401
- * or 403) with *body set to the error to send. Refusals are counted and
- * logged by the core (cd_refused).
+ * Authorizes the request's peer. Returns MHD_YES with *done false when it
+ * may go on; otherwise the result of queueing the 401 or 403 (*done true).
+ * Refusals are counted and logged by the core (cd_refused).
  */
-static unsigned authorize(struct cd_http *h, struct MHD_Connection *c, char **body,
-			  bool *want_token)
+static enum MHD_Result authorize(struct cd_http *h, struct MHD_Connection *c, bool *done)
 {
 	const union MHD_ConnectionInfo *ci;
 	const char *auth;
 	struct cd_peer peer;
 
+	*done = true;
 	memset(&peer, 0, sizeof(peer));
 	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	if (!ci || !cd_peer_of_fd(h->d, ci->connect_fd, &peer)) {
 		cd_refused(h->d, &peer, "http: connection of unknown peer");
-		*body = cd_api_error("permission denied: unknown peer");
-		return 403;
+		return send_error(c, CD_API_ERR_FORBIDDEN, "permission denied: unknown peer");
 	}
 	if (!peer.authorized) {
 		cd_refused(h->d, &peer, "http: uid/gid not allowed");
-		*body = cd_api_error("permission denied: uid %u (gid %u) may not use cusliced "
-				     "(see allow_uids / allow_gids in its configuration)",
-				     (unsigned)peer.uid, (unsigned)peer.gid);
-		return 403;
+		return send_error(c, CD_API_ERR_FORBIDDEN,
+				  "permission denied: uid %u (gid %u) may not use cusliced (see "
+				  "allow_uids / allow_gids in its configuration)",
+				  (unsigned)peer.uid, (unsigned)peer.gid);
 	}
 	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	if (!cd_token_ok(h->d, bearer_token(auth))) {
 		cd_refused(h->d, &peer, auth ? "http: wrong token" : "http: no token");
-		*body =
-		    cd_api_error("authentication required: send 'Authorization: Bearer <token>' "
-				 "with the daemon's token (token_file)");
-		*want_token = true;
-		return 401;
+		return send_error(c, CD_API_ERR_UNAUTHORIZED,
+				  "authentication required: send 'Authorization: Bearer <token>' "
+				  "with the daemon's token (token_file)");
 	}
-	return 0;
+	*done = false;
+	return MHD_YES;
 }
 
 /* True when the request announces a body larger than CD_HTTP_BODY_MAX. */
 static bool announced_too_big(struct MHD_Connection *c)
 {
-	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *cl =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	char *end;
 	unsigned long long v;
 
@@ -176,9 +231,32 @@ static bool announced_too_big(struct MHD_Connection *c)
 
 static enum MHD_Result too_big(struct MHD_Connection *c)
 {
-	return send_reply(c, MHD_HTTP_CONTENT_TOO_LARGE,
-			  cd_api_error("request body larger than %u bytes", CD_HTTP_BODY_MAX),
-			  json_type, NULL, NULL);
+	return send_error(c, CD_API_ERR_BODY_TOO_LARGE,
+			  "request body larger than %u bytes; accepted: at most %u",
+			  CD_HTTP_BODY_MAX, CD_HTTP_BODY_MAX);
+}
+
+/* The query's parameters, collected for the router. */
+struct params {
+	struct cd_api_param p[CD_HTTP_PARAMS_MAX];
+	unsigned n;
+	bool over;
+};
+
+static enum MHD_Result collect_param(void *cls, enum MHD_ValueKind kind, const char *key,
+				     const char *value)
+{
+	struct params *ps = cls;
+
+	(void)kind;
+	if (ps->n == CD_HTTP_PARAMS_MAX) {
+		ps->over = true;
+		return MHD_NO;
+	}
+	ps->p[ps->n].name = key ? key : "";
+	ps->p[ps->n].value = value;
+	ps->n++;
+	return MHD_YES;
 }
 
 /*
@@ -193,22 +271,21 @@ static enum MHD_Result api_handler(void *cls, struct MHD_Connection *c, const ch
 	struct request *r = *con_cls;
 	struct cd_api_request req;
 	struct cd_api_reply rep;
+	struct params ps;
 
 	(void)version;
 	if (!r) {
-		char *body = NULL;
-		bool want_token = false;
-		unsigned status;
+		bool done;
+		enum MHD_Result res;
 
 		r = calloc(1, sizeof(*r));
 		if (!r)
 			return MHD_NO;
+		r->start_ms = now_ms();
 		*con_cls = r;
-		status = authorize(h, c, &body, &want_token);
-		if (status)
-			return send_reply(c, status, body, json_type,
-					  want_token ? MHD_HTTP_HEADER_WWW_AUTHENTICATE : NULL,
-					  "Bearer realm=\"cusliced\"");
+		res = authorize(h, c, &done);
+		if (done)
+			return res;
 		if (announced_too_big(c))
 			return too_big(c);
 		return MHD_YES;
@@ -217,6 +294,9 @@ static enum MHD_Result api_handler(void *cls, struct MHD_Connection *c, const ch
 		size_t n = *upload_data_size;
 
 		*upload_data_size = 0;
+		/* A body dripping in: its connection only gets so long. */
+		if (now_ms() - r->start_ms > REQUEST_DEADLINE_MS)
+			return MHD_NO;
 		if (r->too_big || n > CD_HTTP_BODY_MAX - r->len) {
 			/* Only a chunked body gets here (a Content-Length is checked
 			 * above): stop buffering and answer 413 when it ends, unless
@@ -242,10 +322,16 @@ static enum MHD_Result api_handler(void *cls, struct MHD_Connection *c, const ch
 	if (r->too_big)
 		return too_big(c);
 
+	memset(&ps, 0, sizeof(ps));
+	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_param, &ps);
+	if (ps.over)
+		return send_error(c, CD_API_ERR_INVALID_TARGET, "more than %u query parameters",
+				  CD_HTTP_PARAMS_MAX);
 	memset(&req, 0, sizeof(req));
 	req.method = method;
 	req.path = url;
-	req.since = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "since");
+	req.params = ps.p;
+	req.nparams = ps.n;
 	req.body = r->body;
 	req.body_len = r->len;
 	cd_api_route(h->d, &req, &rep);
@@ -268,11 +354,25 @@ static void api_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	}
 }
 
-static const char metrics_index[] =
-	"<html><head><title>cusliced</title></head><body>\n"
-	"<h1>cusliced</h1>\n"
-	"<p>Prometheus metrics: <a href=\"/metrics\">/metrics</a></p>\n"
-	"</body></html>\n";
+/* MHD is about to close a connection (its thread, fd still open): the core releases its count. */
+static void api_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+		       enum MHD_ConnectionNotificationCode toe)
+{
+	struct cd_http *h = cls;
+	const union MHD_ConnectionInfo *ci;
+
+	(void)socket_context;
+	if (toe != MHD_CONNECTION_NOTIFY_CLOSED)
+		return;
+	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci)
+		cd_http_closed(h->d, ci->connect_fd);
+}
+
+static const char metrics_index[] = "<html><head><title>cusliced</title></head><body>\n"
+				    "<h1>cusliced</h1>\n"
+				    "<p>Prometheus metrics: <a href=\"/metrics\">/metrics</a></p>\n"
+				    "</body></html>\n";
 
 /* The metrics server answers from the headers alone: it never reads a body. */
 static enum MHD_Result metrics_handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -423,12 +523,12 @@ static struct MHD_Daemon *start_metrics(struct cd_http *h, const char *listen_on
 		return NULL;
 	}
 	m = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
-				     (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+				 (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 			     0, NULL, NULL, metrics_handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
 			     NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
 			     (unsigned)METRICS_CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
 			     (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-			     (size_t)CONNECTION_MEMORY, MHD_OPTION_END);
+			     (size_t)METRICS_CONNECTION_MEMORY, MHD_OPTION_END);
 	if (!m) {
 		close(fd);
 		snprintf(err, errlen, "metrics_listen %.64s: cannot start the HTTP server",
@@ -450,13 +550,13 @@ struct cd_http *cd_http_start(struct cusliced *d, const struct cd_config *c, cha
 	/* MHD_USE_NO_LISTEN_SOCKET implies an inter-thread channel (MHD_USE_ITC),
 	 * which wakes the polling thread when the core adds a connection. */
 	h->api = MHD_start_daemon(
-		MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC |
-			MHD_USE_ERROR_LOG,
-		0, NULL, NULL, api_handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-		MHD_OPTION_NOTIFY_COMPLETED, api_completed, h, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)API_CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-		(size_t)CONNECTION_MEMORY, MHD_OPTION_END);
+	    MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC |
+		MHD_USE_ERROR_LOG,
+	    0, NULL, NULL, api_handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	    MHD_OPTION_NOTIFY_COMPLETED, api_completed, h, MHD_OPTION_NOTIFY_CONNECTION, api_notify,
+	    h, MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONNECTIONS_MAX,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_END);
 	if (!h->api) {
 		snprintf(err, errlen, "http: cannot start the API server (libmicrohttpd)");
 		free(h);

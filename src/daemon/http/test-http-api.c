@@ -91,7 +91,7 @@ static void assert_fields(const cJSON *o, const char *const *names, int n)
 
 #define ASSERT_FIELDS(o, ...)                                                                      \
 	do {                                                                                       \
-		static const char *const names_[] = {__VA_ARGS__};                                \
+		static const char *const names_[] = {__VA_ARGS__};                                 \
 		assert_fields((o), names_, (int)(sizeof(names_) / sizeof(names_[0])));             \
 	} while (0)
 
@@ -289,15 +289,18 @@ static void test_http_api_events(void **state)
 
 /* ---- routing ---- */
 
+/* One request; since (not NULL) becomes the query's since= parameter. */
 static struct cd_api_reply route(const char *method, const char *path, const char *since,
 				 const char *body)
 {
+	struct cd_api_param p = {.name = "since", .value = since};
 	struct cd_api_request req = {
-		.method = method,
-		.path = path,
-		.since = since,
-		.body = body,
-		.body_len = body ? strlen(body) : 0,
+	    .method = method,
+	    .path = path,
+	    .params = since ? &p : NULL,
+	    .nparams = since ? 1 : 0,
+	    .body = body,
+	    .body_len = body ? strlen(body) : 0,
 	};
 	struct cd_api_reply rep;
 
@@ -305,27 +308,35 @@ static struct cd_api_reply route(const char *method, const char *path, const cha
 	return rep;
 }
 
-/* Checks an error reply: status, {"error": ...} containing `part`, Allow. */
-static void assert_error(struct cd_api_reply rep, unsigned status, const char *part,
+/*
+ * Checks an error reply: e's status, {"error": {"code": e's code,
+ * "message": ... containing `part`}} and nothing else, Allow.
+ */
+static void assert_error(struct cd_api_reply rep, enum cd_api_err e, const char *part,
 			 const char *allow)
 {
+	const cJSON *err;
 	cJSON *j;
 
-	assert_int_equal(rep.status, status);
+	assert_int_equal(rep.status, cd_api_err_status(e));
 	if (allow)
 		assert_string_equal(rep.allow, allow);
 	else
 		assert_null(rep.allow);
 	j = parse(rep.body);
 	ASSERT_FIELDS(j, "error");
-	if (!strstr(field(j, "error")->valuestring, part))
-		fail_msg("error \"%s\" does not say \"%s\"", field(j, "error")->valuestring, part);
+	err = field(j, "error");
+	ASSERT_FIELDS(err, "code", "message");
+	assert_str(err, "code", cd_api_err_code(e));
+	if (!strstr(field(err, "message")->valuestring, part))
+		fail_msg("error \"%s\" does not say \"%s\"", field(err, "message")->valuestring,
+			 part);
 	cJSON_Delete(j);
 }
 
 static void test_http_api_route_get(void **state)
 {
-	static const char *const paths[] = {"/v1/status", "/v1/gpus", "/v1/groups",
+	static const char *const paths[] = {"/v1/status",	"/v1/gpus",	 "/v1/groups",
 					    "/v1/groups/train", "/v1/processes", "/v1/events"};
 	struct cd_api_reply rep;
 	cJSON *j;
@@ -360,35 +371,97 @@ static void test_http_api_route_get(void **state)
 static void test_http_api_route_errors(void **state)
 {
 	(void)state;
-	assert_error(route("GET", "/", NULL, NULL), 404, "no such endpoint", NULL);
-	assert_error(route("GET", "/v1", NULL, NULL), 404, "no such endpoint", NULL);
-	assert_error(route("GET", "/v1/status/", NULL, NULL), 404, "no such endpoint", NULL);
-	assert_error(route("GET", "/v1/groups/", NULL, NULL), 404, "no such endpoint", NULL);
-	assert_error(route("GET", "/v1/groups/a/b", NULL, NULL), 404, "no such endpoint", NULL);
-	assert_error(route("DELETE", "/v2/groups/x", NULL, NULL), 404, "no such endpoint", NULL);
-	assert_error(route("GET", "/v1/groups/nosuch", NULL, NULL), 404, "group nosuch: no such",
+	assert_error(route("GET", "/", NULL, NULL), CD_API_ERR_NOT_FOUND, "no such endpoint", NULL);
+	assert_error(route("GET", "/v1", NULL, NULL), CD_API_ERR_NOT_FOUND, "no such endpoint",
 		     NULL);
-	assert_error(route("GET", "/v1/groups/..", NULL, NULL), 404, "no such group", NULL);
+	assert_error(route("GET", "/v1/status/", NULL, NULL), CD_API_ERR_NOT_FOUND,
+		     "no such endpoint", NULL);
+	assert_error(route("GET", "/v1/groups/", NULL, NULL), CD_API_ERR_NOT_FOUND,
+		     "no such endpoint", NULL);
+	assert_error(route("GET", "/v1/groups/a/b", NULL, NULL), CD_API_ERR_NOT_FOUND,
+		     "no such endpoint", NULL);
+	assert_error(route("DELETE", "/v2/groups/x", NULL, NULL), CD_API_ERR_NOT_FOUND,
+		     "no such endpoint", NULL);
+	assert_error(route("GET", "/v1/groups/nosuch", NULL, NULL), CD_API_ERR_NO_SUCH_GROUP,
+		     "group nosuch: no such", NULL);
+	assert_error(route("GET", "/v1/groups/..", NULL, NULL), CD_API_ERR_NO_SUCH_GROUP,
+		     "no such group", NULL);
 
-	assert_error(route("POST", "/v1/status", NULL, "{}"), 405, "not allowed", "GET, HEAD");
-	assert_error(route("DELETE", "/v1/gpus", NULL, NULL), 405, "not allowed", "GET, HEAD");
-	assert_error(route("PUT", "/v1/groups", NULL, "{}"), 405, "not allowed", "GET, HEAD");
-	assert_error(route("PUT", "/v1/processes", NULL, "{}"), 405, "not allowed", "GET, HEAD");
-	assert_error(route("PUT", "/v1/events", NULL, "{}"), 405, "not allowed", "GET, HEAD");
-	assert_error(route("POST", "/v1/groups/train", NULL, "{}"), 405, "not allowed",
-		     "GET, HEAD, PUT, DELETE");
-	assert_error(route("PATCH", "/v1/groups/train", NULL, "{}"), 405, "not allowed",
-		     "GET, HEAD, PUT, DELETE");
+	assert_error(route("POST", "/v1/status", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
+		     "not allowed", "GET, HEAD");
+	assert_error(route("DELETE", "/v1/gpus", NULL, NULL), CD_API_ERR_METHOD_NOT_ALLOWED,
+		     "not allowed", "GET, HEAD");
+	assert_error(route("PUT", "/v1/groups", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
+		     "not allowed", "GET, HEAD");
+	assert_error(route("PUT", "/v1/processes", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
+		     "not allowed", "GET, HEAD");
+	assert_error(route("PUT", "/v1/events", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
+		     "not allowed", "GET, HEAD");
+	assert_error(route("POST", "/v1/groups/train", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
+		     "not allowed", "GET, HEAD, PUT, DELETE");
+	assert_error(route("PATCH", "/v1/groups/train", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
+		     "not allowed", "GET, HEAD, PUT, DELETE");
 
-	assert_error(route("GET", "/v1/events", "abc", NULL), 400, "since=abc", NULL);
-	assert_error(route("GET", "/v1/events", "-1", NULL), 400, "non-negative integer", NULL);
-	assert_error(route("GET", "/v1/events", "", NULL), 400, "since=", NULL);
-	assert_error(route("GET", "/v1/events", "18446744073709551616", NULL), 400, "since=",
-		     NULL);
+	assert_error(route("GET", "/v1/events", "abc", NULL), CD_API_ERR_INVALID_PARAMETER,
+		     "since=abc", NULL);
+	assert_error(route("GET", "/v1/events", "-1", NULL), CD_API_ERR_INVALID_PARAMETER,
+		     "non-negative integer", NULL);
+	assert_error(route("GET", "/v1/events", "", NULL), CD_API_ERR_INVALID_PARAMETER,
+		     "since=", NULL);
+	assert_error(route("GET", "/v1/events", "18446744073709551616", NULL),
+		     CD_API_ERR_INVALID_PARAMETER, "since=", NULL);
 
 	fake.snapshot_rc = -ENOMEM;
-	assert_error(route("GET", "/v1/status", NULL, NULL), 500, "daemon's state", NULL);
-	assert_error(route("GET", "/v1/groups/train", NULL, NULL), 500, "daemon's state", NULL);
+	assert_error(route("GET", "/v1/status", NULL, NULL), CD_API_ERR_INTERNAL, "daemon's state",
+		     NULL);
+	assert_error(route("GET", "/v1/groups/train", NULL, NULL), CD_API_ERR_INTERNAL,
+		     "daemon's state", NULL);
+}
+
+/* Query parameters: only GET /v1/events takes one (since, once); anything else is 400. */
+static void test_http_api_params(void **state)
+{
+	struct cd_api_param since = {"since", "1"}, two[] = {{"since", "1"}, {"since", "2"}},
+			    extra[] = {{"since", "1"}, {"limit", "5"}}, bare = {"verbose", NULL};
+	struct cd_api_request req = {.method = "GET", .path = "/v1/events"};
+	struct cd_api_reply rep;
+
+	(void)state;
+	req.params = &since;
+	req.nparams = 1;
+	cd_api_route(NULL, &req, &rep);
+	assert_int_equal(rep.status, 200);
+	free(rep.body);
+	req.params = two;
+	req.nparams = 2;
+	cd_api_route(NULL, &req, &rep);
+	assert_error(rep, CD_API_ERR_INVALID_PARAMETER, "since= given twice", NULL);
+	req.params = extra;
+	cd_api_route(NULL, &req, &rep);
+	assert_error(rep, CD_API_ERR_UNKNOWN_PARAMETER,
+		     "query parameter \"limit\": GET /v1/events takes only since=SEQ", NULL);
+	req.path = "/v1/status";
+	req.params = &bare;
+	req.nparams = 1;
+	cd_api_route(NULL, &req, &rep);
+	assert_error(rep, CD_API_ERR_UNKNOWN_PARAMETER,
+		     "query parameter \"verbose\": GET /v1/status takes none", NULL);
+	/* since on another endpoint, or with another method, is unknown there. */
+	req.params = &since;
+	cd_api_route(NULL, &req, &rep);
+	assert_error(rep, CD_API_ERR_UNKNOWN_PARAMETER, "\"since\"", NULL);
+	req.method = "PUT";
+	req.path = "/v1/groups/infer";
+	req.body = "{}";
+	req.body_len = 2;
+	fake.put_name[0] = '\0';
+	cd_api_route(NULL, &req, &rep);
+	assert_error(rep, CD_API_ERR_UNKNOWN_PARAMETER, "PUT /v1/groups/infer takes none", NULL);
+	assert_string_equal(fake.put_name, "");
+	/* Unknown endpoints stay 404 whatever their query. */
+	req.path = "/v2/x";
+	cd_api_route(NULL, &req, &rep);
+	assert_error(rep, CD_API_ERR_NOT_FOUND, "no such endpoint", NULL);
 }
 
 static void test_http_api_put(void **state)
@@ -412,28 +485,30 @@ static void test_http_api_put(void **state)
 	fake.put_rc = -EINVAL;
 	snprintf(fake.put_err, sizeof(fake.put_err),
 		 "memory_limit \"lots\": expected bytes, a size such as \"8GiB\" or a percentage");
-	assert_error(route("PUT", "/v1/groups/infer", NULL, "{\"memory_limit\":\"lots\"}"), 400,
-		     "memory_limit \"lots\": expected bytes", NULL);
+	assert_error(route("PUT", "/v1/groups/infer", NULL, "{\"memory_limit\":\"lots\"}"),
+		     CD_API_ERR_INVALID_POLICY, "memory_limit \"lots\": expected bytes", NULL);
 	fake.put_rc = -EIO;
 	fake.put_err[0] = '\0';
-	assert_error(route("PUT", "/v1/groups/infer", NULL, "{}"), 500, "cannot apply the policy",
-		     NULL);
+	assert_error(route("PUT", "/v1/groups/infer", NULL, "{}"), CD_API_ERR_INTERNAL,
+		     "cannot apply the policy", NULL);
 	fake.put_rc = 0;
 
 	fake.put_name[0] = '\0';
-	assert_error(route("PUT", "/v1/groups/.hidden", NULL, "{}"), 400,
+	assert_error(route("PUT", "/v1/groups/.hidden", NULL, "{}"), CD_API_ERR_INVALID_GROUP_NAME,
 		     "group name '.hidden': expected 1..63 characters", NULL);
-	assert_error(route("PUT", "/v1/groups/-x", NULL, "{}"), 400, "group name", NULL);
-	assert_error(route("PUT", "/v1/groups/a%20b", NULL, "{}"), 400, "group name", NULL);
+	assert_error(route("PUT", "/v1/groups/-x", NULL, "{}"), CD_API_ERR_INVALID_GROUP_NAME,
+		     "group name", NULL);
+	assert_error(route("PUT", "/v1/groups/a%20b", NULL, "{}"), CD_API_ERR_INVALID_GROUP_NAME,
+		     "group name", NULL);
 	assert_error(route("PUT",
 			   "/v1/groups/"
 			   "a123456789012345678901234567890123456789012345678901234567890123",
 			   NULL, "{}"),
-		     400, "group name", NULL);
-	assert_error(route("PUT", "/v1/groups/infer", NULL, NULL), 400, "expected a JSON policy",
-		     NULL);
-	assert_error(route("PUT", "/v1/groups/infer", NULL, ""), 400, "expected a JSON policy",
-		     NULL);
+		     CD_API_ERR_INVALID_GROUP_NAME, "group name", NULL);
+	assert_error(route("PUT", "/v1/groups/infer", NULL, NULL), CD_API_ERR_MISSING_BODY,
+		     "expected a JSON policy", NULL);
+	assert_error(route("PUT", "/v1/groups/infer", NULL, ""), CD_API_ERR_MISSING_BODY,
+		     "expected a JSON policy", NULL);
 	/* None of the refused names reached the core. */
 	assert_string_equal(fake.put_name, "");
 }
@@ -447,24 +522,28 @@ static void test_http_api_delete(void **state)
 	assert_int_equal(rep.status, 204);
 	assert_null(rep.body);
 	assert_false(fake.groups[0].managed);
-	assert_error(route("DELETE", "/v1/groups/train", NULL, NULL), 404, "no policy", NULL);
-	assert_error(route("DELETE", "/v1/groups/pid-42", NULL, NULL), 404, "no policy", NULL);
-	assert_error(route("DELETE", "/v1/groups/.x", NULL, NULL), 404, "no such group", NULL);
+	assert_error(route("DELETE", "/v1/groups/train", NULL, NULL), CD_API_ERR_NO_SUCH_GROUP,
+		     "no policy", NULL);
+	assert_error(route("DELETE", "/v1/groups/pid-42", NULL, NULL), CD_API_ERR_NO_SUCH_GROUP,
+		     "no policy", NULL);
+	assert_error(route("DELETE", "/v1/groups/.x", NULL, NULL), CD_API_ERR_NO_SUCH_GROUP,
+		     "no such group", NULL);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_http_api_status, setup),
-		cmocka_unit_test_setup(test_http_api_gpus, setup),
-		cmocka_unit_test_setup(test_http_api_groups, setup),
-		cmocka_unit_test_setup(test_http_api_exact_numbers, setup),
-		cmocka_unit_test_setup(test_http_api_processes, setup),
-		cmocka_unit_test_setup(test_http_api_events, setup),
-		cmocka_unit_test_setup(test_http_api_route_get, setup),
-		cmocka_unit_test_setup(test_http_api_route_errors, setup),
-		cmocka_unit_test_setup(test_http_api_put, setup),
-		cmocka_unit_test_setup(test_http_api_delete, setup),
+	    cmocka_unit_test_setup(test_http_api_status, setup),
+	    cmocka_unit_test_setup(test_http_api_gpus, setup),
+	    cmocka_unit_test_setup(test_http_api_groups, setup),
+	    cmocka_unit_test_setup(test_http_api_exact_numbers, setup),
+	    cmocka_unit_test_setup(test_http_api_processes, setup),
+	    cmocka_unit_test_setup(test_http_api_events, setup),
+	    cmocka_unit_test_setup(test_http_api_route_get, setup),
+	    cmocka_unit_test_setup(test_http_api_route_errors, setup),
+	    cmocka_unit_test_setup(test_http_api_params, setup),
+	    cmocka_unit_test_setup(test_http_api_put, setup),
+	    cmocka_unit_test_setup(test_http_api_delete, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -269,3 +269,12 @@ void cd_refused(struct cusliced *d, const struct cd_peer *p, const char *why)
 	snprintf(fake.refused_why, sizeof(fake.refused_why), "%s", why);
 	pthread_mutex_unlock(&fake.lock);
 }
+
+void cd_http_closed(struct cusliced *d, int fd)
+{
+	(void)d;
+	pthread_mutex_lock(&fake.lock);
+	fake.closed++;
+	fake.closed_fd = fd;
+	pthread_mutex_unlock(&fake.lock);
+}

@@ -1,7 +1,7 @@
 /*
  * A made-up daemon core for the HTTP side's unit tests: implements the core's
  * half of cusliced.h (cd_snapshot, cd_events, cd_policy_*, cd_peer_of_fd,
- * cd_token_ok, cd_refused) over the global `fake`, which each test sets up
+ * cd_token_ok, cd_refused, cd_http_closed) over the global `fake`, which each test sets up
  * with fake_reset().
  */
 #ifndef TEST_HTTP_FAKE_H
@@ -37,6 +37,8 @@ struct fake {
 	bool peer_known;	/* cd_peer_of_fd's answer */
 	struct cd_peer peer;
 	char token[64];		/* "" = none configured */
+	unsigned closed;	/* cd_http_closed calls */
+	int closed_fd;		/* the last one's fd */
 	unsigned refused;	/* cd_refused calls */
 	char refused_why[128];
 };
