@@ -1,17 +1,71 @@
 /*
- * The event ring: the last CD_EVENTS_MAX events, numbered from 1. Clients
- * page through it with "events after seq N"; one that falls behind by more
- * than the ring holds loses the oldest, which it can tell from the gap in
- * seq numbers.
+ * The event history: what happened, numbered from 1 (seq numbers never
+ * repeat, across restarts too: the files carry them), in three retention
+ * classes that each keep their last CD_EVENTS_MAX events, so that no flood
+ * of one kind can push another's out:
+ *
+ *   enforcement  bypass, over_quota, stopped, killed, policy (and kinds
+ *                this file does not know: new kinds are kept, not lost)
+ *   refusal      denied
+ *   ordinary     registered, unregistered, reclaimed
+ *
+ * Every event is charged to a uid (the peer or process it is about;
+ * CD_UID_NONE for the daemon's own) in a token bucket per uid and class:
+ * CD_EVENTS_BURST at once, CD_EVENTS_RATE per second after. Past that,
+ * events are counted, not recorded, and a "suppressed" event of the same
+ * class sums them up (per kind) every CD_EVENTS_SUMMARY_MS while the flood
+ * lasts and once when it stops. So 5,000 registrations of one uid leave 32
+ * "registered" events and one summary, and everybody else's events stay.
+ *
+ * Recorded events are also queued as lines for their class's file
+ * (cd-events-file.c writes them outside the daemon's lock). Pure apart from
+ * that queue: no I/O, no lock (the caller holds the daemon's).
  */
 #include "cd-int.h"
 
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-void cd_ring_init(struct cd_ring *r)
+static const char *const class_names[CD_EVCLASS_COUNT] = {
+    [CD_EVCLASS_ENFORCEMENT] = "enforcement",
+    [CD_EVCLASS_REFUSAL] = "refusal",
+    [CD_EVCLASS_ORDINARY] = "ordinary",
+};
+
+const char *cd_event_class_name(enum cd_event_class c)
 {
-	memset(r, 0, sizeof(*r));
-	r->next = 1;
+	return (unsigned)c < CD_EVCLASS_COUNT ? class_names[c] : "?";
+}
+
+enum cd_event_class cd_event_class_of(const char *kind)
+{
+	static const char *const ordinary[] = {"registered", "unregistered", "reclaimed"};
+
+	if (strcmp(kind, "denied") == 0)
+		return CD_EVCLASS_REFUSAL;
+	for (size_t i = 0; i < sizeof(ordinary) / sizeof(ordinary[0]); i++)
+		if (strcmp(kind, ordinary[i]) == 0)
+			return CD_EVCLASS_ORDINARY;
+	return CD_EVCLASS_ENFORCEMENT;
+}
+
+void cd_events_init(struct cd_events *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->next = 1;
+}
+
+void cd_events_free(struct cd_events *e)
+{
+	free(e->buckets);
+	for (int c = 0; c < CD_EVCLASS_COUNT; c++)
+		free(e->pending[c].buf);
+	memset(e, 0, sizeof(*e));
 }
 
 /* Copies src into a field of size n, truncated, always NUL-terminated. */
@@ -24,31 +78,348 @@ static void field(char *dst, size_t n, const char *src)
 	dst[len] = '\0';
 }
 
-uint64_t cd_ring_push(struct cd_ring *r, double time, const char *kind, const char *group,
-		      pid_t pid, const char *message)
+static void ring_put(struct cd_ring *r, const struct cd_event *ev)
 {
-	struct cd_event *e = &r->ev[r->next % CD_EVENTS_MAX];
-
-	memset(e, 0, sizeof(*e));
-	e->seq = r->next++;
-	e->time = time;
-	e->pid = pid;
-	field(e->kind, sizeof(e->kind), kind);
-	field(e->group, sizeof(e->group), group);
-	field(e->message, sizeof(e->message), message);
-	return e->seq;
+	if (r->n == CD_EVENTS_MAX) {
+		r->ev[r->first] = *ev;
+		r->first = (r->first + 1) % CD_EVENTS_MAX;
+	} else {
+		r->ev[(r->first + r->n) % CD_EVENTS_MAX] = *ev;
+		r->n++;
+	}
 }
 
-unsigned cd_ring_since(const struct cd_ring *r, uint64_t since, struct cd_event *out, unsigned max)
+/* Queues ev's line for its class's file; a full queue drops it (counted). */
+static void queue_line(struct cd_events *e, enum cd_event_class c, const struct cd_event *ev)
 {
-	uint64_t oldest = r->next > CD_EVENTS_MAX ? r->next - CD_EVENTS_MAX : 1;
-	uint64_t seq = since + 1 > oldest ? since + 1 : oldest;
-	unsigned n = 0;
+	struct cd_ev_pending *p = &e->pending[c];
+	char *line;
+	size_t n;
 
-	/* since may be anything a client sent: UINT64_MAX must not wrap to 0. */
-	if (since >= r->next)
+	if (!e->persist)
+		return;
+	line = cd_event_line(ev);
+	n = line ? strlen(line) : 0;
+	if (!line || p->len + n > CD_EVENTS_PENDING_MAX) {
+		e->unpersisted++;
+		free(line);
+		return;
+	}
+	if (p->len + n > p->cap) {
+		size_t cap = p->cap ? p->cap : 4096;
+		char *nb;
+
+		while (cap < p->len + n)
+			cap *= 2;
+		nb = realloc(p->buf, cap);
+		if (!nb) {
+			e->unpersisted++;
+			free(line);
+			return;
+		}
+		p->buf = nb;
+		p->cap = cap;
+	}
+	memcpy(p->buf + p->len, line, n);
+	p->len += n;
+	free(line);
+}
+
+/* Numbers and records an event (no rate limit). */
+static uint64_t record(struct cd_events *e, double time, uid_t uid, const char *kind,
+		       const char *group, pid_t pid, const char *message)
+{
+	enum cd_event_class c = cd_event_class_of(kind);
+	struct cd_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.seq = e->next++;
+	ev.time = time;
+	ev.pid = pid;
+	ev.uid = uid;
+	field(ev.kind, sizeof(ev.kind), kind);
+	field(ev.group, sizeof(ev.group), group);
+	field(ev.message, sizeof(ev.message), message);
+	ring_put(&e->ring[c], &ev);
+	queue_line(e, c, &ev);
+	return ev.seq;
+}
+
+/* ---- the rate limit ---- */
+
+static struct cd_ev_bucket *bucket(struct cd_events *e, uid_t uid, enum cd_event_class c,
+				   uint64_t now_ms)
+{
+	struct cd_ev_bucket *b;
+
+	for (unsigned i = 0; i < e->nbuckets; i++)
+		if (e->buckets[i].uid == uid && e->buckets[i].cls == c)
+			return &e->buckets[i];
+	if (e->nbuckets == e->bucket_cap) {
+		unsigned cap = e->bucket_cap ? e->bucket_cap * 2 : 16;
+		struct cd_ev_bucket *nb = realloc(e->buckets, cap * sizeof(*nb));
+
+		if (!nb)
+			return NULL;
+		e->buckets = nb;
+		e->bucket_cap = cap;
+	}
+	b = &e->buckets[e->nbuckets++];
+	memset(b, 0, sizeof(*b));
+	b->uid = uid;
+	b->cls = c;
+	b->tokens = CD_EVENTS_BURST;
+	b->refill_ms = now_ms;
+	return b;
+}
+
+static void refill(struct cd_ev_bucket *b, uint64_t now_ms)
+{
+	if (now_ms > b->refill_ms) {
+		b->tokens += (double)(now_ms - b->refill_ms) * CD_EVENTS_RATE / 1000.0;
+		if (b->tokens > CD_EVENTS_BURST)
+			b->tokens = CD_EVENTS_BURST;
+		b->refill_ms = now_ms;
+	}
+}
+
+static void count_suppressed(struct cd_events *e, struct cd_ev_bucket *b, const char *kind,
+			     uint64_t now_ms)
+{
+	unsigned i;
+
+	if (b->suppressed++ == 0)
+		b->first_suppressed_ms = now_ms;
+	e->suppressed_total++;
+	for (i = 0; i < CD_EVENTS_SUMMARY_KINDS && b->kinds[i].kind[0]; i++)
+		if (strncmp(b->kinds[i].kind, kind, sizeof(b->kinds[i].kind) - 1) == 0)
+			break;
+	if (i < CD_EVENTS_SUMMARY_KINDS && !b->kinds[i].kind[0])
+		field(b->kinds[i].kind, sizeof(b->kinds[i].kind), kind);
+	b->kinds[i].n++;
+}
+
+/* Records b's summary and starts counting anew. */
+static void summarize(struct cd_events *e, struct cd_ev_bucket *b, double time, uint64_t now_ms)
+{
+	char msg[256], who[24];
+	size_t n;
+
+	if (b->uid == CD_UID_NONE)
+		snprintf(who, sizeof(who), "the daemon");
+	else
+		snprintf(who, sizeof(who), "uid %u", (unsigned)b->uid);
+	bool first = true;
+
+	n = (size_t)snprintf(
+	    msg, sizeof(msg), "%" PRIu64 " %s events of %s not recorded in %.1f s (", b->suppressed,
+	    class_names[b->cls], who, (double)(now_ms - b->first_suppressed_ms) / 1000.0);
+	for (unsigned i = 0; i <= CD_EVENTS_SUMMARY_KINDS && n < sizeof(msg); i++) {
+		if (!b->kinds[i].n)
+			continue;
+		n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s%s %" PRIu64, first ? "" : ", ",
+				      i == CD_EVENTS_SUMMARY_KINDS ? "other" : b->kinds[i].kind,
+				      b->kinds[i].n);
+		first = false;
+	}
+	if (n < sizeof(msg))
+		snprintf(msg + n, sizeof(msg) - n, "): more than %d at once and %d per second",
+			 CD_EVENTS_BURST, CD_EVENTS_RATE);
+	/* The summary takes the suppressed events' class: cd_event_class_of("suppressed") would
+	 * file every summary as enforcement. */
+	{
+		struct cd_event ev;
+
+		memset(&ev, 0, sizeof(ev));
+		ev.seq = e->next++;
+		ev.time = time;
+		ev.uid = b->uid;
+		field(ev.kind, sizeof(ev.kind), "suppressed");
+		field(ev.message, sizeof(ev.message), msg);
+		ring_put(&e->ring[b->cls], &ev);
+		queue_line(e, b->cls, &ev);
+	}
+	b->suppressed = 0;
+	memset(b->kinds, 0, sizeof(b->kinds));
+}
+
+uint64_t cd_events_add(struct cd_events *e, double time, uint64_t now_ms, uid_t uid,
+		       const char *kind, const char *group, pid_t pid, const char *message)
+{
+	enum cd_event_class c = cd_event_class_of(kind ? kind : "");
+	struct cd_ev_bucket *b = bucket(e, uid, c, now_ms);
+
+	/* Out of memory for a bucket: record (losing an event would be worse than a flood). */
+	if (!b)
+		return record(e, time, uid, kind, group, pid, message);
+	refill(b, now_ms);
+	b->last_ms = now_ms;
+	if (b->tokens < 1.0) {
+		count_suppressed(e, b, kind ? kind : "", now_ms);
 		return 0;
-	for (; seq < r->next && n < max; seq++)
-		out[n++] = r->ev[seq % CD_EVENTS_MAX];
+	}
+	b->tokens -= 1.0;
+	return record(e, time, uid, kind, group, pid, message);
+}
+
+unsigned cd_events_tick(struct cd_events *e, double time, uint64_t now_ms)
+{
+	unsigned written = 0;
+
+	for (unsigned i = 0; i < e->nbuckets;) {
+		struct cd_ev_bucket *b = &e->buckets[i];
+
+		refill(b, now_ms);
+		if (b->suppressed && (now_ms - b->first_suppressed_ms >= CD_EVENTS_SUMMARY_MS ||
+				      now_ms - b->last_ms >= 1000)) {
+			summarize(e, b, time, now_ms);
+			written++;
+		}
+		/* A full bucket with nothing to say is the same as none: forget it. */
+		if (!b->suppressed && b->tokens >= CD_EVENTS_BURST) {
+			*b = e->buckets[--e->nbuckets];
+			continue;
+		}
+		i++;
+	}
+	return written;
+}
+
+bool cd_events_restore(struct cd_events *e, enum cd_event_class c, const struct cd_event *ev)
+{
+	struct cd_ring *r = &e->ring[c];
+
+	if (r->n && r->ev[(r->first + r->n - 1) % CD_EVENTS_MAX].seq >= ev->seq)
+		return false;
+	ring_put(r, ev);
+	if (ev->seq >= e->next)
+		e->next = ev->seq + 1;
+	return true;
+}
+
+unsigned cd_events_since(const struct cd_events *e, uint64_t since, struct cd_event *out,
+			 unsigned max)
+{
+	unsigned pos[CD_EVCLASS_COUNT], n = 0;
+
+	/* Each ring is in seq order: skip what is not newer, then merge. */
+	for (int c = 0; c < CD_EVCLASS_COUNT; c++) {
+		const struct cd_ring *r = &e->ring[c];
+
+		pos[c] = 0;
+		while (pos[c] < r->n && r->ev[(r->first + pos[c]) % CD_EVENTS_MAX].seq <= since)
+			pos[c]++;
+	}
+	while (n < max) {
+		const struct cd_event *best = NULL;
+		int bc = -1;
+
+		for (int c = 0; c < CD_EVCLASS_COUNT; c++) {
+			const struct cd_ring *r = &e->ring[c];
+			const struct cd_event *ev;
+
+			if (pos[c] == r->n)
+				continue;
+			ev = &r->ev[(r->first + pos[c]) % CD_EVENTS_MAX];
+			if (!best || ev->seq < best->seq) {
+				best = ev;
+				bc = c;
+			}
+		}
+		if (!best)
+			break;
+		out[n++] = *best;
+		pos[bc]++;
+	}
 	return n;
+}
+
+/* ---- lines of the files ---- */
+
+char *cd_event_line(const struct cd_event *ev)
+{
+	cJSON *o = cJSON_CreateObject();
+	char num[32], *text = NULL, *line;
+	bool ok;
+	size_t n;
+
+	if (!o)
+		return NULL;
+	snprintf(num, sizeof(num), "%" PRIu64, ev->seq);
+	ok = cJSON_AddRawToObject(o, "seq", num) != NULL;
+	snprintf(num, sizeof(num), "%.3f", ev->time);
+	ok = ok && cJSON_AddRawToObject(o, "time", num) &&
+	     cJSON_AddStringToObject(o, "kind", ev->kind) &&
+	     cJSON_AddStringToObject(o, "group", ev->group) &&
+	     cJSON_AddNumberToObject(o, "pid", ev->pid) &&
+	     (ev->uid == CD_UID_NONE ? cJSON_AddNullToObject(o, "uid") != NULL
+				     : cJSON_AddNumberToObject(o, "uid", ev->uid) != NULL) &&
+	     cJSON_AddStringToObject(o, "message", ev->message);
+	if (ok)
+		text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (!text)
+		return NULL;
+	n = strlen(text);
+	line = malloc(n + 2);
+	if (line) {
+		memcpy(line, text, n);
+		line[n] = '\n';
+		line[n + 1] = '\0';
+	}
+	cJSON_free(text);
+	return line;
+}
+
+/* A string member copied into a field; false when absent, not a string, or holding a NUL. */
+static bool str_member(const cJSON *o, const char *k, char *dst, size_t n)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	if (!cJSON_IsString(v))
+		return false;
+	field(dst, n, v->valuestring);
+	return true;
+}
+
+int cd_event_parse_line(const char *line, size_t len, struct cd_event *ev)
+{
+	const cJSON *seq, *time, *pid, *uid;
+	char err[64];
+	cJSON *o;
+	bool ok;
+
+	memset(ev, 0, sizeof(ev[0]));
+	/* Our own files, root's only; still: a NUL inside a string is never ours. */
+	if (cd_json_check(line, len, err, sizeof(err)) != 0)
+		return -EINVAL;
+	o = cJSON_ParseWithLength(line, len);
+	seq = cJSON_GetObjectItemCaseSensitive(o, "seq");
+	time = cJSON_GetObjectItemCaseSensitive(o, "time");
+	pid = cJSON_GetObjectItemCaseSensitive(o, "pid");
+	uid = cJSON_GetObjectItemCaseSensitive(o, "uid");
+	ok = cJSON_IsObject(o) && cJSON_IsNumber(seq) && seq->valuedouble >= 1 &&
+	     seq->valuedouble < 9007199254740992.0 && seq->valuedouble == floor(seq->valuedouble) &&
+	     cJSON_IsNumber(time) && isfinite(time->valuedouble) && cJSON_IsNumber(pid) &&
+	     (cJSON_IsNull(uid) ||
+	      (cJSON_IsNumber(uid) && uid->valuedouble >= 0 && uid->valuedouble < 4294967295.0)) &&
+	     str_member(o, "kind", ev->kind, sizeof(ev->kind)) &&
+	     str_member(o, "group", ev->group, sizeof(ev->group)) &&
+	     str_member(o, "message", ev->message, sizeof(ev->message));
+	if (ok) {
+		ev->seq = (uint64_t)seq->valuedouble;
+		ev->time = time->valuedouble;
+		ev->pid = (pid_t)pid->valuedouble;
+		ev->uid = cJSON_IsNull(uid) ? CD_UID_NONE : (uid_t)uid->valuedouble;
+	}
+	cJSON_Delete(o);
+	return ok ? 0 : -EINVAL;
+}
+
+void cd_events_take_pending(struct cd_events *e, struct cd_ev_pending p[CD_EVCLASS_COUNT])
+{
+	for (int c = 0; c < CD_EVCLASS_COUNT; c++) {
+		p[c] = e->pending[c];
+		memset(&e->pending[c], 0, sizeof(e->pending[c]));
+	}
 }

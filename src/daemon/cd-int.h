@@ -65,25 +65,144 @@ int cd_action_parse(const char *name);
 /* "error", "warn", "info", "debug". */
 const char *cd_log_level_name(int level);
 
-/* ---- events (cd-events.c) ---- */
+/* ---- JSON text from outside (cd-json.c) ---- */
 
-#define CD_EVENTS_MAX 1024
+/*
+ * Refuses JSON text that cJSON would read wrong without a word: a NUL in
+ * a string ("\u0000" or a raw NUL byte: cJSON cuts the string there, so
+ * "8GiB\u0000junk" would read as "8GiB") and raw control bytes in strings.
+ * 0, or -EINVAL with the problem and its byte offset in err. Pure.
+ */
+int cd_json_check(const char *text, size_t len, char *err, size_t errlen);
 
-/* The last CD_EVENTS_MAX events; seq numbers start at 1 and never repeat. */
-struct cd_ring {
-	struct cd_event ev[CD_EVENTS_MAX];
-	uint64_t next; /* seq of the next event */
+/* ---- events (cd-events.c: the history; cd-events-file.c: on disk) ---- */
+
+/*
+ * Retention classes: each keeps its own last CD_EVENTS_MAX events, so a
+ * flood in one never pushes out another's.
+ */
+enum cd_event_class {
+	CD_EVCLASS_ENFORCEMENT, /* bypass, over_quota, stopped, killed, policy, and kinds unknown here */
+	CD_EVCLASS_REFUSAL,	/* denied */
+	CD_EVCLASS_ORDINARY,	/* registered, unregistered, reclaimed */
+	CD_EVCLASS_COUNT,
 };
 
-void cd_ring_init(struct cd_ring *r);
+#define CD_EVENTS_MAX 1024
+/* Per uid and class: at most this many events at once, then this many per second. */
+#define CD_EVENTS_BURST 32
+#define CD_EVENTS_RATE 4
+/* A uid still flooding gets one "suppressed" summary per this long (and one when it stops). */
+#define CD_EVENTS_SUMMARY_MS 5000
+/* Kinds a summary names; the rest count as "other". */
+#define CD_EVENTS_SUMMARY_KINDS 4
+/* Each class's file rotates past this size (one older generation kept): >= 1,700 events each. */
+#define CD_EVENTS_FILE_MAX (1024u * 1024)
+/* Lines waiting to be written, per class; past it lines are not persisted (counted). */
+#define CD_EVENTS_PENDING_MAX (256u * 1024)
+
+/* The last CD_EVENTS_MAX events of a class, oldest first. */
+struct cd_ring {
+	struct cd_event ev[CD_EVENTS_MAX];
+	unsigned first, n;
+};
+
+/* A uid's token bucket for one class, and what it suppressed. */
+struct cd_ev_bucket {
+	uid_t uid;
+	enum cd_event_class cls;
+	double tokens;
+	uint64_t refill_ms;	      /* tokens were topped up to this time */
+	uint64_t last_ms;	      /* the uid's last event of the class (recorded or not) */
+	uint64_t suppressed;	      /* since the last summary */
+	uint64_t first_suppressed_ms; /* when that run began */
+	struct {
+		char kind[16];
+		uint64_t n;
+	} kinds[CD_EVENTS_SUMMARY_KINDS + 1]; /* the last one: "other" */
+};
+
+/* Lines of one class not yet written to its file. */
+struct cd_ev_pending {
+	char *buf;
+	size_t len, cap;
+};
+
+struct cd_events {
+	struct cd_ring ring[CD_EVCLASS_COUNT];
+	uint64_t next; /* seq of the next event: from 1, never repeats, survives restarts */
+	struct cd_ev_bucket *buckets;
+	unsigned nbuckets, bucket_cap;
+	uint64_t suppressed_total;
+	bool persist; /* lines are queued for the files */
+	struct cd_ev_pending pending[CD_EVCLASS_COUNT];
+	uint64_t unpersisted; /* lines dropped because pending was full */
+};
+
+/* The class of an event kind. */
+enum cd_event_class cd_event_class_of(const char *kind);
+/* "enforcement", "refusal", "ordinary": the files' names. */
+const char *cd_event_class_name(enum cd_event_class c);
+
+void cd_events_init(struct cd_events *e);
+void cd_events_free(struct cd_events *e);
 /*
- * Appends an event (kind, group and message truncated to their fields;
- * group may be NULL). Returns its seq. Overwrites the oldest when full.
+ * Records an event of uid (CD_UID_NONE: not attributable) unless uid's
+ * bucket for the kind's class is empty: then it is counted for a later
+ * "suppressed" summary. Fields are truncated to their size. Returns the
+ * seq, or 0 when suppressed. now_ms: CLOCK_MONOTONIC milliseconds.
  */
-uint64_t cd_ring_push(struct cd_ring *r, double time, const char *kind, const char *group,
-		      pid_t pid, const char *message);
-/* Copies the events with seq > since, oldest first, at most max; returns how many. */
-unsigned cd_ring_since(const struct cd_ring *r, uint64_t since, struct cd_event *out, unsigned max);
+uint64_t cd_events_add(struct cd_events *e, double time, uint64_t now_ms, uid_t uid,
+		       const char *kind, const char *group, pid_t pid, const char *message);
+/*
+ * Emits the "suppressed" summaries that are due (a run over
+ * CD_EVENTS_SUMMARY_MS, or a uid quiet for a second), and forgets idle
+ * buckets. Returns how many summaries it wrote.
+ */
+unsigned cd_events_tick(struct cd_events *e, double time, uint64_t now_ms);
+/* The events with seq > since of every class, oldest first, at most max; returns how many. */
+unsigned cd_events_since(const struct cd_events *e, uint64_t since, struct cd_event *out,
+			 unsigned max);
+/*
+ * Puts ev (already numbered, read back from class c's file) at the end of
+ * c's ring. false (nothing done) when its seq is not above the ring's last:
+ * each ring stays in seq order.
+ */
+bool cd_events_restore(struct cd_events *e, enum cd_event_class c, const struct cd_event *ev);
+
+/* One event as a line of its file (JSON, "\n"-terminated), malloc'd; NULL out of memory. */
+char *cd_event_line(const struct cd_event *ev);
+/* Parses such a line (len bytes, without the newline). 0, or -EINVAL. */
+int cd_event_parse_line(const char *line, size_t len, struct cd_event *ev);
+
+/* The event files as the writer holds them (loop thread only). */
+struct cd_ev_files {
+	const char *dir;
+	int fd[CD_EVCLASS_COUNT]; /* -1: not open */
+	uint64_t size[CD_EVCLASS_COUNT];
+	uint64_t failed_ms; /* the last write error logged */
+};
+
+/*
+ * dir/events-CLASS.jsonl (and the older generation, .1): loads what they
+ * hold into e (seq numbering goes on after the highest seen), opens them
+ * for appending (mode 0600, created if missing) and enables persistence.
+ * Lines that do not parse, or are out of order, are skipped and counted in
+ * *skipped. 0, or -errno with a message when a file cannot be opened (then
+ * the history lives in memory only).
+ */
+int cd_events_load(struct cd_events *e, struct cd_ev_files *f, const char *dir,
+		   unsigned *skipped, char *err, size_t errlen);
+/* Moves the lines waiting for the files out of e (under the caller's lock). */
+void cd_events_take_pending(struct cd_events *e, struct cd_ev_pending p[CD_EVCLASS_COUNT]);
+/*
+ * Appends the lines in p to their files, rotating a file to .1 once it
+ * passes CD_EVENTS_FILE_MAX, and frees p's buffers. Loop thread only, no
+ * lock held: a slow disk stalls nobody else. Write errors are logged (once
+ * a minute) and lose those lines, never the events in memory.
+ */
+void cd_events_write(struct cd_ev_files *f, struct cd_ev_pending p[CD_EVCLASS_COUNT]);
+void cd_events_files_close(struct cd_ev_files *f);
 
 /* ---- policy (cd-policy.c, cd-policy-file.c) ---- */
 
@@ -401,7 +520,7 @@ struct cusliced {
 
 	pthread_mutex_t lock; /* guards everything below */
 	uint64_t bypass_total, refused_total, registrations_total;
-	struct cd_ring events;
+	struct cd_events events;
 	struct cd_group **groups;
 	unsigned ngroups, groups_cap;
 	struct cd_proc **procs;
@@ -432,6 +551,8 @@ struct cusliced {
 	ino_t socket_ino;   /* the socket file we bound, removed at exit if still ours */
 	void **graveyard;   /* freed after the current batch */
 	unsigned ngrave, grave_cap;
+	struct cd_ev_files evfiles;  /* the event files (written after each batch) */
+	uint64_t next_events_tick_ms;
 	struct cd_handoff *handoffs; /* HTTP connections to hand over after the batch */
 	unsigned nhandoffs, handoffs_cap;
 	struct cd_watch listen_w, signal_w, timer_w;
@@ -444,9 +565,23 @@ double cd_now_real(void); /* unix seconds */
 int cd_state_init(struct cusliced *d, const struct cd_config *cfg);
 void cd_state_free(struct cusliced *d);
 
-/* Appends an event and logs it at info. Lock held. */
+/*
+ * Records an event (cd-events.c: its class, the per-uid rate limit) and
+ * logs it: enforcement kinds at warning, refusals through cd_refused, the
+ * rest at info; a suppressed event is not logged (its summary is). The
+ * uid charged is pid's: its registration's, else /proc's, else
+ * CD_UID_NONE. Lock held.
+ */
 __attribute__((format(printf, 5, 6))) void
 cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, const char *fmt, ...);
+/* cd_event with the uid known (a peer's). Lock held. */
+__attribute__((format(printf, 6, 7))) void cd_event_uid(struct cusliced *d, uid_t uid,
+							 const char *kind, const char *group,
+							 pid_t pid, const char *fmt, ...);
+/* Once a second: the events' "suppressed" summaries that are due. Lock held. */
+void cd_events_second(struct cusliced *d);
+/* Writes the events recorded since the last call to their files. Loop thread, lock NOT held. */
+void cd_events_flush(struct cusliced *d);
 
 /* Counts and logs a refused peer, with an event. Lock held. */
 void cd_refused_locked(struct cusliced *d, const struct cd_peer *p, const char *why);

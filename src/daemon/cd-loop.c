@@ -7,10 +7,11 @@
  *
  * Each batch of events is handled under the daemon's lock. Objects closed
  * during a batch are freed after it (a later event of the same batch may
- * still point at them; they are marked CD_WATCH_DEAD). Two things happen
+ * still point at them; they are marked CD_WATCH_DEAD). Three things happen
  * outside the lock, after the batch: handing HTTP connections to
- * libmicrohttpd (whose threads take the lock in their handlers) and the
- * backstop's NVML sampling.
+ * libmicrohttpd (whose threads take the lock in their handlers), the
+ * backstop's NVML sampling, and appending the batch's events to their
+ * files (the timer makes a batch at least every TICK_MS).
  */
 #include "cd-int.h"
 
@@ -124,6 +125,10 @@ static bool on_timer(struct cusliced *d)
 		cd_groups_tick(d);
 		d->next_reclaim_ms = now + RECLAIM_MS;
 	}
+	if (now >= d->next_events_tick_ms) {
+		cd_events_second(d);
+		d->next_events_tick_ms = now + 1000;
+	}
 	if (now >= d->next_backstop_ms) {
 		backstop = true;
 		d->next_backstop_ms = now + d->cfg->backstop_interval_ms;
@@ -185,6 +190,7 @@ static void after_batch(struct cusliced *d, bool backstop)
 	free(h);
 	if (backstop)
 		cd_backstop_tick(d);
+	cd_events_flush(d);
 }
 
 static int setup(struct cusliced *d, char *err, size_t errlen)

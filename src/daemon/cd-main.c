@@ -329,6 +329,24 @@ int main(int argc, char **argv)
 	}
 	d.pid = getpid();
 	d.uid = geteuid();
+	{
+		unsigned skipped = 0;
+
+		if (cd_events_load(&d.events, &d.evfiles, cfg.state_dir, &skipped, err,
+				   sizeof(err)) != 0)
+			cs_log(CS_LOG_WARN, CD_LOG, "events: %s: the history lives in memory only",
+			       err);
+		else
+			cs_log(CS_LOG_INFO, CD_LOG,
+			       "events: %u enforcement, %u refusal, %u ordinary restored from %s "
+			       "(next seq %llu%s)",
+			       d.events.ring[CD_EVCLASS_ENFORCEMENT].n,
+			       d.events.ring[CD_EVCLASS_REFUSAL].n,
+			       d.events.ring[CD_EVCLASS_ORDINARY].n, cfg.state_dir,
+			       (unsigned long long)d.events.next,
+			       skipped ? ", some lines unreadable and skipped" : "");
+		err[0] = '\0';
+	}
 	d.fd_limit = raise_fd_limit();
 	{
 		struct cd_admit_limits l;
@@ -386,6 +404,8 @@ int main(int argc, char **argv)
 out:
 	if (d.http)
 		cd_http_stop(d.http);
+	/* The HTTP threads are gone: what they and the loop recorded goes to disk. */
+	cd_events_flush(&d);
 	cd_conns_free(&d);
 	cd_listen_close(&d);
 	if (d.epfd >= 0)

@@ -41,7 +41,9 @@ int cd_state_init(struct cusliced *d, const struct cd_config *cfg)
 	d->epfd = d->lfd = d->sfd = d->tfd = -1;
 	d->start_time = (uint64_t)cd_now_real();
 	d->start_mono_ms = cd_now_ms();
-	cd_ring_init(&d->events);
+	cd_events_init(&d->events);
+	for (int c = 0; c < CD_EVCLASS_COUNT; c++)
+		d->evfiles.fd[c] = -1;
 	return pthread_mutex_init(&d->lock, NULL) ? -ENOMEM : 0;
 }
 
@@ -53,6 +55,8 @@ void cd_state_free(struct cusliced *d)
 	free(d->bypass);
 	free(d->fds);
 	cd_admit_free(&d->admit);
+	cd_events_free(&d->events);
+	cd_events_files_close(&d->evfiles);
 	for (unsigned i = 0; i < d->ngrave; i++)
 		free(d->graveyard[i]);
 	free(d->graveyard);
@@ -62,22 +66,69 @@ void cd_state_free(struct cusliced *d)
 	pthread_mutex_destroy(&d->lock);
 }
 
-void cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, const char *fmt,
-	      ...)
+static void event_v(struct cusliced *d, uid_t uid, const char *kind, const char *group,
+		    pid_t pid, const char *fmt, va_list ap)
 {
 	char msg[256];
-	va_list ap;
 
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	cd_ring_push(&d->events, cd_now_real(), kind, group, pid, msg);
+	if (!cd_events_add(&d->events, cd_now_real(), cd_now_ms(), uid, kind, group, pid, msg))
+		return; /* over its uid's rate: counted, summarised later, not logged */
 	/* Enforcement events are what an operator must see even at the default level. */
-	if (strcmp(kind, "bypass") == 0 || strcmp(kind, "over_quota") == 0 ||
-	    strcmp(kind, "stopped") == 0 || strcmp(kind, "killed") == 0)
+	if (cd_event_class_of(kind) == CD_EVCLASS_ENFORCEMENT)
 		cs_log(CS_LOG_WARN, CD_LOG, "%s: %s", kind, msg);
 	else if (strcmp(kind, "denied") != 0) /* refusals log through cd_refused */
 		cs_log(CS_LOG_INFO, CD_LOG, "%s: %s", kind, msg);
+}
+
+void cd_event_uid(struct cusliced *d, uid_t uid, const char *kind, const char *group, pid_t pid,
+		  const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	event_v(d, uid, kind, group, pid, fmt, ap);
+	va_end(ap);
+}
+
+/* The uid an event about pid is charged to. */
+static uid_t uid_of(struct cusliced *d, pid_t pid)
+{
+	struct cd_proc *p = pid > 0 ? cd_proc_by_pid(d, pid) : NULL;
+	struct cd_peer peer;
+
+	if (p)
+		return p->peer.uid;
+	if (pid > 0 && cd_pid_creds(pid, &peer) == 0)
+		return peer.uid;
+	return CD_UID_NONE;
+}
+
+void cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, const char *fmt,
+	      ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	event_v(d, uid_of(d, pid), kind, group, pid, fmt, ap);
+	va_end(ap);
+}
+
+void cd_events_second(struct cusliced *d)
+{
+	if (cd_events_tick(&d->events, cd_now_real(), cd_now_ms()))
+		cs_log(CS_LOG_WARN, CD_LOG,
+		       "events: a peer went over its event rate; see the \"suppressed\" events");
+}
+
+void cd_events_flush(struct cusliced *d)
+{
+	struct cd_ev_pending p[CD_EVCLASS_COUNT];
+
+	pthread_mutex_lock(&d->lock);
+	cd_events_take_pending(&d->events, p);
+	pthread_mutex_unlock(&d->lock);
+	cd_events_write(&d->evfiles, p);
 }
 
 unsigned cd_events(struct cusliced *d, uint64_t since, struct cd_event *out, unsigned max)
@@ -85,7 +136,7 @@ unsigned cd_events(struct cusliced *d, uint64_t since, struct cd_event *out, uns
 	unsigned n;
 
 	pthread_mutex_lock(&d->lock);
-	n = cd_ring_since(&d->events, since, out, max);
+	n = cd_events_since(&d->events, since, out, max);
 	pthread_mutex_unlock(&d->lock);
 	return n;
 }
@@ -194,8 +245,8 @@ void cd_refused_locked(struct cusliced *d, const struct cd_peer *p, const char *
 	uint64_t now = cd_now_ms();
 
 	d->refused_total++;
-	cd_event(d, "denied", "", p->pid, "pid %d (uid %u): %s", (int)p->pid, (unsigned)p->uid,
-		 why);
+	cd_event_uid(d, p->uid, "denied", "", p->pid, "pid %d (uid %u): %s", (int)p->pid,
+		     (unsigned)p->uid, why);
 	if (now - d->refusal_log_ms >= REFUSAL_LOG_WINDOW_MS) {
 		if (d->refusal_quiet)
 			cs_log(CS_LOG_WARN, CD_LOG, "%u more refusals were not logged",
@@ -372,6 +423,7 @@ int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
 	s->conns_ipc = d->admit.total[CD_CLASS_IPC];
 	s->conns_http = d->admit.total[CD_CLASS_HTTP];
 	memcpy(s->conns_refused, d->conn_refused, sizeof(s->conns_refused));
+	s->events_suppressed = d->events.suppressed_total;
 	cap = d->nprocs + d->nbypass + CS_GROUP_MAX_PROCS;
 	for (unsigned i = 0; i < d->ngroups; i++)
 		cap += cd_group_slots(d, d->groups[i], NULL, 0);

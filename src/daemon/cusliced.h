@@ -145,13 +145,17 @@ struct cd_snapshot {
 	struct cd_snap_proc *procs;
 };
 
+/* An event's uid when it cannot be attributed to one (the daemon's own, a process gone). */
+#define CD_UID_NONE ((uid_t)-1)
+
 struct cd_event {
 	uint64_t seq;
 	double time;			/* unix seconds */
 	char kind[16];			/* registered, unregistered, denied, reclaimed, bypass,
-					   over_quota, stopped, killed, policy */
+					   over_quota, stopped, killed, policy, suppressed */
 	char group[CS_GROUP_NAME_MAX + 1];
 	pid_t pid;
+	uid_t uid;			/* the peer or process it is about; CD_UID_NONE */
 	char message[256];
 };
 

@@ -341,7 +341,10 @@ char *cd_api_render_events(const struct cd_event *ev, unsigned n)
 		}
 		ok = add_u64(o, "seq", e->seq) && add_real(o, "time", e->time, 3) &&
 		     ADD_FIELD(o, "kind", e->kind) && ADD_FIELD(o, "group", e->group) &&
-		     add_i64(o, "pid", e->pid) && ADD_FIELD(o, "message", e->message);
+		     add_i64(o, "pid", e->pid) &&
+		     (e->uid == CD_UID_NONE ? cJSON_AddNullToObject(o, "uid") != NULL
+					    : add_u64(o, "uid", e->uid)) &&
+		     ADD_FIELD(o, "message", e->message);
 	}
 	return finish(root, ok);
 }

@@ -73,7 +73,8 @@ char *cd_api_render_gpus(const struct cd_snapshot *s);
 char *cd_api_render_groups(const struct cd_snapshot *s, const char *name);
 /* GET /v1/processes: {"processes":[{"pid","group","uid","registered","cgroup","gpus","state"}]} */
 char *cd_api_render_processes(const struct cd_snapshot *s);
-/* GET /v1/events: {"events":[{"seq","time","kind","group","pid","message"}]} */
+/* GET /v1/events: {"events":[{"seq","time","kind","group","pid","uid","message"}]}, uid null
+ * when the event is the daemon's own. */
 char *cd_api_render_events(const struct cd_event *ev, unsigned n);
 
 /* The snapshot's group called name, or NULL. */

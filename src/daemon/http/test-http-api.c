@@ -273,13 +273,16 @@ static void test_http_api_events(void **state)
 	arr = field(j, "events");
 	assert_int_equal(cJSON_GetArraySize(arr), 3);
 	e = cJSON_GetArrayItem(arr, 2);
-	ASSERT_FIELDS(e, "seq", "time", "kind", "group", "pid", "message");
+	ASSERT_FIELDS(e, "seq", "time", "kind", "group", "pid", "uid", "message");
 	assert_num(e, "seq", 3);
 	assert_num(e, "time", 1700000003.25);
 	assert_str(e, "kind", "bypass");
 	assert_str(e, "group", "");
 	assert_num(e, "pid", 77);
+	assert_num(e, "uid", 1003);
 	assert_str(e, "message", "pid 77 uses GPU-aaaaaaaa without cuslice");
+	/* The daemon's own events (a policy change) have no uid. */
+	assert_jnull(cJSON_GetArrayItem(arr, 1), "uid");
 	cJSON_Delete(j);
 
 	j = parse(cd_api_render_events(NULL, 0));

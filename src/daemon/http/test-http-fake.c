@@ -31,6 +31,7 @@ static void add_event(uint64_t seq, const char *kind, const char *group, pid_t p
 	snprintf(e->kind, sizeof(e->kind), "%s", kind);
 	snprintf(e->group, sizeof(e->group), "%s", group);
 	e->pid = pid;
+	e->uid = pid ? 1000 + (uid_t)seq : CD_UID_NONE;
 	snprintf(e->message, sizeof(e->message), "%s", msg);
 }
 
