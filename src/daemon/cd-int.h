@@ -213,6 +213,8 @@ void cd_events_files_close(struct cd_ev_files *f);
 /* Largest policy text accepted (an API body, or the whole file's per-group object). */
 #define CD_POLICY_TEXT_MAX (64u * 1024)
 #define CD_POLICY_FILE "policy.json"
+/* The format of policy.json this daemon reads and writes ("version"). */
+#define CD_POLICY_FILE_VERSION 1
 #define CD_POLICY_FILE_MAX (16u * 1024 * 1024)
 
 /* Who belongs to a managed group. All empty: nobody by identity (the group is open: see cd_decide).
@@ -259,15 +261,19 @@ uint64_t cd_policy_mem_limit(const struct cd_policy *p, int index, const char *u
 uint32_t cd_policy_core_limit(const struct cd_policy *p, int index, const char *uuid);
 
 /*
- * Loads dir/policy.json ({"groups": {NAME: POLICY, ...}}). A missing file is
- * no policy (0, *n = 0). 0 with a malloc'd array in *ret (free() it), or
- * -EINVAL / -errno with a message naming the file, the group and the field.
+ * Loads dir/policy.json ({"version": 1, "groups": {NAME: POLICY, ...}}; a
+ * file without version is read as version 1; another version, a NUL in a
+ * string or key, an unknown member is refused). A missing file is no
+ * policy (0, *n = 0). A file readable by others is made 0600. 0 with a
+ * malloc'd array in *ret (free() it), or -EINVAL / -errno with a message
+ * naming the file, the group and the field.
  */
 int cd_policy_load(const char *dir, struct cd_policy **ret, unsigned *n, char *err, size_t errlen);
 /*
- * Writes the n policies to dir/policy.json atomically (a temporary file,
- * fsync, rename, fsync of the directory): a crash leaves the old or the new
- * file, never a mix. 0 or -errno with a message.
+ * Writes the n policies to dir/policy.json (version 1, mode 0600)
+ * atomically (a temporary file, fsync, rename, fsync of the directory): a
+ * crash leaves the old or the new file, never a mix. 0 or -errno with a
+ * message.
  */
 int cd_policy_save(const char *dir, const struct cd_policy *const *ps, unsigned n, char *err,
 		   size_t errlen);

@@ -264,7 +264,8 @@ static unsigned raise_fd_limit(void)
 	return rl.rlim_cur > 1048576 ? 1048576u : (unsigned)rl.rlim_cur;
 }
 
-static int mkdir_p(const char *dir)
+/* mkdir -p: parents 0755, the directory itself `mode`. */
+static int mkdir_p(const char *dir, mode_t mode)
 {
 	char buf[256];
 
@@ -274,7 +275,7 @@ static int mkdir_p(const char *dir)
 			char saved = *p;
 
 			*p = '\0';
-			if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+			if (mkdir(buf, saved ? 0755 : mode) != 0 && errno != EEXIST)
 				return -errno;
 			*p = saved;
 			if (!saved)
@@ -284,15 +285,31 @@ static int mkdir_p(const char *dir)
 	return 0;
 }
 
+/*
+ * state_dir holds policy.json (member uids, cgroups) and the event history
+ * (who was refused, what was killed): root's only, 0700; one that others
+ * can read or enter (made by hand, or by an older unit's StateDirectoryMode)
+ * is tightened, with a warning.
+ */
 static int prepare_dirs(const struct cd_config *c)
 {
 	struct stat st;
-	int e = mkdir_p(c->state_dir);
+	int e = mkdir_p(c->state_dir, 0700);
 
 	if (e || stat(c->state_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, PROG ": state_dir %s: cannot create it: %s\n", c->state_dir,
 			strerror(e ? -e : ENOTDIR));
 		return -1;
+	}
+	if ((st.st_mode & 077) && st.st_uid == geteuid()) {
+		if (chmod(c->state_dir, st.st_mode & 0700) == 0)
+			cs_log(CS_LOG_WARN, CD_LOG,
+			       "state_dir %s was open to others (mode %04o): made %04o", c->state_dir,
+			       (unsigned)(st.st_mode & 07777), (unsigned)(st.st_mode & 0700));
+		else
+			cs_log(CS_LOG_WARN, CD_LOG,
+			       "state_dir %s is open to others (mode %04o) and cannot be made 0700: %s",
+			       c->state_dir, (unsigned)(st.st_mode & 07777), strerror(errno));
 	}
 	if (access(c->state_dir, W_OK) != 0)
 		cs_log(CS_LOG_WARN, CD_LOG,

@@ -1,20 +1,31 @@
 /*
- * Policies on disk: state_dir/policy.json, {"groups": {NAME: POLICY, ...}},
+ * Policies on disk: state_dir/policy.json,
+ *     {"version": 1, "groups": {NAME: POLICY, ...}}
  * each POLICY in the API's form (cd-policy.c). Written whole and atomically
- * on every change; read once at start. An operator may edit it while the
- * daemon is stopped: a file the daemon cannot read stops it from starting
- * (with the reason) rather than running with no policy.
+ * on every change, mode 0600 (members' uids and cgroups are nobody else's
+ * business); read once at start. An operator may edit it while the daemon
+ * is stopped: a file the daemon cannot read stops it from starting (with
+ * the reason) rather than running with no policy.
+ *
+ * Versions: a file without "version" is the format before it existed (the
+ * same content): it is read as version 1 and written with the version at
+ * the next change. A version this daemon does not know (a newer daemon
+ * wrote it) stops the start: reading it as version 1 could drop what it
+ * says. A file readable by others is made 0600 when loaded.
  */
 #include "cd-int.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "cs-log.h"
 
 /* Reads the whole of path (at most max bytes) into a malloc'd NUL-terminated buffer. */
 static int read_file(const char *path, size_t max, char **ret, size_t *len)
@@ -34,6 +45,10 @@ static int read_file(const char *path, size_t max, char **ret, size_t *len)
 		close(fd);
 		return -EFBIG;
 	}
+	/* Written 0644 before issue 10: member uids and cgroups are root's business only. */
+	if ((st.st_mode & 077) && fchmod(fd, st.st_mode & 0600) == 0)
+		cs_log(CS_LOG_WARN, CD_LOG, "%s was readable by others (mode %04o): made 0600",
+		       path, (unsigned)(st.st_mode & 07777));
 	buf = malloc((size_t)st.st_size + 1);
 	if (!buf) {
 		close(fd);
@@ -52,6 +67,47 @@ static int read_file(const char *path, size_t max, char **ret, size_t *len)
 	buf[have] = '\0';
 	*ret = buf;
 	*len = have;
+	return 0;
+}
+
+/*
+ * The file's "version" and other top-level members: 0 for version 1 or none
+ * (the format before versions: the same), -EINVAL with a message otherwise.
+ */
+static int check_version(const cJSON *root, const char *path, char *err, size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "version");
+
+	for (const cJSON *it = root->child; it; it = it->next) {
+		if (strcmp(it->string, "version") != 0 && strcmp(it->string, "groups") != 0) {
+			snprintf(err, errlen,
+				 "%s: unknown member \"%.64s\"; accepted: version, groups", path,
+				 it->string);
+			return -EINVAL;
+		}
+	}
+	if (!v) {
+		cs_log(CS_LOG_INFO, CD_LOG,
+		       "%s has no \"version\" (written before version %d): read as version %d, "
+		       "written with it at the next policy change",
+		       path, CD_POLICY_FILE_VERSION, CD_POLICY_FILE_VERSION);
+		return 0;
+	}
+	if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
+	    v->valuedouble > 1e9) {
+		snprintf(err, errlen, "%s: \"version\" is not a whole number from 1; this cusliced "
+				      "writes version %d",
+			 path, CD_POLICY_FILE_VERSION);
+		return -EINVAL;
+	}
+	if (v->valuedouble != CD_POLICY_FILE_VERSION) {
+		snprintf(err, errlen,
+			 "%s: version %.0f is newer than this cusliced (" CD_VERSION
+			 ") understands (%d): a newer cusliced wrote it; run that one, or restore "
+			 "a policy.json of version %d",
+			 path, v->valuedouble, CD_POLICY_FILE_VERSION, CD_POLICY_FILE_VERSION);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -76,15 +132,31 @@ int cd_policy_load(const char *dir, struct cd_policy **ret, unsigned *n, char *e
 			 e == -EINVAL ? "not a regular file" : strerror(-e));
 		return e;
 	}
+	/* A NUL in a key would load "prod\u0000x" as group "prod". */
+	{
+		char why[200];
+
+		if (cd_json_check(text, len, why, sizeof(why)) != 0) {
+			snprintf(err, errlen, "%s: not valid: %s", path, why);
+			free(text);
+			return -EINVAL;
+		}
+	}
 	root = cJSON_ParseWithLength(text, len);
 	free(text);
 	groups = root ? cJSON_GetObjectItemCaseSensitive(root, "groups") : NULL;
 	if (!root || !cJSON_IsObject(root) || !cJSON_IsObject(groups)) {
 		snprintf(err, errlen,
-			 "%s: not valid: expected a JSON object {\"groups\": {NAME: POLICY, ...}}",
-			 path);
+			 "%s: not valid: expected a JSON object {\"version\": %d, \"groups\": "
+			 "{NAME: POLICY, ...}}",
+			 path, CD_POLICY_FILE_VERSION);
 		cJSON_Delete(root);
 		return -EINVAL;
+	}
+	e = check_version(root, path, err, errlen);
+	if (e) {
+		cJSON_Delete(root);
+		return e;
 	}
 	for (it = groups->child; it; it = it->next)
 		count++;
@@ -152,14 +224,16 @@ static int write_all(int fd, const char *p, size_t len)
 	return 0;
 }
 
-/* {"groups": {...}} as pretty text; NULL when out of memory. */
+/* {"version": 1, "groups": {...}} as pretty text; NULL when out of memory. */
 static char *render(const struct cd_policy *const *ps, unsigned n)
 {
 	cJSON *root = cJSON_CreateObject(), *groups;
 	char *text = NULL;
 	bool ok;
 
-	groups = root ? cJSON_AddObjectToObject(root, "groups") : NULL;
+	groups = root && cJSON_AddNumberToObject(root, "version", CD_POLICY_FILE_VERSION)
+		     ? cJSON_AddObjectToObject(root, "groups")
+		     : NULL;
 	ok = groups != NULL;
 	for (unsigned i = 0; ok && i < n; i++) {
 		char *one = cd_policy_to_json(ps[i]);
@@ -199,7 +273,7 @@ int cd_policy_save(const char *dir, const struct cd_policy *const *ps, unsigned 
 	if (!e)
 		e = write_all(fd, "\n", 1);
 	free(text);
-	if (!e && fchmod(fd, 0644) != 0)
+	if (!e && fchmod(fd, 0600) != 0)
 		e = -errno;
 	if (!e && fsync(fd) != 0)
 		e = -errno;

@@ -358,6 +358,13 @@ int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err
 		err[0] = '\0';
 	if (len > CD_POLICY_TEXT_MAX)
 		return fail(err, errlen, "policy: longer than %u bytes", CD_POLICY_TEXT_MAX);
+	/* cJSON would cut "8GiB\u0000junk" to "8GiB", a key "a\u0000b" to "a". */
+	{
+		char why[200];
+
+		if (cd_json_check(json, len, why, sizeof(why)) != 0)
+			return fail(err, errlen, "policy: %s", why);
+	}
 	root = cJSON_ParseWithLength(json, len);
 	if (!root)
 		return fail(err, errlen,

@@ -250,6 +250,34 @@ static void test_policy_refusals(void **state)
 	parse_fails("{\"memory\": 1}", "unknown field \"memory\"; accepted: memory_limit, "
 				       "core_limit, mode, daemon_required, members, on_violation");
 	parse_fails("{\"mode\": \"hard\", \"mode\": \"burst\"}", "mode: given twice");
+	/* NUL in a string (cJSON would cut it there) or a key; raw control bytes. */
+	parse_fails("{\"memory_limit\": \"8GiB\\u0000junk\"}",
+		    "policy: \\u0000 (a NUL character) in a string at byte 22; accepted: strings "
+		    "without NUL");
+	parse_fails("{\"mode\\u0000x\": \"hard\"}",
+		    "policy: \\u0000 (a NUL character) in a string at byte 6; accepted: strings "
+		    "without NUL");
+	parse_fails("{\"members\": {\"cgroups\": [\"/a\\u0000/b\"]}}",
+		    "policy: \\u0000 (a NUL character) in a string at byte 28; accepted: strings "
+		    "without NUL");
+	parse_fails("{\"mode\": \"ha\trd\"}",
+		    "policy: a raw control byte 0x09 in a string at byte 12; accepted: control "
+		    "characters escaped (\\n, \\t, \\u001b)");
+	{
+		struct cd_policy p;
+		char err[256];
+		static const char raw[] = "{\"mode\": \"hard\0junk\"}";
+
+		cd_policy_init(&p, "g");
+		assert_int_equal(cd_policy_parse(&p, raw, sizeof(raw) - 1, err, sizeof(err)),
+				 -EINVAL);
+		assert_string_equal(err, "policy: a NUL byte at byte 14; accepted: JSON text "
+					 "without NUL");
+	}
+	/* "\\u0000" is a backslash and text, not a NUL: accepted where the value may be any text. */
+	parse_fails("{\"mode\": \"\\\\u0000\"}",
+		    "mode: expected \"hard\" (never above the core limit) or \"burst\" (may use idle "
+		    "GPU time above it)");
 	parse_fails(
 	    "{\"memory_limit\": \"8XB\"}",
 	    "memory_limit: not a valid limit; accepted: null (no limit), bytes (a number), "
@@ -375,7 +403,19 @@ static void test_policy_file(void **state)
 	assert_int_equal(cd_policy_save(tmpdir, ps, 2, err, sizeof(err)), 0);
 	snprintf(path, sizeof(path), "%s/policy.json", tmpdir);
 	assert_int_equal(stat(path, &st), 0);
-	assert_int_equal(st.st_mode & 0777, 0644);
+	/* 0600: members' uids and cgroups are root's business; with the format's version. */
+	assert_int_equal(st.st_mode & 0777, 0600);
+	{
+		char text[4096];
+		FILE *f = fopen(path, "r");
+		size_t len;
+
+		assert_non_null(f);
+		len = fread(text, 1, sizeof(text) - 1, f);
+		fclose(f);
+		text[len] = '\0';
+		assert_memory_equal(text, "{\n\t\"version\":\t1,\n", 16);
+	}
 	assert_int_equal(cd_policy_load(tmpdir, &loaded, &n, err, sizeof(err)), 0);
 	assert_int_equal(n, 2);
 	policy_equal(&loaded[0], &a);
@@ -409,12 +449,87 @@ static void load_fails(const char *text, const char *want_tail)
 	assert_int_equal(n, 0);
 }
 
+/* Writes text as policy.json with mode. */
+static void write_file(const char *text, mode_t mode)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/policy.json", tmpdir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+/* A file of the format before versions: read as version 1, tightened to 0600, rewritten with it. */
+static void test_policy_file_migration(void **state)
+{
+	struct cd_policy *loaded = NULL;
+	const struct cd_policy *ps[1];
+	char err[1024], path[128], text[4096];
+	unsigned n = 0;
+	struct stat st;
+	size_t len;
+	FILE *f;
+
+	(void)state;
+	write_file("{\"groups\": {\"train\": {\"memory_limit\": \"8GiB\", \"members\": "
+		   "{\"uids\": [5]}}}}\n",
+		   0644);
+	assert_int_equal(cd_policy_load(tmpdir, &loaded, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(loaded[0].name, "train");
+	assert_int_equal(loaded[0].members.uids[0], 5);
+	snprintf(path, sizeof(path), "%s/policy.json", tmpdir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	ps[0] = &loaded[0];
+	assert_int_equal(cd_policy_save(tmpdir, ps, 1, err, sizeof(err)), 0);
+	free(loaded);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	len = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[len] = '\0';
+	assert_non_null(strstr(text, "\"version\":\t1"));
+	assert_int_equal(cd_policy_load(tmpdir, &loaded, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 1);
+	free(loaded);
+	/* Version 1 as written by hand: fine too. */
+	write_file("{\"version\": 1, \"groups\": {}}", 0600);
+	assert_int_equal(cd_policy_load(tmpdir, &loaded, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 0);
+	free(loaded);
+}
+
 static void test_policy_file_refusals(void **state)
 {
 	(void)state;
-	load_fails("{", "not valid: expected a JSON object {\"groups\": {NAME: POLICY, ...}}");
-	load_fails("{\"groups\": []}",
-		   "not valid: expected a JSON object {\"groups\": {NAME: POLICY, ...}}");
+	load_fails("{", "not valid: expected a JSON object {\"version\": 1, \"groups\": {NAME: "
+			"POLICY, ...}}");
+	load_fails("{\"groups\": []}", "not valid: expected a JSON object {\"version\": 1, "
+				      "\"groups\": {NAME: POLICY, ...}}");
+	/* A newer daemon's file: refused, not half-read. */
+	load_fails("{\"version\": 2, \"groups\": {}}",
+		   "version 2 is newer than this cusliced (" CD_VERSION ") understands (1): a "
+		   "newer cusliced wrote it; run that one, or restore a policy.json of version 1");
+	load_fails("{\"version\": \"1\", \"groups\": {}}",
+		   "\"version\" is not a whole number from 1; this cusliced writes version 1");
+	load_fails("{\"version\": 0, \"groups\": {}}",
+		   "\"version\" is not a whole number from 1; this cusliced writes version 1");
+	load_fails("{\"version\": 1.5, \"groups\": {}}",
+		   "\"version\" is not a whole number from 1; this cusliced writes version 1");
+	load_fails("{\"version\": 1, \"groups\": {}, \"extra\": 1}",
+		   "unknown member \"extra\"; accepted: version, groups");
+	/* The case: a NUL inside a group's key would have loaded as group "prod". */
+	load_fails("{\"groups\": {\"prod\\u0000x\": {\"memory_limit\": \"1GiB\"}}}",
+		   "not valid: \\u0000 (a NUL character) in a string at byte 17; accepted: "
+		   "strings without NUL");
+	load_fails("{\"groups\": {\"prod\": {\"memory_limit\": \"1GiB\\u0000\"}}}",
+		   "not valid: \\u0000 (a NUL character) in a string at byte 42; accepted: "
+		   "strings without NUL");
 	load_fails("{\"groups\": {\"-bad\": {}}}",
 		   "group \"-bad\": not a valid name (1 to 63 characters of [A-Za-z0-9._-], not "
 		   "starting with '.' or '-')");
@@ -432,6 +547,7 @@ int main(void)
 	    cmocka_unit_test(test_policy_core_forms),	 cmocka_unit_test(test_policy_other_fields),
 	    cmocka_unit_test(test_policy_merge),	 cmocka_unit_test(test_policy_refusals),
 	    cmocka_unit_test(test_policy_round_trip),	 cmocka_unit_test(test_policy_file),
+	    cmocka_unit_test(test_policy_file_migration),
 	    cmocka_unit_test(test_policy_file_refusals),
 	};
 

@@ -109,23 +109,6 @@ static char *finish(cJSON *root, bool ok)
 	return out;
 }
 
-char *cd_api_error(enum cd_api_err e, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	cJSON *root, *err;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	root = cJSON_CreateObject();
-	if (!root)
-		return NULL;
-	err = cJSON_AddObjectToObject(root, "error");
-	return finish(root, err && add_str(err, "code", cd_api_err_code(e)) &&
-				ADD_FIELD(err, "message", msg));
-}
-
 /* ---- renderers ---- */
 
 char *cd_api_render_status(const struct cd_snapshot *s)

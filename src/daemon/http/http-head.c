@@ -1,6 +1,5 @@
 /*
- * The front door's judgement of an API request (cd_http_head_check), and the
- * error responses the event loop writes itself (cd_http_error_response).
+ * The front door's judgement of an API request (cd_http_head_check).
  *
  * The event loop peeks at what a connection sent (the bytes stay in the
  * socket for libmicrohttpd) and asks this file about it after every read
@@ -30,33 +29,11 @@
 #include "http-int.h"
 
 #include <errno.h>
-#include <microhttpd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/* ---- the error list ---- */
-
-static const struct {
-	unsigned status;
-	const char *code;
-} errors[] = {
-#define X(id, status, code) [CD_API_ERR_##id] = {status, code},
-#include "cuslice/api-errors.def"
-#undef X
-};
-
-unsigned cd_api_err_status(enum cd_api_err e)
-{
-	return (unsigned)e < CD_API_ERR_COUNT ? errors[e].status : 500;
-}
-
-const char *cd_api_err_code(enum cd_api_err e)
-{
-	return (unsigned)e < CD_API_ERR_COUNT ? errors[e].code : "internal_error";
-}
 
 /* ---- helpers ---- */
 
@@ -569,27 +546,4 @@ too_large:
 bare:
 	refuse(v, CD_API_ERR_MALFORMED_REQUEST,
 	       "a line of the head ends in a bare LF or CR; accepted: lines ending in CRLF");
-}
-
-/* ---- responses the loop writes itself ---- */
-
-size_t cd_http_error_response(enum cd_api_err e, const char *message, unsigned retry_after_s,
-			      char *buf, size_t len)
-{
-	unsigned status = cd_api_err_status(e);
-	const char *reason = MHD_get_reason_phrase_for(status);
-	char *body = cd_api_error(e, "%s", message);
-	char retry[40] = "";
-	int n;
-
-	if (!body)
-		return 0;
-	if (retry_after_s)
-		snprintf(retry, sizeof(retry), "Retry-After: %u\r\n", retry_after_s);
-	n = snprintf(buf, len,
-		     "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: "
-		     "%zu\r\nConnection: close\r\n%s\r\n%s",
-		     status, reason && *reason ? reason : "Error", strlen(body), retry, body);
-	free(body);
-	return n > 0 && (size_t)n < len ? (size_t)n : 0;
 }
