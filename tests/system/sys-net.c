@@ -215,6 +215,17 @@ int sys_http_raw(int fd, const void *req, size_t len, struct sys_http *r, int ti
 		}
 		have += (size_t)n;
 		buf[have] = '\0';
+		/* Interim responses (100 Continue, possibly twice) come before the one that counts. */
+		while (have > 12 && strncmp(buf, "HTTP/1.", 7) == 0 && buf[9] == '1') {
+			char *end = memmem(buf, have, "\r\n\r\n", 4);
+			size_t skip;
+
+			if (!end)
+				break;
+			skip = (size_t)(end - buf) + 4;
+			memmove(buf, buf + skip, have - skip + 1);
+			have -= skip;
+		}
 		{
 			char *end = memmem(buf, have, "\r\n\r\n", 4);
 

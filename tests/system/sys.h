@@ -118,8 +118,9 @@ int sys_connect(void);
 
 /*
  * Sends req[0..len) on fd (as much as the peer takes) and reads a response
- * until it is complete, the peer closes, or timeout_ms pass. Returns the
- * status code (0 when no response came). Closes nothing.
+ * until it is complete, the peer closes, or timeout_ms pass; interim 1xx
+ * responses before it are skipped (RFC 9110 15.2). Returns the status code
+ * (0 when no response came). Closes nothing.
  */
 int sys_http_raw(int fd, const void *req, size_t len, struct sys_http *r, int timeout_ms);
 

@@ -45,6 +45,10 @@
  *   connection handed over directly, as the unit tests do) is dropped.
  * - Shutdown: MHD_stop_daemon wakes the thread through its inter-thread
  *   channel and closes every connection; nothing in it waits for a client.
+ *   The metrics server has that channel too (MHD_USE_ITC): without it
+ *   MHD_stop_daemon could not wake its thread, which slept in poll() until
+ *   a held connection timed out — 17 idle connections to the (unauthenticated)
+ *   metrics port kept SIGTERM waiting 10 s (test-system-siege.c, slow).
  */
 #include "http-int.h"
 
@@ -522,7 +526,7 @@ static struct MHD_Daemon *start_metrics(struct cd_http *h, const char *listen_on
 			 strerror(-fd));
 		return NULL;
 	}
-	m = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+	m = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
 				 (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 			     0, NULL, NULL, metrics_handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
 			     NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
