@@ -729,6 +729,16 @@ static void test_system_siege_malformed(void **state)
 	    26);
 	assert_int_equal(
 	    metric("cuslice_connections_refused_total", "protocol=\"http\" reason=\"timeout\""), 1);
+	/* Every API connection's count came back (the HTTP server's closes included). */
+	{
+		uint64_t t0 = qt_now_ms();
+
+		while (metric("cuslice_connections", "protocol=\"http\"") != 0 &&
+		       qt_now_ms() - t0 < 5000)
+			qt_sleep_ms(50);
+		assert_int_equal(metric("cuslice_connections", "protocol=\"http\""), 0);
+		assert_int_equal(metric("cuslice_connections", "protocol=\"ipc\""), 0);
+	}
 	assert_false(sys_log_contains("AddressSanitizer"));
 	assert_false(sys_log_contains("runtime error"));
 }
