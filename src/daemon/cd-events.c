@@ -9,9 +9,11 @@
  *   refusal      denied
  *   ordinary     registered, unregistered, reclaimed
  *
- * Every event is charged to a uid (the peer or process it is about;
- * CD_UID_NONE for the daemon's own) in a token bucket per uid and class:
- * CD_EVENTS_BURST at once, CD_EVENTS_RATE per second after. Past that,
+ * Every event is charged to a uid (the peer or process it is about, the
+ * API peer who caused it; CD_UID_NONE for the daemon's own) in a token
+ * bucket per uid and class: CD_EVENTS_BURST at once, CD_EVENTS_RATE per
+ * second after (root: CD_ROOT_FACTOR times that: node services, and every
+ * tenant of a cluster whose pods run as root, share it). Past that,
  * events are counted, not recorded, and a "suppressed" event of the same
  * class sums them up (per kind) every CD_EVENTS_SUMMARY_MS while the flood
  * lasts and once when it stops. So 5,000 registrations of one uid leave 32
@@ -168,17 +170,29 @@ static struct cd_ev_bucket *bucket(struct cd_events *e, uid_t uid, enum cd_event
 	memset(b, 0, sizeof(*b));
 	b->uid = uid;
 	b->cls = c;
-	b->tokens = CD_EVENTS_BURST;
+	b->tokens = cd_events_burst(uid);
 	b->refill_ms = now_ms;
 	return b;
 }
 
+unsigned cd_events_burst(uid_t uid)
+{
+	return uid == 0 ? CD_EVENTS_BURST * CD_ROOT_FACTOR : CD_EVENTS_BURST;
+}
+
+unsigned cd_events_rate(uid_t uid)
+{
+	return uid == 0 ? CD_EVENTS_RATE * CD_ROOT_FACTOR : CD_EVENTS_RATE;
+}
+
 static void refill(struct cd_ev_bucket *b, uint64_t now_ms)
 {
+	double cap = cd_events_burst(b->uid);
+
 	if (now_ms > b->refill_ms) {
-		b->tokens += (double)(now_ms - b->refill_ms) * CD_EVENTS_RATE / 1000.0;
-		if (b->tokens > CD_EVENTS_BURST)
-			b->tokens = CD_EVENTS_BURST;
+		b->tokens += (double)(now_ms - b->refill_ms) * cd_events_rate(b->uid) / 1000.0;
+		if (b->tokens > cap)
+			b->tokens = cap;
 		b->refill_ms = now_ms;
 	}
 }
@@ -223,8 +237,8 @@ static void summarize(struct cd_events *e, struct cd_ev_bucket *b, double time, 
 		first = false;
 	}
 	if (n < sizeof(msg))
-		snprintf(msg + n, sizeof(msg) - n, "): more than %d at once and %d per second",
-			 CD_EVENTS_BURST, CD_EVENTS_RATE);
+		snprintf(msg + n, sizeof(msg) - n, "): more than %u at once and %u per second",
+			 cd_events_burst(b->uid), cd_events_rate(b->uid));
 	/* The summary takes the suppressed events' class: cd_event_class_of("suppressed") would
 	 * file every summary as enforcement. */
 	{
@@ -276,7 +290,7 @@ unsigned cd_events_tick(struct cd_events *e, double time, uint64_t now_ms)
 			written++;
 		}
 		/* A full bucket with nothing to say is the same as none: forget it. */
-		if (!b->suppressed && b->tokens >= CD_EVENTS_BURST) {
+		if (!b->suppressed && b->tokens >= cd_events_burst(b->uid)) {
 			*b = e->buckets[--e->nbuckets];
 			continue;
 		}

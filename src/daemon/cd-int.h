@@ -139,6 +139,10 @@ struct cd_events {
 	uint64_t unpersisted; /* lines dropped because pending was full */
 };
 
+/* A uid's bucket: burst and per-second rate (root's CD_ROOT_FACTOR times the others'). */
+unsigned cd_events_burst(uid_t uid);
+unsigned cd_events_rate(uid_t uid);
+
 /* The class of an event kind. */
 enum cd_event_class cd_event_class_of(const char *kind);
 /* "enforcement", "refusal", "ordinary": the files' names. */

@@ -511,6 +511,11 @@ static void ipc_input(struct cusliced *d, struct cd_conn *c)
 	int e = ipc_io(d, c);
 
 	if (e) {
+		/* A peer kept only to be refused was answered DENIED (or gave up). */
+		if (c->refusal != CD_REFUSAL_NONE)
+			cd_conn_refused(d, CD_PROTO_IPC,
+					c->refusal == CD_REFUSAL_BUSY ? CD_REFUSED_LIMIT
+								      : CD_REFUSED_UNAUTHORIZED);
 		if (e != -ECONNRESET)
 			cs_log(CS_LOG_DEBUG, CD_LOG, "connection %d (pid %d): closed: %s", c->fd,
 			       (int)c->peer.pid,

@@ -91,12 +91,22 @@ void cd_event_uid(struct cusliced *d, uid_t uid, const char *kind, const char *g
 	va_end(ap);
 }
 
-/* The uid an event about pid is charged to. */
+/* The API peer whose request this thread is handling (cd_event_actor). */
+static _Thread_local uid_t actor = CD_UID_NONE;
+
+void cd_event_actor(uid_t uid)
+{
+	actor = uid;
+}
+
+/* The uid an event about pid is charged to: pid's, else the API peer's, else none. */
 static uid_t uid_of(struct cusliced *d, pid_t pid)
 {
 	struct cd_proc *p = pid > 0 ? cd_proc_by_pid(d, pid) : NULL;
 	struct cd_peer peer;
 
+	if (pid <= 0)
+		return actor;
 	if (p)
 		return p->peer.uid;
 	if (pid > 0 && cd_pid_creds(pid, &peer) == 0)

@@ -187,6 +187,14 @@ bool cd_token_ok(struct cusliced *d, const char *presented);
 /* Counts a refused HTTP or IPC peer and logs it. */
 void cd_refused(struct cusliced *d, const struct cd_peer *p, const char *why);
 
+/*
+ * The uid that events the core records on this thread without a process
+ * of their own (a policy change) are charged to: the HTTP server sets it to
+ * the requesting peer's around each request, CD_UID_NONE after. So a peer
+ * that floods the API is rate-limited as itself, and the event says who.
+ */
+void cd_event_actor(uid_t uid);
+
 /* ---- the HTTP side (http-*.c) ---- */
 
 /* The API's errors, from include/cuslice/api-errors.def. */

@@ -171,6 +171,13 @@ static void test_events_rate_limit(void **state)
 	assert_int_equal(cd_events_tick(&ev, 2001.0, 100 + 5000 + 2000), 0);
 	assert_int_equal(cd_events_tick(&ev, 2010.0, 100 + 5000 + 20000), 0);
 	assert_int_equal(ev.nbuckets, 0);
+	/* Root (node services; every tenant where pods run as root) gets CD_ROOT_FACTOR times. */
+	add_n(1000, 0, "reclaimed", 200000);
+	assert_int_equal(cd_events_burst(0), CD_EVENTS_BURST * CD_ROOT_FACTOR);
+	assert_int_equal(cd_events_rate(0), CD_EVENTS_RATE * CD_ROOT_FACTOR);
+	assert_int_equal(
+	    count_kind(cd_events_since(&ev, 0, out, sizeof(out) / sizeof(out[0])), "reclaimed"),
+	    CD_EVENTS_BURST * CD_ROOT_FACTOR + CD_EVENTS_RATE * CD_ROOT_FACTOR - 1);
 	/* Other classes of the same uid have buckets of their own. */
 	assert_true(cd_events_add(&ev, 3000, 30000, 1000, "registered", "g", 1, "x") > 0);
 	add_n(CD_EVENTS_BURST + 5, 1001, "denied", 30000);

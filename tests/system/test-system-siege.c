@@ -501,6 +501,7 @@ static void test_system_siege_one_uid(void **state)
 	fprintf(stderr, "uid 1001 told: %s\n", r.text);
 	assert_non_null(strstr(r.text, "uid 1001 holds 1024 IPC sessions, its limit"));
 	assert_int_equal(r.http_status, 200);
+	wait_metric("cuslice_connections_refused_total", "protocol=\"ipc\" reason=\"limit\"", 1);
 	peer_as(&r, 1002, NOBODY, true, true);
 	assert_int_equal(r.ipc_rc, 0);
 	assert_int_equal(r.type, CS_IPC_REGISTERED);

@@ -93,6 +93,7 @@ struct cd_http {
 
 /* State of one API request between the handler's calls. */
 struct request {
+	uid_t uid; /* the peer's: events the request causes are charged to it */
 	char *body;
 	size_t len;
 	bool too_big;	   /* the body passed CD_HTTP_BODY_MAX; the rest is dropped */
@@ -186,7 +187,8 @@ static const char *bearer_token(const char *auth)
  * may go on; otherwise the result of queueing the 401 or 403 (*done true).
  * Refusals are counted and logged by the core (cd_refused).
  */
-static enum MHD_Result authorize(struct cd_http *h, struct MHD_Connection *c, bool *done)
+static enum MHD_Result authorize(struct cd_http *h, struct MHD_Connection *c, struct request *r,
+				 bool *done)
 {
 	const union MHD_ConnectionInfo *ci;
 	const char *auth;
@@ -206,6 +208,7 @@ static enum MHD_Result authorize(struct cd_http *h, struct MHD_Connection *c, bo
 				  "allow_uids / allow_gids in its configuration)",
 				  (unsigned)peer.uid, (unsigned)peer.gid);
 	}
+	r->uid = peer.uid;
 	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	if (!cd_token_ok(h->d, bearer_token(auth))) {
 		cd_refused(h->d, &peer, auth ? "http: wrong token" : "http: no token");
@@ -286,8 +289,9 @@ static enum MHD_Result api_handler(void *cls, struct MHD_Connection *c, const ch
 		if (!r)
 			return MHD_NO;
 		r->start_ms = now_ms();
+		r->uid = CD_UID_NONE;
 		*con_cls = r;
-		res = authorize(h, c, &done);
+		res = authorize(h, c, r, &done);
 		if (done)
 			return res;
 		if (announced_too_big(c))
@@ -338,7 +342,9 @@ static enum MHD_Result api_handler(void *cls, struct MHD_Connection *c, const ch
 	req.nparams = ps.n;
 	req.body = r->body;
 	req.body_len = r->len;
+	cd_event_actor(r->uid);
 	cd_api_route(h->d, &req, &rep);
+	cd_event_actor(CD_UID_NONE);
 	return send_reply(c, rep.status, rep.body, json_type,
 			  rep.allow ? MHD_HTTP_HEADER_ALLOW : NULL, rep.allow);
 }

@@ -43,6 +43,7 @@ void fake_reset(void)
 	pthread_mutex_lock(&fake.lock);
 	memset((char *)&fake + sizeof(fake.lock), 0, sizeof(fake) - sizeof(fake.lock));
 
+	fake.actor = fake.put_actor = CD_UID_NONE;
 	cd_config_defaults(&fake.config);
 	snprintf(fake.config.socket, sizeof(fake.config.socket), "/tmp/t/cusliced.sock");
 	snprintf(fake.config.state_dir, sizeof(fake.config.state_dir), "/tmp/t/state");
@@ -195,6 +196,7 @@ int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t
 	pthread_mutex_lock(&fake.lock);
 	snprintf(fake.put_name, sizeof(fake.put_name), "%s", name);
 	snprintf(fake.put_body, sizeof(fake.put_body), "%.*s", (int)len, json);
+	fake.put_actor = fake.actor;
 	if (fake.put_rc < 0) {
 		snprintf(err, errlen, "%s", fake.put_err);
 		rc = fake.put_rc;
@@ -278,4 +280,9 @@ void cd_http_closed(struct cusliced *d, int fd)
 	fake.closed++;
 	fake.closed_fd = fd;
 	pthread_mutex_unlock(&fake.lock);
+}
+
+void cd_event_actor(uid_t uid)
+{
+	fake.actor = uid;
 }

@@ -37,6 +37,8 @@ struct fake {
 	bool peer_known;	/* cd_peer_of_fd's answer */
 	struct cd_peer peer;
 	char token[64];		/* "" = none configured */
+	uid_t actor;		/* cd_event_actor's last value */
+	uid_t put_actor;	/* its value during the last cd_policy_put */
 	unsigned closed;	/* cd_http_closed calls */
 	int closed_fd;		/* the last one's fd */
 	unsigned refused;	/* cd_refused calls */
