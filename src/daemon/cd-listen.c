@@ -12,8 +12,8 @@
  *   - an authorized one is counted in its uid's IPC class; over that bound
  *     it is kept only to be refused (HTTP 503, IPC DENIED EAGAIN) unless it
  *     turns out to be HTTP and the HTTP class has room;
- *   - past the REFUSE class's own bounds it is closed at once: there is no
- *     room left even to say no.
+ *   - past the REFUSE class's own bounds it is answered at once if its
+ *     first bytes are already there, else closed: no room to wait.
  * When the first bytes show HTTP, the connection moves to its uid's HTTP
  * class; at that bound, the uid's oldest API connection still in the front
  * door gives way (503) to the new one, so a uid that holds slow requests
@@ -373,6 +373,50 @@ static void busy_text(struct cusliced *d, const struct cd_peer *p, enum cd_conn_
 
 static void input(struct cusliced *d, struct cd_conn *c);
 
+/*
+ * A connection there is no room to keep, not even to refuse it later: if
+ * its first bytes are already here, it is told no in its protocol (IPC
+ * DENIED, HTTP 403 / 503) at once — a libcuslice process that gets no
+ * answer at all would run unregistered in the default mode — else closed.
+ */
+static void refuse_now(struct cusliced *d, int fd, const struct cd_peer *p)
+{
+	char first[4], text[1024], msg[256], sink[4096];
+	ssize_t n = recv(fd, first, sizeof(first), MSG_PEEK | MSG_DONTWAIT);
+	size_t len = 0, drained = 0;
+	enum cd_proto proto = CD_PROTO_UNKNOWN;
+
+	if (p->authorized)
+		busy_text(d, p, CD_CLASS_IPC, msg, sizeof(msg));
+	else
+		snprintf(msg, sizeof(msg),
+			 "uid %u may not use cusliced (not root, not the daemon's user, not in "
+			 "allow_uids / allow_gids)",
+			 (unsigned)p->uid);
+	if (n == 4 && memcmp(first, CS_IPC_MAGIC, 4) == 0) {
+		struct cs_ipc_denied body = {.code = p->authorized ? EAGAIN : EACCES};
+
+		snprintf(body.reason, sizeof(body.reason), "%s", msg);
+		len = cs_ipc_encode(CS_IPC_DENIED, 0, &body, text, sizeof(text));
+		proto = CD_PROTO_IPC;
+	} else if (n > 0 && memcmp(first, CS_IPC_MAGIC, (size_t)n) != 0) {
+		len = cd_http_error_response(p->authorized ? CD_API_ERR_BUSY : CD_API_ERR_FORBIDDEN,
+					     msg, p->authorized ? RETRY_AFTER_S : 0, text,
+					     sizeof(text));
+		proto = CD_PROTO_HTTP;
+	}
+	if (len)
+		(void)send(fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (len && drained < DRAIN_MAX) {
+		n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+		if (n <= 0)
+			break;
+		drained += (size_t)n;
+	}
+	cd_conn_refused(d, proto, p->authorized ? CD_REFUSED_LIMIT : CD_REFUSED_UNAUTHORIZED);
+	close(fd);
+}
+
 /* Counts a new connection: IPC for an authorized peer, REFUSE otherwise or over the bound. */
 static bool admit(struct cusliced *d, struct cd_conn *c)
 {
@@ -428,11 +472,7 @@ void cd_listen_accept(struct cusliced *d)
 		c->deadline_ms = cd_now_ms() + HANDSHAKE_MS;
 		identify(d, fd, &c->peer);
 		if (!admit(d, c)) {
-			/* Not even room to say no: the peer sees its connection closed. */
-			cd_conn_refused(d, CD_PROTO_UNKNOWN,
-					c->peer.authorized ? CD_REFUSED_LIMIT
-							   : CD_REFUSED_UNAUTHORIZED);
-			close(fd);
+			refuse_now(d, fd, &c->peer);
 			free(c);
 			continue;
 		}
