@@ -45,10 +45,11 @@ unwanted="prometheus clang libclang-rt-14-dev debootstrap"
 
 # Run in the root by the namespace's PID 1 shell, which reaps orphans as init
 # does while it waits: the commands ($1), then the packages ($2) they must
-# not have installed.
+# not have installed. It holds the cache's lock (fd 9) for as long as the
+# namespace lives; the commands do not get it.
 # shellcheck disable=SC2016 # expanded in the root
 in_root='cd /root/cuslice || exit 1
-sh -c "$1" || exit 1
+sh -c "$1" 9>&- || exit 1
 for p in $2; do
 	case $(dpkg-query -W -f="\${db:Status-Abbrev}" "$p" 2>/dev/null) in
 	ii*) echo "fresh-check: the commands installed $p, which they do not need" >&2; exit 1 ;;
