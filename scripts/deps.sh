@@ -48,7 +48,8 @@ need_root() {
 	else
 		say "installing needs root, and there is no sudo here. As root, run:"
 		echo "    $1" >&2
-		say "then run $0 again."
+		# MAKELEVEL: run by make, whose command is what to run again.
+		say "then run ${MAKELEVEL:+make}${MAKELEVEL:-$0} again."
 		exit 1
 	fi
 }
