@@ -115,6 +115,19 @@ bool cs_driver_api_load(void);
 /* The real dlsym (libc's), for lookups made on our own behalf. */
 void *cs_real_dlsym(void *handle, const char *name);
 
+/*
+ * What the exported dlsym does with a lookup (cs-dlsym.c): answer it
+ * (next == NULL: return `answer`, our wrapper or NULL), or hand it to
+ * next, libc's dlsym, by a tail call with the caller's arguments.
+ * Returned by value in two registers, so that the exported dlsym has no
+ * addressable local that would forbid the tail call.
+ */
+struct cs_dlsym_route {
+	void *(*next)(void *handle, const char *name);
+	void *answer;
+};
+struct cs_dlsym_route cs_dlsym_route(void *handle, const char *name);
+
 /* ---- process state (cs-init.c) ---- */
 
 enum cs_mode {
