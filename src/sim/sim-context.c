@@ -289,6 +289,7 @@ static CUresult ctx_create(const char *name, CUcontext *pctx, unsigned int flags
 	c->device = sim_dev_index(dev);
 	c->ordinal = dev;
 	c->flags = flags;
+	c->usage = 1;
 	pthread_mutex_lock(&sim.lock);
 	r = ctx_activate_locked(c);
 	pthread_mutex_unlock(&sim.lock);
@@ -361,6 +362,58 @@ SIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)
 SIM_API CUresult cuCtxDestroy(CUcontext ctx)
 {
 	return ctx_destroy(__func__, ctx);
+}
+
+/*
+ * cuCtxAttach / cuCtxDetach: the usage count of a created context from
+ * before primary contexts (PyCUDA still ends its contexts with
+ * cuCtxDetach). Attach counts one more user of the current context and
+ * hands it back; detach counts one fewer, and the last one destroys the
+ * context as cuCtxDestroy does (cuda.h). cuCtxDestroy ends a context
+ * whatever its count. Primary contexts are retained and released instead:
+ * both calls refuse them (CUDA_ERROR_INVALID_CONTEXT).
+ */
+SIM_API CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!pctx || flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	c = sim_ctx_current();
+	pthread_mutex_lock(&sim.lock);
+	if (!sim_ctx_valid(c) || c->primary) {
+		pthread_mutex_unlock(&sim.lock);
+		return CUDA_ERROR_INVALID_CONTEXT;
+	}
+	c->usage++;
+	pthread_mutex_unlock(&sim.lock);
+	*pctx = (CUcontext)c;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxDetach(CUcontext ctx)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c = (struct sim_ctx *)ctx;
+	bool last;
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&sim.lock);
+	if (!sim_ctx_valid(c) || c->primary) {
+		pthread_mutex_unlock(&sim.lock);
+		return CUDA_ERROR_INVALID_CONTEXT;
+	}
+	last = --c->usage == 0;
+	if (last)
+		ctx_deactivate_locked(c);
+	pthread_mutex_unlock(&sim.lock);
+	if (last)
+		tls_remove(c);
+	return CUDA_SUCCESS;
 }
 
 static CUresult ctx_push(const char *name, CUcontext ctx)
