@@ -333,8 +333,13 @@ CS_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
 				     unsigned int numJitOptions, CUlibraryOption *libraryOptions,
 				     void **libraryOptionValues, unsigned int numLibraryOptions)
 {
-	struct library_load l = {NULL,		 code,		 jitOptions,	      jitOptionsValues,
-				 numJitOptions, libraryOptions, libraryOptionValues, numLibraryOptions};
+	struct library_load l = {.code = code,
+				 .jit_opts = jitOptions,
+				 .jit_vals = jitOptionsValues,
+				 .njit = numJitOptions,
+				 .lib_opts = libraryOptions,
+				 .lib_vals = libraryOptionValues,
+				 .nlib = numLibraryOptions};
 
 	return library_load(library, &l);
 }
@@ -346,8 +351,13 @@ CS_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileNam
 					 void **libraryOptionValues,
 					 unsigned int numLibraryOptions)
 {
-	struct library_load l = {fileName,	 NULL,		 jitOptions,	      jitOptionsValues,
-				 numJitOptions, libraryOptions, libraryOptionValues, numLibraryOptions};
+	struct library_load l = {.path = fileName,
+				 .jit_opts = jitOptions,
+				 .jit_vals = jitOptionsValues,
+				 .njit = numJitOptions,
+				 .lib_opts = libraryOptions,
+				 .lib_vals = libraryOptionValues,
+				 .nlib = numLibraryOptions};
 
 	return library_load(library, &l);
 }
