@@ -75,6 +75,9 @@ static int find_self(nvmlReturn_t (*list)(nvmlDevice_t, unsigned int *, nvmlProc
 	for (unsigned i = 0; i < n && i < SELF_LIST_MAX; i++) {
 		if (!cs_nvml_is_self(procs[i].pid))
 			continue;
+		/* Some platforms list processes without their memory: no measure. */
+		if (procs[i].usedGpuMemory == (unsigned long long)NVML_VALUE_NOT_AVAILABLE)
+			return -1;
 		*used += procs[i].usedGpuMemory;
 		found = 1;
 	}
