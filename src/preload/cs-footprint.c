@@ -46,6 +46,7 @@ static void footprint_after_fork(void)
 {
 	pthread_mutex_init(&footprint_lock, NULL);
 	cs_modules_after_fork();
+	cs_graph_mem_after_fork();
 }
 
 static void footprint_setup(void)

@@ -328,6 +328,15 @@ void cs_modules_ctx_gone(CUcontext ctx);
 /* Fork child: forgets the parent's modules (cs-footprint.c's fork handler). */
 void cs_modules_after_fork(void);
 
+/*
+ * Graph memory (cs-graph.c): settles the group's charge for the graph
+ * memory pools with what the driver reports, at most every 100 ms; nothing
+ * at all until a graph with memory nodes was instantiated. For the views.
+ */
+void cs_graph_mem_settle_maybe(void);
+/* Fork child: forgets the parent's executable graphs and their charge. */
+void cs_graph_mem_after_fork(void);
+
 /* ---- compute limits (cs-core.c) ---- */
 
 /* Points ordinal's launch gate at group device gdev's (-1: always open). */

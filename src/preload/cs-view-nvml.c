@@ -135,6 +135,7 @@ static bool group_memory(unsigned gdev, unsigned long long *total, unsigned long
 	if (limit == CS_LIMIT_NONE)
 		return false;
 	cs_reclaim_maybe();
+	cs_graph_mem_settle_maybe();
 	u = cs_used_of(gdev);
 	*total = cs_min_u64(limit, *total);
 	*free = cs_min_u64(u < limit ? limit - u : 0, *free);

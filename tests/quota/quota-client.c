@@ -56,6 +56,12 @@
  *                                   (data) -> id
  *   libmodule ID | libglobal ID NAME   cuLibraryGetModule / cuLibraryGetGlobal of library
  *                                   ID in the current context -> bytes (libglobal)
+ *   graphalloc B                    a graph of one memory alloc node of B bytes on device 0,
+ *                                   instantiated -> id (free: cuGraphExecDestroy and
+ *                                   cuGraphDestroy; rc 500 when the driver has no
+ *                                   cuGraphAddMemAllocNode)
+ *   graphlaunch ID | graphfree ID   cuGraphLaunch + cuStreamSynchronize / cuMemFree of the
+ *                                   graph's allocation (also after the graph's `free`)
  *   pretain | prelease | preset     cuDevicePrimaryCtxRetain (made current) /
  *                                   cuDevicePrimaryCtxRelease_v2 / cuDevicePrimaryCtxReset_v2
  *   free ID                         the matching free/destroy/release (vmm
@@ -109,12 +115,15 @@ enum obj_kind {
 	OBJ_CTX,		/* size: its usage count (cuCtxAttach) */
 	OBJ_MODULE,
 	OBJ_LIBRARY,
+	OBJ_GEXEC,		/* value: the executable graph; graph, dptr: see struct obj */
 };
 
 struct obj {
 	enum obj_kind kind;
 	uint64_t value;		/* pointer, handle or address */
 	uint64_t size;		/* bytes asked for (0 for a retained handle) */
+	uint64_t graph;		/* OBJ_GEXEC: its graph */
+	uint64_t dptr;		/* OBJ_GEXEC: the alloc node's address */
 };
 
 /* Slot 0 is never used, so that id 0 can mean "none". Single-threaded (serve/alloc). */
@@ -262,6 +271,11 @@ static CUresult obj_free(struct obj *o)
 		break;
 	case OBJ_LIBRARY:
 		r = cuLibraryUnload((CUlibrary)(uintptr_t)o->value);
+		break;
+	case OBJ_GEXEC:
+		r = cuGraphExecDestroy((CUgraphExec)(uintptr_t)o->value);
+		if (r == CUDA_SUCCESS)
+			r = cuGraphDestroy((CUgraph)(uintptr_t)o->graph);
 		break;
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
@@ -857,6 +871,72 @@ static CUresult cmd_libmodule(char **argv)
 	return reply(cuLibraryGetModule(&m, (CUlibrary)(uintptr_t)o->value), NULL);
 }
 
+typedef CUresult (*add_alloc_node_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+				      CUDA_MEM_ALLOC_NODE_PARAMS *);
+
+/* Looked up by name: cusim may not have memory nodes, and then the command says so. */
+static CUresult cmd_graphalloc(char **argv)
+{
+	add_alloc_node_fn add = (add_alloc_node_fn)dlsym(RTLD_DEFAULT, "cuGraphAddMemAllocNode");
+	CUDA_MEM_ALLOC_NODE_PARAMS p;
+	CUgraph g = NULL;
+	CUgraphExec x = NULL;
+	CUgraphNode n;
+	uint64_t b;
+	unsigned id;
+	CUresult r;
+
+	if (!arg_u64(argv[1], &b))
+		return bad("size", argv[1]);
+	if (!add)
+		return reply(CUDA_ERROR_NOT_FOUND, "error=no-cuGraphAddMemAllocNode");
+	memset(&p, 0, sizeof(p));
+	p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	p.poolProps.location.id = qc_dev;
+	p.bytesize = b;
+	r = cuGraphCreate(&g, 0);
+	if (r == CUDA_SUCCESS)
+		r = add(&n, g, NULL, 0, &p);
+	if (r == CUDA_SUCCESS)
+		r = cuGraphInstantiateWithFlags(&x, g, 0);
+	if (r != CUDA_SUCCESS) {
+		if (g)
+			cuGraphDestroy(g);
+		return reply(r, NULL);
+	}
+	id = obj_add(OBJ_GEXEC, (uintptr_t)x, b);
+	if (!id)
+		return reply(CUDA_ERROR_OUT_OF_MEMORY, "error=object-table-full");
+	objs[id].graph = (uintptr_t)g;
+	objs[id].dptr = p.dptr;
+	return reply(r, "id=%u", id);
+}
+
+static CUresult cmd_graphlaunch(char **argv)
+{
+	struct obj *o = obj_get(argv[1], OBJ_GEXEC);
+	CUresult r;
+
+	if (!o)
+		return bad("graph", argv[1]);
+	r = cuGraphLaunch((CUgraphExec)(uintptr_t)o->value, NULL);
+	if (r == CUDA_SUCCESS)
+		r = cuStreamSynchronize(NULL);
+	return reply(r, NULL);
+}
+
+/* The graph's allocation outlives the graph: its id still names it after `free`. */
+static CUresult cmd_graphfree(char **argv)
+{
+	char *end;
+	unsigned long v = strtoul(argv[1], &end, 10);
+
+	if (*end || v == 0 || v >= nobjs || !objs[v].dptr)
+		return bad("graph", argv[1]);
+	return reply(cuMemFree(objs[v].dptr), NULL);
+}
+
 static CUresult cmd_libglobal(char **argv)
 {
 	struct obj *o = obj_get(argv[1], OBJ_LIBRARY);
@@ -997,6 +1077,8 @@ static const struct cmd cmds[] = {
 	{"detach", 1, cmd_detach},	 {"ctxloop", 1, cmd_ctxloop},
 	{"module", 2, cmd_module},	 {"library", 2, cmd_library},
 	{"libmodule", 1, cmd_libmodule}, {"libglobal", 2, cmd_libglobal},
+	{"graphalloc", 1, cmd_graphalloc}, {"graphlaunch", 1, cmd_graphlaunch},
+	{"graphfree", 1, cmd_graphfree},
 	{"prelease", 0, cmd_prelease},	 {"preset", 0, cmd_preset},
 	{"freeasync", 1, cmd_freeasync}, {"free", 1, cmd_free},
 	{"freeall", 0, cmd_freeall},	 {"sync", 0, cmd_sync},

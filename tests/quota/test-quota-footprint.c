@@ -153,6 +153,70 @@ static void test_footprint_first_context_reserved(void **state)
 	finish(&w);
 }
 
+/* What the simulated device holds (cusim's NVML; this program holds no context). */
+static uint64_t device_used(void)
+{
+	nvmlDevice_t dev;
+	nvmlMemory_t m;
+
+	assert_int_equal(nvmlInit_v2(), NVML_SUCCESS);
+	assert_int_equal(nvmlDeviceGetHandleByIndex_v2(0, &dev), NVML_SUCCESS);
+	assert_int_equal(nvmlDeviceGetMemoryInfo(dev, &m), NVML_SUCCESS);
+	assert_int_equal(nvmlShutdown(), NVML_SUCCESS);
+	return m.used;
+}
+
+/*
+ * Graph memory: a graph's alloc nodes are reserved when it is instantiated
+ * (one whose allocations do not fit is refused), its launches take memory
+ * the group was charged already, and what the graph pool still holds stays
+ * charged after the executable graph is gone, until it is freed. Skipped
+ * where cusim has no memory nodes.
+ */
+static void test_footprint_graph_memory(void **state)
+{
+	const char *line;
+	struct world w;
+	unsigned g;
+
+	(void)state;
+	start(&w, "qf-graph", QT_CTX + 512 * MiB, false);
+	line = qt_cmd(&w.c, "graphalloc 256MiB");
+	if (qt_rc(line) == CUDA_ERROR_NOT_FOUND) {
+		finish(&w);
+		print_message("cusim has no graph memory nodes: skipped\n");
+		skip();
+	}
+	assert_int_equal(qt_rc(line), 0);
+	g = (unsigned)qt_val(line, "id");
+	assert_int_equal(qt_used(&w.h), QT_CTX + 256 * MiB);
+	assert_int_equal(device_used(), QT_CTX);
+	qt_expect(&w.c, QT_OOM, "graphalloc 300MiB");
+	assert_int_equal(qt_used(&w.h), QT_CTX + 256 * MiB);
+
+	qt_expect(&w.c, 0, "graphlaunch %u", g);
+	assert_int_equal(device_used(), QT_CTX + 256 * MiB);
+	assert_int_equal(qt_used(&w.h), QT_CTX + 256 * MiB);
+	qt_expect(&w.c, QT_OOM, "device 300MiB");
+	qt_expect(&w.c, 0, "graphfree %u", g);
+	assert_int_equal(device_used(), QT_CTX);
+	/* The budget stays while the graph may run again. */
+	assert_int_equal(qt_used(&w.h), QT_CTX + 256 * MiB);
+	qt_expect(&w.c, 0, "graphlaunch %u", g);
+
+	/* Destroyed with its allocation outstanding: the pool's memory stays charged... */
+	qt_expect(&w.c, 0, "free %u", g);
+	assert_int_equal(qt_used(&w.h), QT_CTX + 256 * MiB);
+	assert_int_equal(device_used(), QT_CTX + 256 * MiB);
+	/* ...until it is freed; the next view settles the books. */
+	qt_expect(&w.c, 0, "graphfree %u", g);
+	qt_sleep_ms(150);
+	qt_expect(&w.c, 0, "info");
+	assert_int_equal(qt_used(&w.h), QT_CTX);
+	assert_int_equal(device_used(), QT_CTX);
+	finish(&w);
+}
+
 /* ---- the race ---- */
 
 struct sampler {
@@ -267,6 +331,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_footprint_detach_loop, qt_end),
 		cmocka_unit_test_teardown(test_footprint_measured, qt_end),
 		cmocka_unit_test_teardown(test_footprint_first_context_reserved, qt_end),
+		cmocka_unit_test_teardown(test_footprint_graph_memory, qt_end),
 		cmocka_unit_test_teardown(test_footprint_race, qt_end),
 	};
 
