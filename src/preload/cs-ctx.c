@@ -311,6 +311,12 @@ static CUresult detach_real(CUcontext ctx)
 	return CS_REAL(cuCtxDetach)(ctx);
 }
 
+/* cuCtxDetach of ordinal dev's primary context, as a release. */
+static CUresult detach_primary(CUdevice dev)
+{
+	return CS_REAL(cuCtxDetach)(atomic_load(&primary_ctx[dev]));
+}
+
 CS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
 	return destroy(ctx, destroy_v2);
@@ -321,19 +327,37 @@ CS_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
 	return destroy(ctx, destroy_v1);
 }
 
-/* cuCtxAttach: one more reference to the current context, counted in its entry. */
+/* The ordinal whose retained primary context ctx is, or -1. Footprint lock held. */
+static int primary_of(CUcontext ctx)
+{
+	for (int d = 0; ctx && d < cs.ndev; d++)
+		if (atomic_load(&primary_ctx[d]) == ctx && atomic_load(&cs.dev[d].primary_refs) > 0)
+			return d;
+	return -1;
+}
+
+/*
+ * cuCtxAttach: one more reference to the current context, counted in its
+ * entry. On a primary context a driver that accepts it counts a retain
+ * (cusim does), and so do we.
+ */
 CS_EXPORT CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
 {
 	struct cs_ptr_entry *e;
 	CUresult r;
+	int d;
 
 	if (cs_mode() != CS_MODE_ACTIVE || !cs.map_ready)
 		return CS_REAL(cuCtxAttach)(pctx, flags);
 	cs_footprint_lock();
 	r = CS_REAL(cuCtxAttach)(pctx, flags);
-	if (r == CUDA_SUCCESS && pctx &&
-	    (e = cs_ptrmap_find(&cs.map, CS_PTR_CONTEXT, (uint64_t)(uintptr_t)*pctx)))
-		atomic_fetch_add(&e->aux, 1);
+	if (r == CUDA_SUCCESS && pctx) {
+		e = cs_ptrmap_find(&cs.map, CS_PTR_CONTEXT, (uint64_t)(uintptr_t)*pctx);
+		if (e)
+			atomic_fetch_add(&e->aux, 1);
+		else if ((d = primary_of(*pctx)) >= 0)
+			atomic_fetch_add(&cs.dev[d].primary_refs, 1);
+	}
 	cs_footprint_unlock();
 	return r;
 }
@@ -341,17 +365,24 @@ CS_EXPORT CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
 /*
  * cuCtxDetach: the context's usage count goes down, and the context is
  * destroyed when it reaches 0 (cuda.h). With attaches counted, only the
- * count goes down; the last reference is a destroy.
+ * count goes down; the last reference is a destroy. On a primary context it
+ * is a release (where the driver accepts it).
  */
 CS_EXPORT CUresult cuCtxDetach(CUcontext ctx)
 {
 	struct cs_ptr_entry *e;
 	uint64_t attached;
 	CUresult r;
+	int d;
 
 	if (cs_mode() != CS_MODE_ACTIVE || !cs.map_ready)
 		return CS_REAL(cuCtxDetach)(ctx);
 	cs_footprint_lock();
+	d = primary_of(ctx);
+	if (d >= 0) {
+		cs_footprint_unlock();
+		return primary_drop(d, false, detach_primary);
+	}
 	e = cs_ptrmap_find(&cs.map, CS_PTR_CONTEXT, (uint64_t)(uintptr_t)ctx);
 	attached = e ? atomic_load(&e->aux) : 0;
 	if (!attached) {

@@ -63,6 +63,19 @@ static void finish(struct world *w)
 	assert_int_equal(qt_used(&w->h), 0);
 }
 
+/* What the simulated device holds (cusim's NVML; this program holds no context). */
+static uint64_t device_used(void)
+{
+	nvmlDevice_t dev;
+	nvmlMemory_t m;
+
+	assert_int_equal(nvmlInit_v2(), NVML_SUCCESS);
+	assert_int_equal(nvmlDeviceGetHandleByIndex_v2(0, &dev), NVML_SUCCESS);
+	assert_int_equal(nvmlDeviceGetMemoryInfo(dev, &m), NVML_SUCCESS);
+	assert_int_equal(nvmlShutdown(), NVML_SUCCESS);
+	return m.used;
+}
+
 /* Attach adds a reference, detach takes one; the last detach ends the context. */
 static void attach_detach(struct world *w)
 {
@@ -86,6 +99,35 @@ static void test_footprint_attach_detach(void **state)
 	(void)state;
 	start(&w, "qf-attach", LIMIT, false);
 	attach_detach(&w);
+	finish(&w);
+}
+
+/*
+ * Attach and detach on the primary context: a driver may refuse them
+ * (CUDA_ERROR_INVALID_CONTEXT) or count them as a retain and a release
+ * (cusim); either way the group is charged what the device holds.
+ */
+static void test_footprint_attach_primary(void **state)
+{
+	struct world w;
+	const char *line;
+
+	(void)state;
+	start(&w, "qf-attachp", LIMIT, false);
+	line = qt_cmd(&w.c, "attach");
+	assert_true(qt_rc(line) == 0 || qt_rc(line) == CUDA_ERROR_INVALID_CONTEXT);
+	if (qt_rc(line) == 0) {
+		assert_int_equal(qt_used(&w.h), QT_CTX);
+		qt_expect(&w.c, 0, "detach primary");
+		assert_int_equal(qt_used(&w.h), QT_CTX);
+		/* Retained once still: the detach of that reference ends it. */
+		qt_expect(&w.c, 0, "detach primary");
+		assert_int_equal(qt_used(&w.h), 0);
+		assert_int_equal(device_used(), 0);
+		qt_expect(&w.c, 0, "pretain");
+	}
+	assert_int_equal(qt_used(&w.h), QT_CTX);
+	assert_int_equal(device_used(), QT_CTX);
 	finish(&w);
 }
 
@@ -151,19 +193,6 @@ static void test_footprint_first_context_reserved(void **state)
 	/* It had registered: its (empty) slot is reclaimed. */
 	assert_int_equal(cs_group_reclaim(&w.h), 1);
 	finish(&w);
-}
-
-/* What the simulated device holds (cusim's NVML; this program holds no context). */
-static uint64_t device_used(void)
-{
-	nvmlDevice_t dev;
-	nvmlMemory_t m;
-
-	assert_int_equal(nvmlInit_v2(), NVML_SUCCESS);
-	assert_int_equal(nvmlDeviceGetHandleByIndex_v2(0, &dev), NVML_SUCCESS);
-	assert_int_equal(nvmlDeviceGetMemoryInfo(dev, &m), NVML_SUCCESS);
-	assert_int_equal(nvmlShutdown(), NVML_SUCCESS);
-	return m.used;
 }
 
 /*
@@ -328,6 +357,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_footprint_attach_detach, qt_end),
+		cmocka_unit_test_teardown(test_footprint_attach_primary, qt_end),
 		cmocka_unit_test_teardown(test_footprint_detach_loop, qt_end),
 		cmocka_unit_test_teardown(test_footprint_measured, qt_end),
 		cmocka_unit_test_teardown(test_footprint_first_context_reserved, qt_end),
