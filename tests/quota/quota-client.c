@@ -45,8 +45,9 @@
  *   ctx                             cuCtxCreate_v4 (the primary stays current) -> id
  *   use ID | use primary            makes context ID (or the primary) current
  *   attach                          cuCtxAttach on the current context (a created one)
- *   detach ID | detach primary      cuCtxDetach of context ID (the primary's); the primary
- *                                   becomes current (the id is gone once its count is 0)
+ *   detach ID | detach primary      cuCtxDetach of context ID, then the primary is made
+ *                                   current (the id is gone once its count is 0); or of
+ *                                   the primary context
  *   ctxloop N                       N x (cuCtxCreate_v4, cuCtxDetach) -> n (done)
  *   module HOW PATH                 loads the image file PATH into the current context:
  *                                   HOW file (cuModuleLoad), data (cuModuleLoadData of its
@@ -766,12 +767,9 @@ static CUresult cmd_detach(char **argv)
 	struct obj *o = obj_get(argv[1], OBJ_CTX);
 	CUresult r;
 
-	if (strcmp(argv[1], "primary") == 0) {
-		r = cuCtxDetach(qc_primary);
-		if (r == CUDA_SUCCESS)
-			r = cuCtxSetCurrent(qc_primary);
-		return reply(r, NULL);
-	}
+	/* The last reference of the primary context ends it: nothing is current then. */
+	if (strcmp(argv[1], "primary") == 0)
+		return reply(cuCtxDetach(qc_primary), NULL);
 	if (!o)
 		return bad("context", argv[1]);
 	r = cuCtxDetach((CUcontext)(uintptr_t)o->value);
