@@ -368,10 +368,11 @@ SIM_API CUresult cuCtxDestroy(CUcontext ctx)
  * cuCtxAttach / cuCtxDetach: the usage count of a created context from
  * before primary contexts (PyCUDA still ends its contexts with
  * cuCtxDetach). Attach counts one more user of the current context and
- * hands it back; detach counts one fewer, and the last one destroys the
- * context as cuCtxDestroy does (cuda.h). cuCtxDestroy ends a context
- * whatever its count. Primary contexts are retained and released instead:
- * both calls refuse them (CUDA_ERROR_INVALID_CONTEXT).
+ * hands it back; detach, on the calling thread's current context (cuda.h),
+ * counts one fewer, and the last one destroys the context as cuCtxDestroy
+ * does. On a primary context the count is its retain count: attach and
+ * detach are a retain and a release. cuCtxDestroy ends a created context
+ * whatever its count.
  */
 SIM_API CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
 {
@@ -384,11 +385,14 @@ SIM_API CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	c = sim_ctx_current();
 	pthread_mutex_lock(&sim.lock);
-	if (!sim_ctx_valid(c) || c->primary) {
+	if (!sim_ctx_valid(c)) {
 		pthread_mutex_unlock(&sim.lock);
 		return CUDA_ERROR_INVALID_CONTEXT;
 	}
-	c->usage++;
+	if (c->primary)
+		sim.primary_refs[c->ordinal]++;
+	else
+		c->usage++;
 	pthread_mutex_unlock(&sim.lock);
 	*pctx = (CUcontext)c;
 	return CUDA_SUCCESS;
@@ -398,20 +402,26 @@ SIM_API CUresult cuCtxDetach(CUcontext ctx)
 {
 	CUresult r = sim_enter(__func__);
 	struct sim_ctx *c = (struct sim_ctx *)ctx;
-	bool last;
+	bool destroyed = false;
 
 	if (r)
 		return r;
+	if (c != sim_ctx_current())
+		return CUDA_ERROR_INVALID_CONTEXT;
 	pthread_mutex_lock(&sim.lock);
-	if (!sim_ctx_valid(c) || c->primary) {
+	if (!sim_ctx_valid(c)) {
 		pthread_mutex_unlock(&sim.lock);
 		return CUDA_ERROR_INVALID_CONTEXT;
 	}
-	last = --c->usage == 0;
-	if (last)
+	if (c->primary) {
+		if (--sim.primary_refs[c->ordinal] == 0)
+			ctx_deactivate_locked(c);
+	} else if (--c->usage == 0) {
 		ctx_deactivate_locked(c);
+		destroyed = true;
+	}
 	pthread_mutex_unlock(&sim.lock);
-	if (last)
+	if (destroyed)
 		tls_remove(c);
 	return CUDA_SUCCESS;
 }
