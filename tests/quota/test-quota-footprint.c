@@ -63,19 +63,6 @@ static void finish(struct world *w)
 	assert_int_equal(qt_used(&w->h), 0);
 }
 
-/* What the simulated device holds (cusim's NVML; this program holds no context). */
-static uint64_t device_used(void)
-{
-	nvmlDevice_t dev;
-	nvmlMemory_t m;
-
-	assert_int_equal(nvmlInit_v2(), NVML_SUCCESS);
-	assert_int_equal(nvmlDeviceGetHandleByIndex_v2(0, &dev), NVML_SUCCESS);
-	assert_int_equal(nvmlDeviceGetMemoryInfo(dev, &m), NVML_SUCCESS);
-	assert_int_equal(nvmlShutdown(), NVML_SUCCESS);
-	return m.used;
-}
-
 /* Attach adds a reference, detach takes one; the last detach ends the context. */
 static void attach_detach(struct world *w)
 {
@@ -123,11 +110,11 @@ static void test_footprint_attach_primary(void **state)
 		/* Retained once still: the detach of that reference ends it. */
 		qt_expect(&w.c, 0, "detach primary");
 		assert_int_equal(qt_used(&w.h), 0);
-		assert_int_equal(device_used(), 0);
+		assert_int_equal(qt_device_used(), 0);
 		qt_expect(&w.c, 0, "pretain");
 	}
 	assert_int_equal(qt_used(&w.h), QT_CTX);
-	assert_int_equal(device_used(), QT_CTX);
+	assert_int_equal(qt_device_used(), QT_CTX);
 	finish(&w);
 }
 
@@ -219,16 +206,16 @@ static void test_footprint_graph_memory(void **state)
 	assert_int_equal(qt_rc(line), 0);
 	g = (unsigned)qt_val(line, "id");
 	assert_int_equal(qt_used(&w.h), QT_CTX + 256 * MiB);
-	assert_int_equal(device_used(), QT_CTX);
+	assert_int_equal(qt_device_used(), QT_CTX);
 	qt_expect(&w.c, QT_OOM, "graphalloc 300MiB");
 	assert_int_equal(qt_used(&w.h), QT_CTX + 256 * MiB);
 
 	qt_expect(&w.c, 0, "graphlaunch %u", g);
-	assert_int_equal(device_used(), QT_CTX + 256 * MiB);
+	assert_int_equal(qt_device_used(), QT_CTX + 256 * MiB);
 	assert_int_equal(qt_used(&w.h), QT_CTX + 256 * MiB);
 	qt_expect(&w.c, QT_OOM, "device 300MiB");
 	qt_expect(&w.c, 0, "graphfree %u", g);
-	assert_int_equal(device_used(), QT_CTX);
+	assert_int_equal(qt_device_used(), QT_CTX);
 	/* The budget stays while the graph may run again. */
 	assert_int_equal(qt_used(&w.h), QT_CTX + 256 * MiB);
 	qt_expect(&w.c, 0, "graphlaunch %u", g);
@@ -236,13 +223,13 @@ static void test_footprint_graph_memory(void **state)
 	/* Destroyed with its allocation outstanding: the pool's memory stays charged... */
 	qt_expect(&w.c, 0, "free %u", g);
 	assert_int_equal(qt_used(&w.h), QT_CTX + 256 * MiB);
-	assert_int_equal(device_used(), QT_CTX + 256 * MiB);
+	assert_int_equal(qt_device_used(), QT_CTX + 256 * MiB);
 	/* ...until it is freed; the next view settles the books. */
 	qt_expect(&w.c, 0, "graphfree %u", g);
 	qt_sleep_ms(150);
 	qt_expect(&w.c, 0, "info");
 	assert_int_equal(qt_used(&w.h), QT_CTX);
-	assert_int_equal(device_used(), QT_CTX);
+	assert_int_equal(qt_device_used(), QT_CTX);
 	finish(&w);
 }
 

@@ -52,19 +52,6 @@ static const char *kernel(const char *name)
 	return path;
 }
 
-/* What the simulated device holds (cusim's NVML; this program holds no context). */
-static uint64_t device_used(void)
-{
-	nvmlDevice_t dev;
-	nvmlMemory_t m;
-
-	assert_int_equal(nvmlInit_v2(), NVML_SUCCESS);
-	assert_int_equal(nvmlDeviceGetHandleByIndex_v2(0, &dev), NVML_SUCCESS);
-	assert_int_equal(nvmlDeviceGetMemoryInfo(dev, &m), NVML_SUCCESS);
-	assert_int_equal(nvmlShutdown(), NVML_SUCCESS);
-	return m.used;
-}
-
 static void start(struct world *w, const char *tag, uint64_t limit)
 {
 	const char *group;
@@ -86,7 +73,7 @@ static void assert_charged(struct world *w, uint64_t bytes)
 	assert_int_equal(qt_used(&w->h), bytes);
 	assert_true(slot >= 0);
 	assert_int_equal(qt_slot_used(&w->h, slot), bytes);
-	assert_int_equal(device_used(), bytes);
+	assert_int_equal(qt_device_used(), bytes);
 	/* The group's view says so too. */
 	line = qt_cmd(&w->c, "info");
 	assert_int_equal(qt_rc(line), 0);
@@ -240,7 +227,7 @@ static void test_modules_context_ends(void **state)
 	/* A reset destroys the primary context with everything loaded in it. */
 	qt_expect(&w.c, 0, "preset");
 	assert_int_equal(qt_used(&w.h), 0);
-	assert_int_equal(device_used(), 0);
+	assert_int_equal(qt_device_used(), 0);
 	qt_expect(&w.c, 0, "pretain");
 	assert_charged(&w, QT_CTX);
 	finish(&w);
