@@ -18,8 +18,9 @@ set -eu
 # python3 (the code generators); gcc, libc6-dev; g++ (nvcc compiles the test
 # kernels with it); binutils (nm, readelf: the export tests); util-linux
 # (setpriv, unshare: the other-uid and PID-namespace tests); the libraries
-# the programs link; @promtool (checks the metrics format).
-group_build="make meson ninja-build pkg-config python3 gcc libc6-dev g++ binutils util-linux libcmocka-dev libcjson-dev libmicrohttpd-dev libinih-dev libsmartcols-dev libcurl4-openssl-dev @promtool"
+# the programs link; @promtool (checks the metrics format); valgrind (the
+# benchmarks count instructions per call with callgrind).
+group_build="make meson ninja-build pkg-config python3 gcc libc6-dev g++ binutils util-linux libcmocka-dev libcjson-dev libmicrohttpd-dev libinih-dev libsmartcols-dev libcurl4-openssl-dev valgrind @promtool"
 # fuzz: `make fuzz`. clang, and its libFuzzer and sanitizer runtimes, which Debian 12 ships apart.
 group_fuzz="clang libclang-rt-14-dev"
 # fresh: `make fresh-check` builds a fresh Debian 12 root to run the README's commands in.

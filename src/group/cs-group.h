@@ -95,7 +95,11 @@ struct cs_group_dev {
 	_Atomic uint32_t core_limit;	/* share of device time, ppm; CS_CORE_NONE = none */
 	_Atomic uint32_t core_flags;	/* CS_CORE_* */
 	_Atomic uint32_t gate;		/* 0 open, 1 closed: launches wait (a futex word) */
-	uint32_t pad1;
+	/*
+	 * The last context footprint a member measured on this GPU, KiB (0:
+	 * none yet): what a member reserves before its first context here.
+	 */
+	_Atomic uint32_t ctx_kib;
 	_Atomic uint64_t busy_ns;	/* device time the group used, as measured */
 	_Atomic uint64_t throttled_ns;	/* time the group's launches waited at the gate */
 	_Atomic uint64_t ctl_beat_ns;	/* the controller's last tick, CLOCK_MONOTONIC; 0 none */

@@ -3,6 +3,8 @@
  */
 #include "qt.h"
 
+#include "nvml-abi.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -520,4 +522,16 @@ const char *qt_u64(uint64_t v)
 
 	snprintf(b, sizeof(bufs[0]), "%" PRIu64, v);
 	return b;
+}
+
+uint64_t qt_device_used(void)
+{
+	nvmlDevice_t dev;
+	nvmlMemory_t m;
+
+	assert_int_equal(nvmlInit_v2(), NVML_SUCCESS);
+	assert_int_equal(nvmlDeviceGetHandleByIndex_v2(0, &dev), NVML_SUCCESS);
+	assert_int_equal(nvmlDeviceGetMemoryInfo(dev, &m), NVML_SUCCESS);
+	assert_int_equal(nvmlShutdown(), NVML_SUCCESS);
+	return m.used;
 }

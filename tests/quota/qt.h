@@ -130,6 +130,9 @@ uint64_t qt_slot_used(const struct cs_group_handle *h, int slot);
 /* The number of LIVE slots. */
 unsigned qt_live_slots(const struct cs_group_handle *h);
 
+/* What the simulated device 0 holds, through cusim's NVML (the test program holds no context). */
+uint64_t qt_device_used(void);
+
 /* ---- misc ---- */
 
 void qt_sleep_ms(unsigned ms);

@@ -41,19 +41,6 @@ static void start(struct world *w, const char *tag, uint64_t limit)
 	assert_int_equal(qt_used(&w->h), QT_CTX);
 }
 
-/* What the simulated device holds (cusim's NVML; we hold no context of our own). */
-static uint64_t device_used(void)
-{
-	nvmlDevice_t dev;
-	nvmlMemory_t m;
-
-	assert_int_equal(nvmlInit_v2(), NVML_SUCCESS);
-	assert_int_equal(nvmlDeviceGetHandleByIndex_v2(0, &dev), NVML_SUCCESS);
-	assert_int_equal(nvmlDeviceGetMemoryInfo(dev, &m), NVML_SUCCESS);
-	assert_int_equal(nvmlShutdown(), NVML_SUCCESS);
-	return m.used;
-}
-
 /* What the process itself sees: cuMemGetInfo's free and total. */
 static void assert_view(struct world *w, uint64_t free_bytes)
 {
@@ -136,7 +123,7 @@ static void test_kinds_device(void **state)
 	/* cuMemFreeAsync of cuMemAlloc'ed memory frees it as cuMemFree does. */
 	qt_expect(&w.c, 0, "freeasync %u", big);
 	assert_int_equal(qt_used(&w.h), QT_CTX);
-	assert_int_equal(device_used(), QT_CTX);
+	assert_int_equal(qt_device_used(), QT_CTX);
 	finish(&w);
 }
 
@@ -208,7 +195,7 @@ static void test_kinds_primary(void **state)
 	assert_int_equal(qt_used(&w.h), 0);
 	qt_expect(&w.c, 0, "pretain");
 	assert_int_equal(qt_used(&w.h), QT_CTX);
-	assert_int_equal(device_used(), QT_CTX);
+	assert_int_equal(qt_device_used(), QT_CTX);
 	finish(&w);
 }
 
@@ -459,11 +446,11 @@ static void test_kinds_pool_destroy_live(void **state)
 	a = qt_expect(&w.c, 0, "pool %u %llu", pool, MiB);
 	assert_int_equal(qt_used(&w.h), QT_CTX + 2 * MiB);
 	qt_expect(&w.c, 0, "free %u", pool);
-	assert_int_equal(device_used(), QT_CTX + 2 * MiB);
+	assert_int_equal(qt_device_used(), QT_CTX + 2 * MiB);
 	assert_int_equal(qt_used(&w.h), QT_CTX + 2 * MiB);
 	qt_expect(&w.c, QT_OOM, "device %llu", 2 * MiB + 1);
 	qt_expect(&w.c, 0, "freeasync %u", a);
-	assert_int_equal(device_used(), QT_CTX);
+	assert_int_equal(qt_device_used(), QT_CTX);
 	assert_int_equal(qt_used(&w.h), QT_CTX);
 	finish(&w);
 }
