@@ -623,11 +623,14 @@ long sys_wait_event(const char *kinds, pid_t pid, unsigned timeout_ms)
 
 /* ---- raw IPC ---- */
 
+int sys_ipc_fd = -1;
+
 int sys_ipc_recv(int fd, struct cs_ipc_msg *msg, int timeout_ms)
 {
 	unsigned char buf[CS_IPC_HEADER + CS_IPC_MAX_BODY];
 	size_t have = 0;
 	uint64_t deadline = qt_now_ms() + (uint64_t)timeout_ms;
+	unsigned extra = 0;
 
 	for (;;) {
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
@@ -641,8 +644,12 @@ int sys_ipc_recv(int fd, struct cs_ipc_msg *msg, int timeout_ms)
 			return -EPROTO;
 		if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) <= 0)
 			return -ETIMEDOUT;
-		n = recv(fd, buf + have, sizeof(buf) - have, MSG_DONTWAIT);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		if (sys_ipc_fd >= 0 && have == 0) {
+			close(sys_ipc_fd);	/* a previous message's, not taken */
+			sys_ipc_fd = -1;
+		}
+		n = cs_ipc_recv_fd(fd, buf + have, sizeof(buf) - have, &sys_ipc_fd, &extra);
+		if (n == -EINTR || n == -EAGAIN)
 			continue;
 		if (n <= 0)
 			return -ECONNRESET;

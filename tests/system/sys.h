@@ -265,6 +265,13 @@ int sys_ipc_register(int fd, const char *group, const char *token, struct cs_ipc
 int sys_ipc_recv(int fd, struct cs_ipc_msg *msg, int timeout_ms);
 
 /*
+ * The descriptor the last message received carried (REGISTERED: the
+ * group's region), or -1. A caller that keeps it sets sys_ipc_fd = -1;
+ * otherwise the next receive closes it.
+ */
+extern int sys_ipc_fd;
+
+/*
  * True when the peer closes fd (EOF or reset) within timeout_ms; what it
  * sends meanwhile is dropped.
  */
