@@ -289,7 +289,6 @@ struct cd_proc {
 	struct cd_conn *conn; /* NULL once the connection closed (or never, when recovered) */
 	char group[CS_GROUP_NAME_MAX + 1];
 	int slot;	  /* the slot assigned to it in its group's region, -1 once let go */
-	uint64_t gone_ms; /* when it let go of both its connection and its slot */
 };
 
 /* One group the daemon knows: managed (has a policy) or with processes. */
@@ -468,8 +467,7 @@ struct cd_proc *cd_proc_recover(struct cusliced *d, struct cd_group *g, int slot
  * conn's connection closed. A process that is gone is forgotten now and its
  * slot reclaimed. One that lives on keeps its registration while it holds
  * its slot (it closed the socket but still maps its region); once it does
- * not (it exec'd), its slot is reclaimed and the registration kept for
- * session_ttl, then forgotten.
+ * not (it exec'd), its slot is reclaimed and the registration forgotten.
  */
 void cd_proc_disconnected(struct cusliced *d, struct cd_proc *p);
 /* True when p counts as registered now: connected, or holding its slot. */
@@ -478,11 +476,7 @@ bool cd_proc_active(const struct cd_proc *p);
 void cd_proc_exited(struct cusliced *d, struct cd_proc *p);
 /* Removes p from the table, without an event (it freed after the loop's batch). */
 void cd_proc_forget(struct cusliced *d, struct cd_proc *p);
-/*
- * Disconnected registrations: forgets dead ones, reclaims the slots of ones
- * that let go of them, expires those without connection or slot after
- * session_ttl.
- */
+/* Disconnected registrations: forgets dead ones and those that let go of their slot. */
 void cd_procs_tick(struct cusliced *d);
 /* The registration of pid, or NULL. */
 struct cd_proc *cd_proc_by_pid(struct cusliced *d, pid_t pid);

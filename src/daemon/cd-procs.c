@@ -10,10 +10,10 @@
  * The connection usually ends with the process. When it ends first, the
  * kernel says whether the process still holds its slot (the slot's lock
  * byte, on the description the daemon gave it): a process that closed the
- * socket but still maps its region stays registered; one that exec'd (the
- * region's descriptor and mapping are gone) has its slot reclaimed, and its
- * registration is forgotten after session_ttl (an exec'd program that
- * registers again replaces it at once).
+ * socket but still maps its region stays registered (checked every tick);
+ * one that exec'd (the region's descriptor and mapping are gone) has its
+ * slot reclaimed and is registered no more: "registered" means holding a
+ * connection or a slot the daemon gave, nothing else.
  */
 #include "cd-int.h"
 
@@ -200,6 +200,16 @@ static bool holds_slot(struct cusliced *d, const struct cd_proc *p)
 	return g && g->h.g && p->slot >= 0 && cd_group_slot_held(g, p->slot) != 0;
 }
 
+/* p lives on without its connection and without its slot: it is no longer registered. */
+static void let_go_alive(struct cusliced *d, struct cd_proc *p)
+{
+	cd_event(d, "unregistered", p->group, p->peer.pid,
+		 "pid %d (group %s) let go of its connection and its region (exec?): no longer "
+		 "registered",
+		 (int)p->peer.pid, p->group);
+	cd_proc_forget(d, p);
+}
+
 void cd_proc_disconnected(struct cusliced *d, struct cd_proc *p)
 {
 	p->conn = NULL;
@@ -210,19 +220,16 @@ void cd_proc_disconnected(struct cusliced *d, struct cd_proc *p)
 	/*
 	 * Alive. Still holding its slot: it closed the socket but keeps its
 	 * region, and stays registered. Otherwise it exec'd (the descriptor is
-	 * close-on-exec, the mapping goes with the old image): its slot is
-	 * reclaimed now; the pidfd (or the TTL) says when it ends.
+	 * close-on-exec, the mapping goes with the old image): it holds nothing
+	 * of its group any more, and what runs now is another program, which
+	 * registers again if it uses libcuslice (before it can hold GPU memory).
 	 */
-	if (holds_slot(d, p))
-		return;
-	let_go(d, p);
-	p->gone_ms = cd_now_ms();
+	if (!holds_slot(d, p))
+		let_go_alive(d, p);
 }
 
 void cd_procs_tick(struct cusliced *d)
 {
-	uint64_t now = cd_now_ms(), ttl = (uint64_t)d->cfg->session_ttl_s * 1000;
-
 	for (unsigned i = 0; i < d->nprocs; i++) {
 		struct cd_proc *p = d->procs[i];
 
@@ -231,19 +238,8 @@ void cd_procs_tick(struct cusliced *d)
 		if (proc_ended(p)) {
 			cd_proc_exited(d, p);
 			i--;
-			continue;
-		}
-		if (p->slot >= 0) {
-			if (holds_slot(d, p))
-				continue;
-			let_go(d, p);
-			p->gone_ms = now;
-		}
-		if (now - p->gone_ms >= ttl) {
-			cd_event(d, "unregistered", p->group, p->peer.pid,
-				 "pid %d (group %s): no connection for %us: registration expired",
-				 (int)p->peer.pid, p->group, d->cfg->session_ttl_s);
-			cd_proc_forget(d, p);
+		} else if (!holds_slot(d, p)) {
+			let_go_alive(d, p);
 			i--;
 		}
 	}

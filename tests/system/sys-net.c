@@ -691,3 +691,17 @@ bool sys_closed_within(int fd, int timeout_ms)
 			return true;
 	}
 }
+
+void sys_region(struct cs_group_handle *h, const char *group)
+{
+	struct cs_ipc_msg m;
+	int fd = sys_connect();
+
+	assert_int_equal(sys_ipc_register(fd, group, sys_token()[0] ? sys_token() : NULL, &m), 0);
+	assert_int_equal(m.h.type, CS_IPC_REGISTERED);
+	assert_string_equal(m.u.ok.group, group);
+	assert_true(sys_ipc_fd >= 0);
+	assert_int_equal(cs_group_attach_fd(h, sys_ipc_fd, group), 0);
+	sys_ipc_fd = -1;
+	close(fd);
+}
