@@ -384,17 +384,21 @@ static int store(struct cusliced *d, const struct cd_policy *changed, const char
 }
 
 /*
- * A policy key naming a GPU index the node does not have is a mistake (a
- * limit that never applies): refused, like libcuslice refuses an ordinal
- * beyond the devices a process sees. Unknown before NVML answered: accepted.
+ * A policy key naming a GPU the node does not have is a mistake (a limit
+ * that never applies, a GPU left unlimited): an index beyond NVML's, or a
+ * UUID (or prefix) that matches none of NVML's UUIDs, is refused, like
+ * libcuslice refuses them. Unknown before NVML answered: accepted.
  */
 static int check_indices(const struct cusliced *d, const struct cd_policy *p, char *err,
 			 size_t errlen)
 {
 	const struct cs_limits *all[] = {&p->mem, &p->core};
+	const char *uuids[CD_GPUS_MAX];
 
 	if (d->ngpus == 0)
 		return 0;
+	for (unsigned i = 0; i < d->ngpus; i++)
+		uuids[i] = d->gpus[i].uuid;
 	for (unsigned k = 0; k < 2; k++) {
 		for (unsigned i = 0; i < all[k]->n; i++) {
 			const struct cs_limit_rule *r = &all[k]->rule[i];
@@ -408,6 +412,8 @@ static int check_indices(const struct cusliced *d, const struct cd_policy *p, ch
 				 d->ngpus == 1 ? "" : "s", d->ngpus - 1);
 			return -EINVAL;
 		}
+		if (cs_limits_check_uuid_keys(all[k], uuids, d->ngpus, err, errlen) != 0)
+			return -EINVAL;
 	}
 	return 0;
 }
