@@ -171,13 +171,14 @@ bool cd_members_empty(const struct cd_members *m);
 
 /*
  * The group of a registering peer that asked for `asked` ("" = none):
- *  1. asked names a managed group the peer may join (it matches its
- *     members, or the group has none): that group;
+ *  1. asked names a managed group whose members match the peer: that group;
  *  2. else the managed group whose members match the peer most
  *     specifically (ties: the first name in byte order): that group,
- *     whatever was asked;
- *  3. else asked names a managed group: refused, EPERM;
- *  4. else asked (unmanaged), or "pid-<pid>" when nothing was asked.
+ *     whatever was asked (placement: a process its identity places in a
+ *     group cannot run outside it by asking for another, open or not);
+ *  3. else asked names an open managed group (no members): that group;
+ *  4. else asked names a managed group: refused, EPERM;
+ *  5. else asked (unmanaged), or "pid-<pid>" when nothing was asked.
  * Returns 0 with out->group / out->policy, or -EPERM with out->code and
  * out->reason. Pure.
  */
