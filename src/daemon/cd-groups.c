@@ -261,6 +261,30 @@ void cd_group_release_slot(struct cusliced *d, struct cd_group *g, int slot, pid
 		cs_group_reset_usage(&g->h);
 }
 
+/*
+ * A member may scribble on its own group's region, header included (zeros
+ * punched into the memfd read back as zeros): the daemon knows what the
+ * header says and writes it back, so that new members can still adopt the
+ * region. The counters a member zeroed are the backstop's business.
+ */
+static void repair_header(struct cusliced *d, struct cd_group *g)
+{
+	struct cs_group *r = g->h.g;
+
+	if (!r || (memcmp(r->magic, CS_GROUP_MAGIC, sizeof(r->magic)) == 0 &&
+		   r->version == CS_GROUP_VERSION && r->size == sizeof(*r) &&
+		   strncmp(r->name, g->name, sizeof(r->name)) == 0))
+		return;
+	memcpy(r->magic, CS_GROUP_MAGIC, sizeof(r->magic));
+	r->version = CS_GROUP_VERSION;
+	r->size = sizeof(*r);
+	memset(r->name, 0, sizeof(r->name));
+	memcpy(r->name, g->name, strlen(g->name));
+	cd_event(d, "region_repair", g->name, 0,
+		 "group %s: its region's header was overwritten by a member; written back",
+		 g->name);
+}
+
 /* Wipes LIVE slots of g's region that no registration of ours holds. */
 static void wipe_strays(struct cusliced *d, struct cd_group *g)
 {
@@ -296,6 +320,7 @@ void cd_groups_tick(struct cusliced *d)
 		/* Managed groups have a region from the start: limits before the first process. */
 		if (g->policy && !g->h.g)
 			cd_group_open_region(d, g);
+		repair_header(d, g);
 		wipe_strays(d, g);
 		if (g->policy)
 			cd_group_apply(d, g);

@@ -289,9 +289,13 @@ int cs_daemon_register(void)
 		if (e == -EPROTO)
 			break;	/* a daemon that answers nonsense will not get better */
 		/* Away (restarting, stopped, overloaded): the node is managed, so wait. */
-		if (mono_ms() + backoff > deadline)
-			break;
-		sleep_ms(backoff);
+		{
+			uint64_t now = mono_ms();
+
+			if (now >= deadline)
+				break;
+			sleep_ms((unsigned)(deadline - now < backoff ? deadline - now : backoff));
+		}
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 	}
 	if (e == -ENOENT || e == -ENOTDIR) {
