@@ -24,6 +24,12 @@
  *                            per process, what libcuslice sends when only
  *                            CUSLICE_MEM_LIMIT is set).
  *
+ * The daemon's memory is read from /proc/PID/status (VmRSS, RssShmem: the
+ * pages of the group regions it has touched) with its descriptors, after
+ * start and after the pid-<pid> bursts, when each of those up to 3,000
+ * groups still has its sealed region (unmanaged groups without processes
+ * are kept session_ttl, 30 s).
+ *
  * Wall time throughout: the figures are latencies as a client sees them,
  * scheduling included. Besides, the daemon's own CPU time (all threads,
  * /proc/PID/task/TID/schedstat) per round trip and per registration. The targets of issue 6 are printed with PASS/MISS;
@@ -145,6 +151,36 @@ static uint64_t daemon_cpu_ns(void)
 	if (dir)
 		closedir(dir);
 	return sum;
+}
+
+/* The daemon's resident memory, its shared part (regions), in KiB, and its descriptors. */
+struct mem_figures {
+	unsigned long rss_kib, shmem_kib, fds;
+};
+
+static struct mem_figures daemon_mem(void)
+{
+	struct mem_figures m = {0};
+	char path[64], line[256];
+	struct dirent *e;
+	DIR *dir;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)daemon_.pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		sscanf(line, "VmRSS: %lu", &m.rss_kib);
+		sscanf(line, "RssShmem: %lu", &m.shmem_kib);
+	}
+	if (f)
+		fclose(f);
+	snprintf(path, sizeof(path), "/proc/%ld/fd", (long)daemon_.pid);
+	dir = opendir(path);
+	while (dir && (e = readdir(dir)))
+		m.fds += e->d_name[0] != '.';
+	if (dir)
+		closedir(dir);
+	return m;
 }
 
 /* Shared, zeroed memory that forked children write their figures into. */
@@ -449,6 +485,7 @@ static void bench_daemon(const char *exe)
 	struct reg_result shared_group, own_group;
 	double worst_shared, worst_own, cpu_shared, cpu_own, cpu_rt;
 	struct rt_result one, many;
+	struct mem_figures mem0, mem1;
 	uint64_t cpu0;
 	int status, e;
 
@@ -457,12 +494,14 @@ static void bench_daemon(const char *exe)
 		die(e, "cannot start cusliced %s", exe);
 	printf("daemon: %s (pid %ld)\n\n", exe, (long)daemon_.pid);
 
+	mem0 = daemon_mem();
 	cpu0 = daemon_cpu_ns();
 	one = bench_one_client();
 	cpu_rt = (double)(daemon_cpu_ns() - cpu0) / 1e3 / (N_RT + N_WARM + 1);
 	many = bench_clients(N_CLIENTS, RT_PER_CLIENT);
 	shared_group = bench_reg_reps("bench-reg", &worst_shared, &cpu_shared);
 	own_group = bench_reg_reps(NULL, &worst_own, &cpu_own);
+	mem1 = daemon_mem();
 
 	printf("| figure | measured | goal | peers | |\n");
 	printf("|---|---:|---:|---:|---|\n");
@@ -492,6 +531,15 @@ static void bench_daemon(const char *exe)
 	printf("| — per process, connect to REGISTERED: median / p99 | %.2f / %.2f ms | | | |\n",
 	       own_group.median_ms, own_group.p99_ms);
 	printf("| — daemon CPU per registration (and its end) | %.1f µs | | | |\n", cpu_own);
+	printf("| daemon memory at start: RSS / of it regions / descriptors | %lu / %lu KiB / %lu "
+	       "| | | |\n",
+	       mem0.rss_kib, mem0.shmem_kib, mem0.fds);
+	printf("| daemon memory with the %u pid-<pid> groups' regions: RSS / of it regions / "
+	       "descriptors | %lu / %lu KiB / %lu | | | |\n",
+	       REG_REPS * N_REG, mem1.rss_kib, mem1.shmem_kib, mem1.fds);
+	printf("| — per group | %.1f KiB, %.2f descriptors | | | |\n",
+	       (double)(mem1.rss_kib - mem0.rss_kib) / (REG_REPS * N_REG),
+	       (double)(mem1.fds - mem0.fds) / (REG_REPS * N_REG));
 	printf("\n(forking the %u processes, before the release: %.0f ms; not counted)\n\n", N_REG,
 	       shared_group.fork_ms);
 

@@ -268,7 +268,8 @@ static int mkdir_p(const char *dir)
 			char saved = *p;
 
 			*p = '\0';
-			if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+			/* The state directory itself is the daemon's alone; its parents are not. */
+			if (mkdir(buf, saved ? 0755 : 0700) != 0 && errno != EEXIST)
 				return -errno;
 			*p = saved;
 			if (!saved)
@@ -291,6 +292,12 @@ static int prepare_dirs(const struct cd_config *c)
 	if (access(c->state_dir, W_OK) != 0)
 		cs_log(CS_LOG_WARN, CD_LOG,
 		       "state_dir %s is not writable: policy changes will fail", c->state_dir);
+	if (st.st_uid != geteuid() || (st.st_mode & 022))
+		cs_log(CS_LOG_WARN, CD_LOG,
+		       "state_dir %s (owner uid %u, mode %04o) may be written by others: the "
+		       "policies and the regions' identities there are trusted; expected a "
+		       "directory of the daemon's own, mode 0700",
+		       c->state_dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
 	return 0;
 }
 
