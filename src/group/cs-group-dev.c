@@ -59,6 +59,25 @@ static int claim_entry(struct cs_group *g, const char *uuid, size_t len, uint64_
 	return -ENOSPC;
 }
 
+/* Takes the in-process lock, then the device lock byte (bounded wait). 0 or -errno. */
+static int devices_lock(struct cs_group_handle *h)
+{
+	int r = cs_group_inproc_enter();
+
+	if (r < 0)
+		return r;
+	r = cs_group_lock_wait(h->fd, CS_GROUP_LOCK_DEVICES, CS_GROUP_WAIT_DEVICES_MS);
+	if (r < 0)
+		cs_group_inproc_leave();
+	return r;
+}
+
+static void devices_unlock(struct cs_group_handle *h)
+{
+	cs_group_unlock(h->fd, CS_GROUP_LOCK_DEVICES);
+	cs_group_inproc_leave();
+}
+
 int cs_group_device(struct cs_group_handle *h, const char *uuid, uint64_t total,
 		    uint64_t limit_if_new)
 {
@@ -75,19 +94,14 @@ int cs_group_device(struct cs_group_handle *h, const char *uuid, uint64_t total,
 	if (i >= 0)
 		return i;
 
-	r = cs_group_inproc_enter();
+	r = devices_lock(h);
 	if (r < 0)
 		return r;
-	r = cs_group_lock_wait(h->fd, CS_GROUP_LOCK_DEVICES, CS_GROUP_WAIT_DEVICES_MS);
-	if (r < 0)
-		goto out_inproc;
 	/* Someone may have claimed it while we waited. */
 	r = find_ready(h->g, uuid);
 	if (r < 0)
 		r = claim_entry(h->g, uuid, len, total, limit_if_new);
-	cs_group_unlock(h->fd, CS_GROUP_LOCK_DEVICES);
-out_inproc:
-	cs_group_inproc_leave();
+	devices_unlock(h);
 	return r;
 }
 
@@ -139,12 +153,9 @@ static int adopt(struct cs_group_handle *h, unsigned dev, bool core, uint64_t wa
 	d = &h->g->dev[dev];
 	if (atomic_load_explicit(&d->state, memory_order_acquire) != CS_GROUP_DEV_READY)
 		return -EINVAL;
-	r = cs_group_inproc_enter();
+	r = devices_lock(h);
 	if (r < 0)
 		return r;
-	r = cs_group_lock_wait(h->fd, CS_GROUP_LOCK_DEVICES, CS_GROUP_WAIT_DEVICES_MS);
-	if (r < 0)
-		goto out_inproc;
 	have = core ? atomic_load(&d->core_limit) : atomic_load(&d->limit);
 	if (have <= want) {
 		r = 0;
@@ -161,9 +172,7 @@ static int adopt(struct cs_group_handle *h, unsigned dev, bool core, uint64_t wa
 		r = 1;
 	}
 	*ret_have = have;
-	cs_group_unlock(h->fd, CS_GROUP_LOCK_DEVICES);
-out_inproc:
-	cs_group_inproc_leave();
+	devices_unlock(h);
 	return r;
 }
 

@@ -12,6 +12,13 @@
  * Usage is given back with atomic exchanges, so a reclaimer that dies half way
  * leaves the slot LIVE and unlocked, and the next one finishes without
  * subtracting anything twice.
+ *
+ * That is the standalone scheme, where every member may reclaim. In a
+ * sealed region (cusliced's) the daemon assigns slots (members only take
+ * the one they were given: cs_group_register_slot) and frees them from its
+ * own records (cs_group_slot_reclaim, cs_group_slot_clear): a member can
+ * write anything into any slot, so what a slot says never decides who is
+ * dead, and members neither reclaim nor heal.
  */
 #include "cs-group.h"
 
@@ -244,7 +251,8 @@ void cs_group_bind(struct cs_group_handle *h)
 		atomic_fetch_or_explicit(&p->flags, CS_GROUP_PROC_BOUND, memory_order_release);
 }
 
-int cs_group_slot_reclaim(struct cs_group_handle *h, int slot)
+/* The region owner frees a slot, giving its usage back or not. */
+static int owner_free(struct cs_group_handle *h, int slot, bool give_back)
 {
 	int r = cs_group_handle_check(h);
 
@@ -252,20 +260,21 @@ int cs_group_slot_reclaim(struct cs_group_handle *h, int slot)
 		return r;
 	if (slot < 0 || slot >= CS_GROUP_MAX_PROCS)
 		return -EINVAL;
-	cs_group_slot_release(h->g, (unsigned)slot);
+	if (give_back)
+		cs_group_slot_release(h->g, (unsigned)slot);
+	else
+		slot_wipe(h->g, (unsigned)slot);
 	return 0;
+}
+
+int cs_group_slot_reclaim(struct cs_group_handle *h, int slot)
+{
+	return owner_free(h, slot, true);
 }
 
 int cs_group_slot_clear(struct cs_group_handle *h, int slot)
 {
-	int r = cs_group_handle_check(h);
-
-	if (r < 0)
-		return r;
-	if (slot < 0 || slot >= CS_GROUP_MAX_PROCS)
-		return -EINVAL;
-	slot_wipe(h->g, (unsigned)slot);
-	return 0;
+	return owner_free(h, slot, false);
 }
 
 void cs_group_reset_usage(struct cs_group_handle *h)
