@@ -347,6 +347,7 @@ struct cusliced {
 	unsigned refusal_logged, refusal_quiet;
 
 	unsigned region_notes; /* lines in state_dir/regions (compacted when far above ngroups) */
+	int notes_fd;	       /* state_dir/regions open for appending, or -1 */
 
 	/* loop thread only */
 	int epfd, lfd, sfd, tfd;
@@ -440,6 +441,8 @@ void cd_groups_free(struct cusliced *d);
 
 /* Notes g's region (its memfd's device and inode) in state_dir/regions. */
 void cd_regions_note(struct cusliced *d, struct cd_group *g);
+/* Closes the notes (at exit). */
+void cd_regions_close(struct cusliced *d);
 /*
  * At start: reads state_dir/regions, finds in /proc/PID/fd every process
  * holding one of those regions (the link /memfd:cuslice-group-NAME

@@ -107,6 +107,7 @@ static void notes_compact(struct cusliced *d)
 	if (!e && fchmod(fd, 0600) != 0)
 		e = -errno;
 	close(fd);
+	cd_regions_close(d); /* the file it appends to is replaced */
 	if (!e && rename(tmp, path) != 0)
 		e = -errno;
 	if (e) {
@@ -117,11 +118,18 @@ static void notes_compact(struct cusliced *d)
 	d->region_notes = n;
 }
 
+void cd_regions_close(struct cusliced *d)
+{
+	if (d->notes_fd >= 0)
+		close(d->notes_fd);
+	d->notes_fd = -1;
+}
+
 void cd_regions_note(struct cusliced *d, struct cd_group *g)
 {
 	char path[300], line[128];
 	size_t len = note_line(g, line, sizeof(line));
-	int fd, e;
+	int e;
 
 	if (!len)
 		return;
@@ -131,20 +139,23 @@ void cd_regions_note(struct cusliced *d, struct cd_group *g)
 		return;
 	}
 	notes_path(d, path, sizeof(path), "");
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
+	/* Kept open: a registration of a new group appends one line, nothing more. */
+	if (d->notes_fd < 0)
+		d->notes_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (d->notes_fd < 0) {
 		cs_log(CS_LOG_WARN, CD_LOG, "cannot note group %s's region in %s: %s", g->name,
 		       path, strerror(errno));
 		return;
 	}
 	/* One write of a short line to an O_APPEND file: never interleaved, never torn. */
-	e = write_all(fd, line, len);
-	close(fd);
-	if (e)
+	e = write_all(d->notes_fd, line, len);
+	if (e) {
 		cs_log(CS_LOG_WARN, CD_LOG, "cannot note group %s's region in %s: %s", g->name,
 		       path, strerror(-e));
-	else
+		cd_regions_close(d);
+	} else {
 		d->region_notes++;
+	}
 }
 
 /* Reads the notes into a malloc'd array; how many (0 when none or unreadable). */

@@ -38,7 +38,7 @@ int cd_state_init(struct cusliced *d, const struct cd_config *cfg)
 {
 	memset(d, 0, sizeof(*d));
 	d->cfg = cfg;
-	d->epfd = d->lfd = d->sfd = d->tfd = -1;
+	d->epfd = d->lfd = d->sfd = d->tfd = d->notes_fd = -1;
 	d->start_time = (uint64_t)cd_now_real();
 	d->start_mono_ms = cd_now_ms();
 	cd_ring_init(&d->events);
@@ -47,6 +47,7 @@ int cd_state_init(struct cusliced *d, const struct cd_config *cfg)
 
 void cd_state_free(struct cusliced *d)
 {
+	cd_regions_close(d);
 	cd_procs_free(d);
 	cd_groups_free(d);
 	free(d->seen);
