@@ -145,9 +145,10 @@ void cd_group_apply(struct cusliced *d, struct cd_group *g)
 	for (unsigned i = 0; i < d->ngpus; i++) {
 		const struct cd_snap_gpu *gpu = &d->gpus[i];
 		uint64_t lim = cd_policy_mem_limit(p, gpu->index, gpu->uuid, gpu->memory_total);
-		int e = cs_group_device(&g->h, gpu->uuid, gpu->memory_total, lim);
+		/* Never waits: a member can hold the device lock byte of its region forever. */
+		int e = cs_group_device_nowait(&g->h, gpu->uuid, gpu->memory_total, lim);
 
-		if (e < 0 && e != -ENOSPC)
+		if (e < 0 && e != -ENOSPC && e != -EAGAIN)
 			cs_log(CS_LOG_DEBUG, CD_LOG, "group %s: device entry for %s: %s", g->name,
 			       gpu->uuid, strerror(-e));
 	}
@@ -327,6 +328,15 @@ void cd_groups_tick(struct cusliced *d)
 		if (g->policy || g->sessions) {
 			g->idle_since_ms = 0;
 			continue;
+		}
+		/*
+		 * An unmanaged group without processes needs no region: the next
+		 * process starts a fresh one (its limits are the processes'). So
+		 * regions, and their descriptors, are bounded by registrations.
+		 */
+		if (g->h.g) {
+			cs_group_close(&g->h);
+			memset(g->assigned, 0, sizeof(g->assigned));
 		}
 		if (!g->idle_since_ms)
 			g->idle_since_ms = now;

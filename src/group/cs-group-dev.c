@@ -59,14 +59,18 @@ static int claim_entry(struct cs_group *g, const char *uuid, size_t len, uint64_
 	return -ENOSPC;
 }
 
-/* Takes the in-process lock, then the device lock byte (bounded wait). 0 or -errno. */
-static int devices_lock(struct cs_group_handle *h)
+/*
+ * Takes the in-process lock, then the device lock byte, waiting up to
+ * wait_ms for it (0: not at all, -EAGAIN). 0 or -errno.
+ */
+static int devices_lock(struct cs_group_handle *h, unsigned wait_ms)
 {
 	int r = cs_group_inproc_enter();
 
 	if (r < 0)
 		return r;
-	r = cs_group_lock_wait(h->fd, CS_GROUP_LOCK_DEVICES, CS_GROUP_WAIT_DEVICES_MS);
+	r = wait_ms ? cs_group_lock_wait(h->fd, CS_GROUP_LOCK_DEVICES, wait_ms)
+		    : cs_group_lock_try(h->fd, CS_GROUP_LOCK_DEVICES);
 	if (r < 0)
 		cs_group_inproc_leave();
 	return r;
@@ -78,8 +82,8 @@ static void devices_unlock(struct cs_group_handle *h)
 	cs_group_inproc_leave();
 }
 
-int cs_group_device(struct cs_group_handle *h, const char *uuid, uint64_t total,
-		    uint64_t limit_if_new)
+static int device(struct cs_group_handle *h, const char *uuid, uint64_t total,
+		  uint64_t limit_if_new, unsigned wait_ms)
 {
 	size_t len;
 	int r, i;
@@ -94,7 +98,7 @@ int cs_group_device(struct cs_group_handle *h, const char *uuid, uint64_t total,
 	if (i >= 0)
 		return i;
 
-	r = devices_lock(h);
+	r = devices_lock(h, wait_ms);
 	if (r < 0)
 		return r;
 	/* Someone may have claimed it while we waited. */
@@ -103,6 +107,18 @@ int cs_group_device(struct cs_group_handle *h, const char *uuid, uint64_t total,
 		r = claim_entry(h->g, uuid, len, total, limit_if_new);
 	devices_unlock(h);
 	return r;
+}
+
+int cs_group_device(struct cs_group_handle *h, const char *uuid, uint64_t total,
+		    uint64_t limit_if_new)
+{
+	return device(h, uuid, total, limit_if_new, CS_GROUP_WAIT_DEVICES_MS);
+}
+
+int cs_group_device_nowait(struct cs_group_handle *h, const char *uuid, uint64_t total,
+			   uint64_t limit_if_new)
+{
+	return device(h, uuid, total, limit_if_new, 0);
 }
 
 /*
@@ -153,7 +169,7 @@ static int adopt(struct cs_group_handle *h, unsigned dev, bool core, uint64_t wa
 	d = &h->g->dev[dev];
 	if (atomic_load_explicit(&d->state, memory_order_acquire) != CS_GROUP_DEV_READY)
 		return -EINVAL;
-	r = devices_lock(h);
+	r = devices_lock(h, CS_GROUP_WAIT_DEVICES_MS);
 	if (r < 0)
 		return r;
 	have = core ? atomic_load(&d->core_limit) : atomic_load(&d->limit);

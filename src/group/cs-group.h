@@ -366,6 +366,14 @@ void cs_group_forget_after_fork(struct cs_group_handle *h);
 int cs_group_device(struct cs_group_handle *h, const char *uuid, uint64_t total,
 		    uint64_t limit_if_new);
 
+/*
+ * cs_group_device that never waits: -EAGAIN when another open file
+ * description holds the device lock. For cusliced, which must not wait on
+ * a lock byte a member can hold forever.
+ */
+int cs_group_device_nowait(struct cs_group_handle *h, const char *uuid, uint64_t total,
+			   uint64_t limit_if_new);
+
 /* The caller's own slot, or NULL when h is not registered. */
 static inline struct cs_group_proc *cs_group_self(const struct cs_group_handle *h)
 {

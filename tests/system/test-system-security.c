@@ -410,6 +410,56 @@ static void test_security_truncate(void **state)
 	cJSON_Delete(sys_get_json("/v1/status"));
 }
 
+/* ---- a member holds every lock byte of its own region ---- */
+
+/*
+ * A member can lock any byte of its own region through its own open file
+ * description (all 1,027: the slots, registration, devices, controller),
+ * and make the daemon want the device lock (an entry scribbled back to
+ * FREE). Its own group suffers; the daemon must not: it never waits on a
+ * lock byte a member can hold.
+ */
+static void test_security_lock_bytes(void **state)
+{
+	const char *g = qt_group("locks");
+	struct cs_group_handle h;
+	struct qt_proc a;
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0,
+			   .l_len = CS_GROUP_LOCK_CONTROLLER + 1};
+	uint64_t worst = 0;
+
+	(void)state;
+	cJSON_Delete(sys_put_group(g, "{\"memory_limit\": \"1GiB\"}"));
+	sys_holder(&a, g, "64MiB", NULL);
+	assert_true(qt_region_of_pid(&h, a.pid, g));
+	/* Every byte but the holder's own slot (held already: the lock would fail). */
+	fl.l_start = qt_slot_of(&h, a.pid) + 1;
+	fl.l_len = CS_GROUP_LOCK_CONTROLLER + 1 - fl.l_start;
+	assert_int_equal(fcntl(h.fd, F_OFD_SETLK, &fl), 0);
+	atomic_store(&h.g->dev[0].state, CS_GROUP_DEV_FREE);
+	/* Three seconds of ticks: the API answers at once every time. */
+	for (uint64_t end = qt_now_ms() + 3000; qt_now_ms() < end; qt_sleep_ms(100)) {
+		uint64_t t0 = qt_now_ms(), took;
+
+		cJSON_Delete(sys_get_json("/v1/status"));
+		took = qt_now_ms() - t0;
+		worst = took > worst ? took : worst;
+	}
+	fprintf(stderr, "API answered within %" PRIu64 " ms while a member held every lock byte\n",
+		worst);
+	assert_true(worst < 1000);
+	/* Another group registers and works meanwhile. */
+	{
+		struct qt_proc b;
+
+		sys_holder(&b, qt_group("bystander"), "64MiB", NULL);
+		assert_int_equal(qt_kill(&b, SIGTERM), 0);
+	}
+	fl.l_type = F_UNLCK;
+	assert_int_equal(fcntl(h.fd, F_OFD_SETLK, &fl), 0);
+	assert_int_equal(qt_kill(&a, SIGTERM), 0);
+}
+
 /* ---- placement escape ---- */
 
 static void test_security_placement_escape(void **state)
@@ -714,6 +764,7 @@ int main(int argc, char **argv)
 						sys_end),
 		cmocka_unit_test_setup_teardown(test_security_planted_slots, setup_plain, sys_end),
 		cmocka_unit_test_setup_teardown(test_security_truncate, setup_plain, sys_end),
+		cmocka_unit_test_setup_teardown(test_security_lock_bytes, setup_plain, sys_end),
 		cmocka_unit_test_setup_teardown(test_security_placement_escape, setup_uids,
 						sys_end),
 		cmocka_unit_test_setup_teardown(test_security_bypass_with_region_file,
