@@ -629,6 +629,57 @@ static void test_security_outage(void **state)
 	assert_int_equal(qt_kill(&h, SIGTERM), 0);
 }
 
+/* ---- a restarted daemon and a memfd named like a region ---- */
+
+/*
+ * A tenant makes memfds named like regions ("cuslice-group-NAME"), sealed
+ * and of the right layout, and holds them while the daemon restarts. The
+ * daemon recognises its own regions by the identity it noted (device,
+ * inode) and ownership: the look-alikes are not adopted, their holder is
+ * not registered, and the real members are.
+ */
+static void test_security_restart_fake_region(void **state)
+{
+	const char *g = qt_group("real"), *g2 = qt_group("absent");
+	struct cs_group_handle fake1, fake2, real;
+	struct stat fst, rst;
+	struct qt_proc a;
+	cJSON *doc, *e;
+
+	(void)state;
+	cJSON_Delete(sys_put_group(g, "{\"memory_limit\": \"1GiB\"}"));
+	cJSON_Delete(sys_put_group(g2, "{\"memory_limit\": \"512MiB\"}"));
+	sys_holder(&a, g, "64MiB", NULL);
+	/* Look-alikes, held by this process (which is not registered). */
+	assert_int_equal(cs_group_create_sealed(&fake1, g), 0);
+	assert_int_equal(cs_group_create_sealed(&fake2, g2), 0);
+	assert_int_equal(cs_group_device(&fake2, "GPU-0", 1, CS_LIMIT_NONE), 0);
+	assert_int_equal(cs_group_register_slot(&fake1, 3), 3);
+	assert_int_equal(cs_group_register_slot(&fake2, 0), 0);
+
+	assert_int_equal(sys_daemon_signal(SIGKILL), 128 + SIGKILL);
+	sys_daemon_start();
+	/* The real member is registered again; the look-alikes' holder is not. */
+	doc = sys_get_json("/v1/processes");
+	e = sys_find_num(cJSON_GetObjectItemCaseSensitive(doc, "processes"), "pid", a.pid);
+	assert_non_null(e);
+	assert_string_equal(cJSON_GetObjectItemCaseSensitive(e, "group")->valuestring, g);
+	assert_null(sys_find_num(cJSON_GetObjectItemCaseSensitive(doc, "processes"), "pid",
+				 getpid()));
+	cJSON_Delete(doc);
+	sys_wait_group(g, 64 * MiB + QT_CTX, 1, SYS_REFRESH_MS);
+	/* The group without processes gets a region of the daemon's, not the look-alike. */
+	sys_region(&real, g2);
+	assert_int_equal(fstat(real.fd, &rst), 0);
+	assert_int_equal(fstat(fake2.fd, &fst), 0);
+	assert_true(rst.st_ino != fst.st_ino);
+	assert_int_equal(atomic_load(&real.g->dev[0].limit), 512 * MiB);
+	assert_true(sys_log_contains("found 1 group region still held by running processes"));
+	cs_group_close(&fake1);
+	cs_group_close(&fake2);
+	assert_int_equal(qt_kill(&a, SIGTERM), 0);
+}
+
 /* ---- a region that outlives its group ---- */
 
 static void test_security_region_outlives_group(void **state)
@@ -770,6 +821,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_security_bypass_with_region_file,
 						setup_kill_bypass, sys_end),
 		cmocka_unit_test_setup_teardown(test_security_outage, setup_plain, sys_end),
+		cmocka_unit_test_setup_teardown(test_security_restart_fake_region, setup_plain,
+						sys_end),
 		cmocka_unit_test_setup_teardown(test_security_region_outlives_group, setup_plain,
 						sys_end),
 		cmocka_unit_test_setup_teardown(test_security_policy_uuid_typo, setup_plain,
