@@ -99,3 +99,34 @@ int cs_nvml_self_used(const char *uuid, uint64_t *used)
 		return -1;
 	return compute > 0 || mps > 0;
 }
+
+typedef nvmlReturn_t (*nvml_count_fn)(unsigned int *);
+typedef nvmlReturn_t (*nvml_by_index_fn)(unsigned int, nvmlDevice_t *);
+typedef nvmlReturn_t (*nvml_uuid_fn)(nvmlDevice_t, char *, unsigned int);
+
+int cs_nvml_uuids(char (*out)[CS_GROUP_UUID_LEN], unsigned max)
+{
+	nvml_count_fn count;
+	nvml_by_index_fn by_index;
+	nvml_uuid_fn get_uuid;
+	unsigned n = 0, k = 0;
+
+	if (!nvml_ready())
+		return -1;
+	/* The real functions (not our views): every GPU of the node, whatever CUDA shows. */
+	count = (nvml_count_fn)cs_nvml_sym("nvmlDeviceGetCount_v2");
+	by_index = (nvml_by_index_fn)cs_nvml_sym("nvmlDeviceGetHandleByIndex_v2");
+	get_uuid = (nvml_uuid_fn)cs_nvml_sym("nvmlDeviceGetUUID");
+	if (!count || !by_index || !get_uuid || count(&n) != NVML_SUCCESS)
+		return -1;
+	for (unsigned i = 0; i < n && k < max; i++) {
+		nvmlDevice_t dev;
+
+		if (by_index(i, &dev) != NVML_SUCCESS ||
+		    get_uuid(dev, out[k], CS_GROUP_UUID_LEN) != NVML_SUCCESS)
+			return -1;
+		out[k][CS_GROUP_UUID_LEN - 1] = '\0';
+		k++;
+	}
+	return (int)k;
+}

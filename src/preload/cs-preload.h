@@ -183,6 +183,8 @@ struct cs_state {
 	const _Atomic uint32_t *gate[CS_MAX_ORDINALS];
 	_Atomic bool core_watch;	/* attached: launches look at the gates */
 	int daemon_fd;			/* the registration connection to cusliced, or -1 */
+	int daemon_slot;		/* the slot cusliced assigned, -1 when standalone */
+	bool daemon_managed;		/* cusliced owns the group's policy */
 };
 
 extern struct cs_state cs;
@@ -368,9 +370,11 @@ static inline void cs_launch_gate(void)
 /* ---- cusliced (cs-daemon.c) ---- */
 
 /*
- * Registers with cusliced at attach. 0: registered (cs.group_name and
- * cs.shm_dir are the daemon's word now); 1: no daemon, standalone; -1:
- * refused or required but unreachable (the process failed closed).
+ * Registers with cusliced at attach. 0: registered (cs.group_name is the
+ * daemon's word now, cs.gh holds the region it handed over, unregistered,
+ * and cs.daemon_slot the slot to take); 1: no daemon, standalone; -1:
+ * refused, or the node's daemon did not answer within CUSLICE_DAEMON_WAIT,
+ * or required but absent (the process failed closed).
  */
 int cs_daemon_register(void);
 /* The daemon's socket path (CUSLICE_SOCKET or the default). */
@@ -421,6 +425,12 @@ unsigned int cs_view_member_pid(const struct cs_view_members *m, unsigned int nv
  */
 unsigned cs_view_keep_members(const struct cs_view_members *m, void *recs, unsigned n,
 			      size_t size, size_t pid_off);
+
+/*
+ * The UUIDs of every GPU of the node by NVML (the real NVML, not our view)
+ * into out[0..max); how many, or -1 when NVML is not there or fails.
+ */
+int cs_nvml_uuids(char (*out)[CS_GROUP_UUID_LEN], unsigned max);
 
 /* ---- helpers ---- */
 

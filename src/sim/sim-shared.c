@@ -219,12 +219,22 @@ bool sim_proc_slot_alive(const struct sim_proc_slot *slot)
 	return sim_proc_start_time(pid) == atomic_load(&slot->start_time);
 }
 
+/* Subtracts bytes from *v, stopping at 0: a device counter never wraps. */
+static void sub_sat(_Atomic uint64_t *v, uint64_t bytes)
+{
+	uint64_t cur = atomic_load_explicit(v, memory_order_relaxed);
+
+	while (!atomic_compare_exchange_weak_explicit(v, &cur, cur > bytes ? cur - bytes : 0,
+						      memory_order_acq_rel, memory_order_relaxed))
+		;
+}
+
 static void slot_drain(struct sim_shared *sh, struct sim_proc_slot *slot)
 {
 	for (unsigned d = 0; d < SIM_MAX_DEVICES; d++) {
 		uint64_t v = atomic_exchange(&slot->used[d], 0);
 		if (v && d < sh->ndevices)
-			atomic_fetch_sub(&sh->dev[d].used, v);
+			sub_sat(&sh->dev[d].used, v);
 	}
 	atomic_store(&slot->ctx_devices, 0);
 	for (unsigned d = 0; d < SIM_MAX_DEVICES; d++) {
@@ -309,15 +319,33 @@ int sim_dev_charge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned d
 			return -ENOMEM;
 	} while (!atomic_compare_exchange_weak_explicit(&ds->used, &used, used + bytes,
 							memory_order_acq_rel, memory_order_relaxed));
-	atomic_fetch_add_explicit(&slot->used[dev], bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&slot->used[dev], bytes, memory_order_seq_cst);
+	/*
+	 * exit() (or a reclaim) may have drained and released the slot between
+	 * the two adds: then these bytes belong to nobody, and would stay on
+	 * the device's counter. Take back what the slot still holds of them.
+	 */
+	if (atomic_load_explicit(&slot->pid, memory_order_seq_cst) <= 0)
+		sim_dev_uncharge(sh, slot, dev, bytes);
 	return 0;
 }
 
 void sim_dev_uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
 		      uint64_t bytes)
 {
-	atomic_fetch_sub_explicit(&slot->used[dev], bytes, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&sh->dev[dev].used, bytes, memory_order_acq_rel);
+	uint64_t cur = atomic_load_explicit(&slot->used[dev], memory_order_relaxed), take;
+
+	/*
+	 * Only what the slot still holds leaves the device: exit() (or a
+	 * reclaim) may have drained the slot while this thread was freeing,
+	 * and the device's counter lost those bytes then already.
+	 */
+	do
+		take = cur < bytes ? cur : bytes;
+	while (!atomic_compare_exchange_weak_explicit(&slot->used[dev], &cur, cur - take,
+						      memory_order_relaxed, memory_order_relaxed));
+	if (take)
+		sub_sat(&sh->dev[dev].used, take);
 }
 
 uint64_t sim_now_ns(void)

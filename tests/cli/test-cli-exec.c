@@ -691,9 +691,10 @@ static void test_cli_daemon_e2e(void **state)
 	assert_int_equal(kill(d, SIGTERM), 0);
 	assert_int_equal(waitpid(d, &status, 0), d);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* A stopped daemon leaves its socket (the node stays managed): nobody listens there. */
 	expect_code(3, cli("--socket", dsock, "status"));
 	snprintf(want, sizeof(want),
-		 "cuslice: cusliced is not running (no socket at %s); start "
+		 "cuslice: cusliced is not running (nothing listening on %s); start "
 		 "it or set CUSLICE_SOCKET\n",
 		 dsock);
 	expect_text(err, want);

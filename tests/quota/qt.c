@@ -457,6 +457,44 @@ void qt_region_open(struct cs_group_handle *h, const char *group)
 	assert_int_equal(atomic_load(&h->g->dev[0].state), CS_GROUP_DEV_READY);
 }
 
+bool qt_region_of_pid(struct cs_group_handle *h, pid_t pid, const char *group)
+{
+	char path[64], link[256], want[128];
+	struct dirent *e;
+	bool found = false;
+	DIR *fds;
+
+	assert_true(nregions < MAX_REGIONS);
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	snprintf(want, sizeof(want), "/memfd:cuslice-group-%s (deleted)", group);
+	fds = opendir(path);
+	if (!fds)
+		return false;
+	while (!found && (e = readdir(fds))) {
+		ssize_t n = readlinkat(dirfd(fds), e->d_name, link, sizeof(link) - 1);
+		char fdpath[400];
+		int fd;
+
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		if (strcmp(link, want) != 0)
+			continue;
+		snprintf(fdpath, sizeof(fdpath), "%s/%s", path, e->d_name);
+		fd = open(fdpath, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (cs_group_attach_fd(h, fd, group) == 0)
+			found = true;
+		else
+			close(fd);
+	}
+	closedir(fds);
+	if (found)
+		regions[nregions++] = *h;
+	return found;
+}
+
 uint64_t qt_used(const struct cs_group_handle *h)
 {
 	return atomic_load(&h->g->dev[0].used);

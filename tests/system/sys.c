@@ -525,25 +525,36 @@ static void group_env(char *out[24], char group_var[128], const char *group, cha
 	out[n] = NULL;
 }
 
-void sys_holder(struct qt_proc *p, const char *group, const char *bytes, char *const env[])
+void sys_holder_spawn(struct qt_proc *p, const char *group, const char *bytes,
+		      char *const env[])
 {
 	char group_var[128];
 	char *envv[24];
 	char *argv[] = {(char *)sys_client("cs-alloc"), "--bytes", (char *)bytes,
 			"--verify", "sample", "--hold-until-signal", NULL};
-	const char *line;
 
 	group_env(envv, group_var, group, env);
 	qt_spawn(p, argv, envv, true);
+}
+
+void sys_holder_ready(struct qt_proc *p)
+{
+	const char *line;
+
 	while ((line = qt_read_line(p, 60000)) != NULL && strcmp(line, "ready") != 0)
 		;
 	if (!line) {
 		int st = qt_kill(p, SIGKILL);
 
-		print_error("cs-alloc --bytes %s (group %s) ended (status %d) before `ready`\n",
-			    bytes, group ? group : "-", st);
+		print_error("cs-alloc (pid %d) ended (status %d) before `ready`\n", (int)p->pid, st);
 		fail();
 	}
+}
+
+void sys_holder(struct qt_proc *p, const char *group, const char *bytes, char *const env[])
+{
+	sys_holder_spawn(p, group, bytes, env);
+	sys_holder_ready(p);
 }
 
 void sys_serve(struct qt_proc *p, const char *group, char *const env[])

@@ -470,20 +470,34 @@ static void test_system_membership(void **state)
 	sys_run(argv, env, true, &o, 60000);
 	sys_assert_status(&o, 0);
 	sys_assert_contains(o.out, "total=1073741824");
-	qt_region_open(&h, q);
+	sys_region(&h, q);
 	assert_int_equal(atomic_load(&h.g->flags), CS_GROUP_MANAGED | CS_GROUP_DAEMON_REQUIRED);
 
-	/* ...and fail closed without it; a group without the requirement runs standalone. */
+	/*
+	 * ...and fail closed without it, like every process of a node whose
+	 * daemon does not answer: the socket file stays when it stops, and a
+	 * process waits CUSLICE_DAEMON_WAIT for it, then fails closed.
+	 */
 	assert_int_equal(sys_daemon_signal(SIGTERM), 0);
-	sys_run(argv, env, true, &o, 60000);
-	sys_assert_status(&o, 1);
-	sys_assert_contains(o.err, "its policy requires cusliced, which is not reachable");
-	sys_assert_contains(o.err, sys_sock());
-	snprintf(gvar, sizeof(gvar), "CUSLICE_GROUP=%s", "free-group");
+	{
+		char *wait_env[] = {gvar, "CUSLICE_DAEMON_WAIT=300ms", NULL};
+
+		sys_run(argv, wait_env, true, &o, 60000);
+		sys_assert_status(&o, 1);
+		sys_assert_contains(o.err, "exists but registration failed");
+		sys_assert_contains(o.err, sys_sock());
+		snprintf(gvar, sizeof(gvar), "CUSLICE_GROUP=%s", "free-group");
+		sys_run(argv, wait_env, true, &o, 60000);
+		sys_assert_status(&o, 1);
+		sys_assert_contains(o.err, "CUSLICE_DAEMON_WAIT");
+	}
+	/* With the socket removed (the daemon retired), processes run standalone... */
+	assert_int_equal(unlink(sys_sock()), 0);
 	sys_run(argv, env, true, &o, 60000);
 	sys_assert_status(&o, 0);
 	{
-		char *req[] = {gvar, "CUSLICE_DAEMON=required", NULL};
+		/* ...unless they require a daemon. */
+		char *req[] = {gvar, "CUSLICE_DAEMON=required", "CUSLICE_DAEMON_WAIT=200ms", NULL};
 
 		sys_run(argv, req, true, &o, 60000);
 		sys_assert_status(&o, 1);
