@@ -66,15 +66,15 @@ static int opt_cb(int val, const char *arg, int remote);
  * it is not registered until then.
  */
 static struct spank_option options[] = {
-	{"gpu-mem", "SIZE",
-	 "GPU memory of the step's slice on each of its GPUs: a size (8GiB, 512MiB) or a share "
-	 "of the GPU (25%); default: the share its shards give",
-	 1, OPT_MEM, opt_cb},
-	{"gpu-cores", "PCT",
-	 "share of each of its GPUs' time, in percent (30, 12.5); default: the share its shards "
-	 "give",
-	 1, OPT_CORES, opt_cb},
-	{"gpu-burst", NULL, "may use idle GPU time above --gpu-cores", 0, OPT_BURST, opt_cb},
+    {"gpu-mem", "SIZE",
+     "GPU memory of the step's slice on each of its GPUs: a size (8GiB, 512MiB) or a share "
+     "of the GPU (25%); default: the share its shards give",
+     1, OPT_MEM, opt_cb},
+    {"gpu-cores", "PCT",
+     "share of each of its GPUs' time, in percent (30, 12.5); default: the share its shards "
+     "give",
+     1, OPT_CORES, opt_cb},
+    {"gpu-burst", NULL, "may use idle GPU time above --gpu-cores", 0, OPT_BURST, opt_cb},
 };
 
 static struct sp_config cfg;
@@ -493,8 +493,8 @@ static void epilog_release(uint32_t job)
 		if (strncmp(name, SP_GROUP_PREFIX, strlen(SP_GROUP_PREFIX)) != 0 ||
 		    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "managed")))
 			continue;
-		if (have_mount && sp_cgroup_own(&cfg, mount, name, dir, sizeof(dir), rule,
-						 sizeof(rule)) == 0)
+		if (have_mount &&
+		    sp_cgroup_own(&cfg, mount, name, dir, sizeof(dir), rule, sizeof(rule)) == 0)
 			own = r && strcmp(r, rule) == 0;
 		if (!mine) {
 			/* Another job's group: stale only when its step's cgroup is gone. */

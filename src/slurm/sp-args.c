@@ -80,29 +80,32 @@ static int one(struct sp_config *c, const char *key, const char *v, char *err, s
 
 	if (strcmp(key, "library") == 0) {
 		if (!path_ok(v, sizeof(c->library)))
-			return sp_fail(err, len, "library=%s: expected the absolute path of libcuslice.so",
-				    v);
+			return sp_fail(
+			    err, len, "library=%s: expected the absolute path of libcuslice.so", v);
 		snprintf(c->library, sizeof(c->library), "%s", v);
 	} else if (strcmp(key, "socket") == 0) {
 		if (!path_ok(v, sizeof(c->socket)))
-			return sp_fail(err, len,
-				    "socket=%s: expected the absolute path of cusliced's socket, "
-				    "shorter than %d characters",
-				    v, SP_SOCKET_MAX);
+			return sp_fail(
+			    err, len,
+			    "socket=%s: expected the absolute path of cusliced's socket, "
+			    "shorter than %d characters",
+			    v, SP_SOCKET_MAX);
 		snprintf(c->socket, sizeof(c->socket), "%s", v);
 	} else if (strcmp(key, "token_file") == 0) {
 		if (!path_ok(v, sizeof(c->token_file)))
-			return sp_fail(err, len,
-				    "token_file=%s: expected the absolute path of cusliced's token "
-				    "file",
-				    v);
+			return sp_fail(
+			    err, len,
+			    "token_file=%s: expected the absolute path of cusliced's token "
+			    "file",
+			    v);
 		snprintf(c->token_file, sizeof(c->token_file), "%s", v);
 	} else if (strcmp(key, "shards_per_gpu") == 0) {
 		if (!number_ok(v, 1, SHARDS_MAX, &c->shards_per_gpu))
-			return sp_fail(err, len,
-				    "shards_per_gpu=%s: expected the number of shards each GPU has "
-				    "in gres.conf, from 1 to %u",
-				    v, SHARDS_MAX);
+			return sp_fail(
+			    err, len,
+			    "shards_per_gpu=%s: expected the number of shards each GPU has "
+			    "in gres.conf, from 1 to %u",
+			    v, SHARDS_MAX);
 	} else if (strcmp(key, "default_mem") == 0) {
 		if (strcmp(v, "none") == 0) {
 			c->default_mem = (struct sp_amount){0};
@@ -117,10 +120,11 @@ static int one(struct sp_config *c, const char *key, const char *v, char *err, s
 		}
 	} else if (strcmp(key, "mode") == 0) {
 		if ((k = choice(v, "hard", "burst")) < 0)
-			return sp_fail(err, len,
-				    "mode=%s: expected hard (never above the core limit) or burst "
-				    "(may use idle GPU time above it)",
-				    v);
+			return sp_fail(
+			    err, len,
+			    "mode=%s: expected hard (never above the core limit) or burst "
+			    "(may use idle GPU time above it)",
+			    v);
 		c->burst = k;
 	} else if (strcmp(key, "on_violation") == 0) {
 		if (strcmp(v, "report") == 0)
@@ -130,41 +134,44 @@ static int one(struct sp_config *c, const char *key, const char *v, char *err, s
 		else if (strcmp(v, "kill") == 0)
 			c->on_violation = SP_ACTION_KILL;
 		else
-			return sp_fail(err, len, "on_violation=%s: expected report, stop or kill", v);
+			return sp_fail(err, len, "on_violation=%s: expected report, stop or kill",
+				       v);
 	} else if (strcmp(key, "daemon_required") == 0) {
 		if ((k = choice(v, "no", "yes")) < 0)
 			return sp_fail(err, len, "daemon_required=%s: expected yes or no", v);
 		c->daemon_required = k;
 	} else if (strcmp(key, "other_gpus") == 0) {
 		if ((k = choice(v, "deny", "allow")) < 0)
-			return sp_fail(err, len,
-				    "other_gpus=%s: expected deny (no memory on GPUs the step was "
-				    "not given) or allow (the step's limits on every GPU)",
-				    v);
+			return sp_fail(
+			    err, len,
+			    "other_gpus=%s: expected deny (no memory on GPUs the step was "
+			    "not given) or allow (the step's limits on every GPU)",
+			    v);
 		c->other_gpus_allowed = k;
 	} else if (strcmp(key, "batch") == 0) {
 		if ((k = choice(v, "none", "slice")) < 0)
 			return sp_fail(err, len,
-				    "batch=%s: expected slice (the batch script gets the job's "
-				    "slice) or none (only srun steps do)",
-				    v);
+				       "batch=%s: expected slice (the batch script gets the job's "
+				       "slice) or none (only srun steps do)",
+				       v);
 		c->batch_slice = k;
 	} else if (strcmp(key, "cgroup_root") == 0) {
 		if (!path_ok(v, sizeof(c->cgroup_root)) || strcmp(v, "/") == 0)
 			return sp_fail(err, len,
-				    "cgroup_root=%s: expected the absolute path of a directory "
-				    "inside the cgroup2 mount, e.g. /sys/fs/cgroup/cuslice",
-				    v);
+				       "cgroup_root=%s: expected the absolute path of a directory "
+				       "inside the cgroup2 mount, e.g. /sys/fs/cgroup/cuslice",
+				       v);
 		snprintf(c->cgroup_root, sizeof(c->cgroup_root), "%s", v);
 		/* One trailing '/' would make rules with "//". */
 		for (n = (unsigned)strlen(c->cgroup_root); n > 1 && c->cgroup_root[n - 1] == '/';)
 			c->cgroup_root[--n] = '\0';
 	} else if (strcmp(key, "timeout") == 0) {
 		if (!number_ok(v, 1, TIMEOUT_MAX_S, &n))
-			return sp_fail(err, len,
-				    "timeout=%s: expected whole seconds from 1 to %u for one call "
-				    "to cusliced",
-				    v, TIMEOUT_MAX_S);
+			return sp_fail(
+			    err, len,
+			    "timeout=%s: expected whole seconds from 1 to %u for one call "
+			    "to cusliced",
+			    v, TIMEOUT_MAX_S);
 		c->timeout_ms = n * 1000u;
 	} else {
 		return sp_fail(err, len, "%s=%s: unknown key; accepted: " KEYS, key, v);
@@ -172,8 +179,8 @@ static int one(struct sp_config *c, const char *key, const char *v, char *err, s
 	return 0;
 }
 
-int sp_args_parse(struct sp_config *c, const char *default_library, int ac, char **av,
-		  char *err, size_t errlen)
+int sp_args_parse(struct sp_config *c, const char *default_library, int ac, char **av, char *err,
+		  size_t errlen)
 {
 	struct sp_config tmp;
 	char key[32], sub[SP_ERR_MAX];
@@ -187,21 +194,23 @@ int sp_args_parse(struct sp_config *c, const char *default_library, int ac, char
 		size_t kn = eq ? (size_t)(eq - av[i]) : 0;
 
 		if (!eq || kn == 0 || kn >= sizeof(key))
-			return sp_fail(err, errlen,
-				    "plugstack.conf argument \"%s\": expected KEY=VALUE; keys: " KEYS,
-				    av[i]);
+			return sp_fail(
+			    err, errlen,
+			    "plugstack.conf argument \"%s\": expected KEY=VALUE; keys: " KEYS,
+			    av[i]);
 		memcpy(key, av[i], kn);
 		key[kn] = '\0';
 		for (int j = 0; j < i; j++)
 			if (strncmp(av[j], av[i], kn + 1) == 0)
-				return sp_fail(err, errlen, "plugstack.conf argument %s given twice",
-					    key);
+				return sp_fail(err, errlen,
+					       "plugstack.conf argument %s given twice", key);
 		if (one(&tmp, key, eq + 1, sub, sizeof(sub)) < 0)
 			return sp_fail(err, errlen, "plugstack.conf argument %s", sub);
 	}
 	if (!tmp.library[0])
-		return sp_fail(err, errlen,
-			    "plugstack.conf: no library=PATH and no default: name libcuslice.so");
+		return sp_fail(
+		    err, errlen,
+		    "plugstack.conf: no library=PATH and no default: name libcuslice.so");
 	*c = tmp;
 	return 0;
 }

@@ -119,7 +119,8 @@ static bool unescape(const char *f, size_t n, char *out, size_t len)
 
 		if (ch == '\\' && i + 3 < n && f[i + 1] >= '0' && f[i + 1] <= '3' &&
 		    f[i + 2] >= '0' && f[i + 2] <= '7' && f[i + 3] >= '0' && f[i + 3] <= '7') {
-			ch = (char)((f[i + 1] - '0') * 64 + (f[i + 2] - '0') * 8 + (f[i + 3] - '0'));
+			ch =
+			    (char)((f[i + 1] - '0') * 64 + (f[i + 2] - '0') * 8 + (f[i + 3] - '0'));
 			i += 3;
 		}
 		if (o + 1 >= len)
@@ -155,8 +156,8 @@ int sp_cgroup_mount(const char *mountinfo, char *out, size_t len)
 			q += strspn(q, " ");
 		}
 		/* The hierarchy's own root, not a bind mount of a part of it. */
-		if (sep && k == 5 && (size_t)(p + n - sep) >= 8 && strncmp(sep, "cgroup2 ", 8) == 0 &&
-		    fn[3] == 1 && field[3][0] == '/')
+		if (sep && k == 5 && (size_t)(p + n - sep) >= 8 &&
+		    strncmp(sep, "cgroup2 ", 8) == 0 && fn[3] == 1 && field[3][0] == '/')
 			return unescape(field[4], fn[4], out, len) ? 0 : -ENAMETOOLONG;
 		p = end ? end + 1 : p + n;
 	}
@@ -185,7 +186,8 @@ int sp_cgroup_own(const struct sp_config *c, const char *mount, const char *name
 	if (c->cgroup_root[0])
 		n = snprintf(dir, dirlen, "%s/%s", c->cgroup_root, name);
 	else
-		n = snprintf(dir, dirlen, "%.*s/%s/%s", (int)mn, mount, SP_DEFAULT_CGROUP_DIR, name);
+		n = snprintf(dir, dirlen, "%.*s/%s/%s", (int)mn, mount, SP_DEFAULT_CGROUP_DIR,
+			     name);
 	if (n < 0 || (size_t)n >= dirlen)
 		return -ENAMETOOLONG;
 	if (has_dot_component(dir))

@@ -132,8 +132,7 @@ static int dechunk(const char *p, const char *end, char *out, size_t *out_len)
 }
 
 /* Parses buf[0..len); eof: the peer has closed. -EAGAIN: more is needed. */
-static int parse(const char *buf, size_t len, bool eof, int *status, char **body,
-		 size_t *body_len)
+static int parse(const char *buf, size_t len, bool eof, int *status, char **body, size_t *body_len)
 {
 	const char *end = buf + len, *head_end, *v, *b;
 	size_t vlen, blen = 0, cl = 0;
@@ -397,8 +396,8 @@ void sp_daemon_describe(const struct sp_daemon *d, int err, const struct sp_repl
 			 method, path, (d->timeout_ms + 999) / 1000);
 		break;
 	case -EPROTO:
-		snprintf(buf, len, "cusliced at %s sent a broken reply to %s %s", d->socket,
-			 method, path);
+		snprintf(buf, len, "cusliced at %s sent a broken reply to %s %s", d->socket, method,
+			 path);
 		break;
 	default:
 		snprintf(buf, len, "cannot reach cusliced at %s: %s", d->socket, strerror(-err));
@@ -406,9 +405,8 @@ void sp_daemon_describe(const struct sp_daemon *d, int err, const struct sp_repl
 }
 
 /* One call that must answer `ok` (or `also_ok`); otherwise its message and an error. */
-static int expect(const struct sp_daemon *d, const char *method, const char *path,
-		  const char *body, int ok, int also_ok, struct sp_reply *r, char *err,
-		  size_t errlen)
+static int expect(const struct sp_daemon *d, const char *method, const char *path, const char *body,
+		  int ok, int also_ok, struct sp_reply *r, char *err, size_t errlen)
 {
 	int e = sp_daemon_call(d, method, path, body, r);
 
@@ -416,8 +414,9 @@ static int expect(const struct sp_daemon *d, const char *method, const char *pat
 		return 0;
 	sp_daemon_describe(d, e, r, method, path, err, errlen);
 	if (!e)
-		e = r->status == 400 ? -EINVAL : r->status == 401 || r->status == 403 ? -EACCES
-									   : -EIO;
+		e = r->status == 400			   ? -EINVAL
+		    : r->status == 401 || r->status == 403 ? -EACCES
+							   : -EIO;
 	sp_reply_free(r);
 	return e;
 }
@@ -458,7 +457,8 @@ int sp_daemon_get(const struct sp_daemon *d, const char *path, cJSON **ret, char
 	if (e)
 		return e;
 	if (!cJSON_IsObject(r.json)) {
-		snprintf(err, errlen, "cusliced at %s sent a reply that is not a JSON object to GET %s",
+		snprintf(err, errlen,
+			 "cusliced at %s sent a reply that is not a JSON object to GET %s",
 			 d->socket, path);
 		sp_reply_free(&r);
 		return -EPROTO;

@@ -84,7 +84,8 @@ int sp_opt_mem(const char *opt, const char *s, struct sp_amount *ret, char *err,
 
 	if (!one_value(s, CS_LIMIT_SIZES | CS_LIMIT_PERCENT, &r))
 		return sp_fail(err, errlen, "%s=%s: " MEM_FORMS, opt, sp_shown(s ? s : "", v));
-	*ret = (struct sp_amount){.set = true, .percent = r.percent, .bytes = r.bytes, .ppm = r.ppm};
+	*ret =
+	    (struct sp_amount){.set = true, .percent = r.percent, .bytes = r.bytes, .ppm = r.ppm};
 	if (r.percent)
 		ret->bytes = 0;
 	return 0;
@@ -121,7 +122,8 @@ void sp_step_init(struct sp_step *s, uint32_t job, uint32_t step)
 		snprintf(s->step_text, sizeof(s->step_text), "extern");
 		break;
 	default:
-		/* The other special ids (pending, and any later ones) are at the top of the range. */
+		/* The other special ids (pending, and any later ones) are at the top of the range.
+		 */
 		if (step >= 0xfffffff0u) {
 			s->kind = SP_STEP_OTHER;
 			snprintf(s->step_text, sizeof(s->step_text), "x%08" PRIx32, step);
@@ -151,8 +153,8 @@ static bool decimal(const char *p, size_t n, unsigned long max, unsigned long *r
 	return true;
 }
 
-int sp_step_resources(struct sp_step *s, const char *gpus_var, const char *gpus,
-		      const char *shards, char *err, size_t errlen)
+int sp_step_resources(struct sp_step *s, const char *gpus_var, const char *gpus, const char *shards,
+		      char *err, size_t errlen)
 {
 	unsigned long v;
 	char shown_v[SP_SHOWN_MAX];
@@ -164,26 +166,28 @@ int sp_step_resources(struct sp_step *s, const char *gpus_var, const char *gpus,
 		size_t n = end ? (size_t)(end - p) : strlen(p);
 
 		if (!decimal(p, n, GPU_INDEX_MAX, &v) || s->ngpus == SP_MAX_GPUS)
-			return sp_fail(err, errlen,
-				    "%s=%s: expected a comma list of at most %d GPU indices from 0 "
-				    "to %d",
-				    gpus_var, sp_shown(gpus, shown_v), SP_MAX_GPUS, GPU_INDEX_MAX);
+			return sp_fail(
+			    err, errlen,
+			    "%s=%s: expected a comma list of at most %d GPU indices from 0 "
+			    "to %d",
+			    gpus_var, sp_shown(gpus, shown_v), SP_MAX_GPUS, GPU_INDEX_MAX);
 		for (unsigned i = 0; i < s->ngpus; i++)
 			if (s->gpu[i] == (int)v)
-				return sp_fail(err, errlen, "%s=%s: GPU %lu is listed twice", gpus_var,
-					    sp_shown(gpus, shown_v), v);
+				return sp_fail(err, errlen, "%s=%s: GPU %lu is listed twice",
+					       gpus_var, sp_shown(gpus, shown_v), v);
 		s->gpu[s->ngpus++] = (int)v;
 		p = end ? end + 1 : p + n;
 		if (end && !*p)
 			return sp_fail(err, errlen, "%s=%s: ends with a comma", gpus_var,
-				    sp_shown(gpus, shown_v));
+				       sp_shown(gpus, shown_v));
 	}
 	if (shards && *shards) {
 		if (!decimal(shards, strlen(shards), SHARDS_MAX, &v))
-			return sp_fail(err, errlen,
-				    "SLURM_SHARDS_ON_NODE=%s: expected a number of shards from 0 "
-				    "to %u",
-				    sp_shown(shards, shown_v), SHARDS_MAX);
+			return sp_fail(
+			    err, errlen,
+			    "SLURM_SHARDS_ON_NODE=%s: expected a number of shards from 0 "
+			    "to %u",
+			    sp_shown(shards, shown_v), SHARDS_MAX);
 		s->shards = (unsigned)v;
 	}
 	return 0;
@@ -236,27 +240,28 @@ int sp_slice_decide(const struct sp_config *c, const struct sp_step *s, const st
 
 	if (s->ngpus == 0) {
 		if (asked)
-			return sp_fail(err, errlen,
-				    "--gpu-mem and --gpu-cores ask for a slice of a GPU, but step %s "
-				    "has no GPU on this node: ask for one with --gres=shard:N or "
-				    "--gres=gpu:N",
-				    s->name);
+			return sp_fail(
+			    err, errlen,
+			    "--gpu-mem and --gpu-cores ask for a slice of a GPU, but step %s "
+			    "has no GPU on this node: ask for one with --gres=shard:N or "
+			    "--gres=gpu:N",
+			    s->name);
 		return 0;
 	}
 	if (s->shards) {
 		if (!c->shards_per_gpu)
 			return sp_fail(err, errlen,
-				    "step %s has %u shards, but plugstack.conf does not say how "
-				    "many shards a GPU has: add shards_per_gpu=N to the "
-				    "cuslice_spank.so line (N: gres.conf's shard count per GPU)",
-				    s->name, s->shards);
+				       "step %s has %u shards, but plugstack.conf does not say how "
+				       "many shards a GPU has: add shards_per_gpu=N to the "
+				       "cuslice_spank.so line (N: gres.conf's shard count per GPU)",
+				       s->name, s->shards);
 		ppm = (uint64_t)s->shards * PPM_FULL / ((uint64_t)c->shards_per_gpu * s->ngpus);
 		if (ppm > PPM_FULL)
 			return sp_fail(err, errlen,
-				    "step %s has %u shards on %u GPU(s), more than "
-				    "shards_per_gpu=%u in plugstack.conf allows: make it match "
-				    "gres.conf",
-				    s->name, s->shards, s->ngpus, c->shards_per_gpu);
+				       "step %s has %u shards on %u GPU(s), more than "
+				       "shards_per_gpu=%u in plugstack.conf allows: make it match "
+				       "gres.conf",
+				       s->name, s->shards, s->ngpus, c->shards_per_gpu);
 		sl.share_ppm = (uint32_t)ppm;
 	} else {
 		sl.share_ppm = PPM_FULL;
@@ -268,10 +273,11 @@ int sp_slice_decide(const struct sp_config *c, const struct sp_step *s, const st
 	if (r->mem.set) {
 		if (r->mem.percent && r->mem.ppm > sl.share_ppm) {
 			sp_amount_text(&r->mem, a, sizeof(a));
-			return sp_fail(err, errlen,
-				    "--gpu-mem=%s is more than step %s's share of its GPU's memory "
-				    "(%s: %s)",
-				    a, s->name, b, src);
+			return sp_fail(
+			    err, errlen,
+			    "--gpu-mem=%s is more than step %s's share of its GPU's memory "
+			    "(%s: %s)",
+			    a, s->name, b, src);
 		}
 		sl.mem = r->mem; /* bytes: sp_slice_check_bytes, once the GPU's size is known */
 	} else {
@@ -280,10 +286,11 @@ int sp_slice_decide(const struct sp_config *c, const struct sp_step *s, const st
 	if (r->cores.set) {
 		if (r->cores.ppm > sl.share_ppm) {
 			sp_amount_text(&r->cores, a, sizeof(a));
-			return sp_fail(err, errlen,
-				    "--gpu-cores=%s is more than step %s's share of its GPU's time "
-				    "(%s: %s)",
-				    a, s->name, b, src);
+			return sp_fail(
+			    err, errlen,
+			    "--gpu-cores=%s is more than step %s's share of its GPU's time "
+			    "(%s: %s)",
+			    a, s->name, b, src);
 		}
 		sl.cores = r->cores;
 	} else {
@@ -293,8 +300,8 @@ int sp_slice_decide(const struct sp_config *c, const struct sp_step *s, const st
 	return 1;
 }
 
-int sp_slice_check_bytes(const struct sp_slice *sl, const struct sp_step *s,
-			 const uint64_t *totals, unsigned ntotals, char *err, size_t errlen)
+int sp_slice_check_bytes(const struct sp_slice *sl, const struct sp_step *s, const uint64_t *totals,
+			 unsigned ntotals, char *err, size_t errlen)
 {
 	char want[40], cap_text[40], share[40];
 	struct sp_amount sa = {.set = true, .percent = true, .ppm = sl->share_ppm};
@@ -306,10 +313,11 @@ int sp_slice_check_bytes(const struct sp_slice *sl, const struct sp_step *s,
 		uint64_t cap;
 
 		if (g < 0 || (unsigned)g >= ntotals || totals[g] == 0) {
-			sp_fail(err, errlen,
-			     "step %s was given GPU %d, which cusliced does not see: gres.conf must "
-			     "list the GPUs in NVML's order (docs/slurm.md)",
-			     s->name, g);
+			sp_fail(
+			    err, errlen,
+			    "step %s was given GPU %d, which cusliced does not see: gres.conf must "
+			    "list the GPUs in NVML's order (docs/slurm.md)",
+			    s->name, g);
 			return -ENODEV;
 		}
 		/* floor(total * ppm / 10^6), split so that no product overflows. */
@@ -319,10 +327,11 @@ int sp_slice_check_bytes(const struct sp_slice *sl, const struct sp_step *s,
 			cs_size_format(sl->mem.bytes, want, sizeof(want));
 			cs_size_format(cap, cap_text, sizeof(cap_text));
 			sp_amount_text(&sa, share, sizeof(share));
-			return sp_fail(err, errlen,
-				    "--gpu-mem=%s is more than step %s's share of GPU %d (%s of its "
-				    "memory: %s)",
-				    want, s->name, g, share, cap_text);
+			return sp_fail(
+			    err, errlen,
+			    "--gpu-mem=%s is more than step %s's share of GPU %d (%s of its "
+			    "memory: %s)",
+			    want, s->name, g, share, cap_text);
 		}
 	}
 	return 0;

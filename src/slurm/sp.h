@@ -89,10 +89,10 @@ struct sp_config {
 	bool burst;			/* the mode when --gpu-burst is not given */
 	enum sp_action on_violation;
 	bool daemon_required;
-	bool other_gpus_allowed;	/* the step's limits on every GPU, not 0 elsewhere */
-	bool batch_slice;		/* the batch step gets a slice */
-	char cgroup_root[PATH_MAX];	/* "" : <cgroup2 mount>/cuslice */
-	unsigned timeout_ms;		/* one call to cusliced */
+	bool other_gpus_allowed;    /* the step's limits on every GPU, not 0 elsewhere */
+	bool batch_slice;	    /* the batch step gets a slice */
+	char cgroup_root[PATH_MAX]; /* "" : <cgroup2 mount>/cuslice */
+	unsigned timeout_ms;	    /* one call to cusliced */
 };
 
 /*
@@ -102,8 +102,8 @@ struct sp_config {
  * naming the argument and the accepted form; *c is complete either way
  * (the defaults where an argument was bad).
  */
-int sp_args_parse(struct sp_config *c, const char *default_library, int ac, char **av,
-		  char *err, size_t errlen);
+int sp_args_parse(struct sp_config *c, const char *default_library, int ac, char **av, char *err,
+		  size_t errlen);
 
 /* ---- sp-step.c: a step and its slice ---- */
 
@@ -124,17 +124,17 @@ int sp_opt_mem(const char *opt, const char *s, struct sp_amount *ret, char *err,
 int sp_opt_cores(const char *opt, const char *s, struct sp_amount *ret, char *err, size_t errlen);
 
 enum sp_step_kind {
-	SP_STEP_NORMAL = 0, /* srun's steps 0, 1, ... */
-	SP_STEP_BATCH,	    /* the batch script */
+	SP_STEP_NORMAL = 0,  /* srun's steps 0, 1, ... */
+	SP_STEP_BATCH,	     /* the batch script */
 	SP_STEP_INTERACTIVE, /* salloc's shell with LaunchParameters=use_interactive_step */
-	SP_STEP_EXTERN,	    /* PrologFlags=contain's step: never runs SPANK task callbacks */
-	SP_STEP_OTHER,	    /* a special id this plugin does not know */
+	SP_STEP_EXTERN,	     /* PrologFlags=contain's step: never runs SPANK task callbacks */
+	SP_STEP_OTHER,	     /* a special id this plugin does not know */
 };
 
 struct sp_step {
 	uint32_t job, step;
 	enum sp_step_kind kind;
-	char step_text[16]; /* "0", "batch", "interactive": Slurm's step_<text> cgroup name */
+	char step_text[16];	/* "0", "batch", "interactive": Slurm's step_<text> cgroup name */
 	char name[SP_NAME_MAX]; /* "slurm-12.0", "slurm-12.batch" */
 	unsigned ngpus;
 	int gpu[SP_MAX_GPUS]; /* Slurm's global GPU indices (= NVML's; docs/slurm.md) */
@@ -150,8 +150,8 @@ void sp_step_init(struct sp_step *s, uint32_t job, uint32_t step);
  * indices (NULL or "": none); shards is SLURM_SHARDS_ON_NODE (NULL: none).
  * Returns 0, or -EINVAL with a message naming the variable.
  */
-int sp_step_resources(struct sp_step *s, const char *gpus_var, const char *gpus,
-		      const char *shards, char *err, size_t errlen);
+int sp_step_resources(struct sp_step *s, const char *gpus_var, const char *gpus, const char *shards,
+		      char *err, size_t errlen);
 
 /* What a step gets. */
 struct sp_slice {
@@ -179,8 +179,8 @@ int sp_slice_decide(const struct sp_config *c, const struct sp_step *s, const st
  * 0 = unknown). Returns 0, or -EINVAL with a message; -ENODEV when one of
  * the step's GPUs is not in the table (the daemon does not see it).
  */
-int sp_slice_check_bytes(const struct sp_slice *sl, const struct sp_step *s,
-			 const uint64_t *totals, unsigned ntotals, char *err, size_t errlen);
+int sp_slice_check_bytes(const struct sp_slice *sl, const struct sp_step *s, const uint64_t *totals,
+			 unsigned ntotals, char *err, size_t errlen);
 
 /* "25%", "12.5%", "2147483648": an amount as cusliced and libcuslice read it. */
 void sp_amount_text(const struct sp_amount *a, char *buf, size_t len);
@@ -265,8 +265,8 @@ struct sp_daemon {
 
 /* A reply of cusliced. */
 struct sp_reply {
-	int status;  /* HTTP status */
-	char *body;  /* NUL-terminated, malloc'd */
+	int status; /* HTTP status */
+	char *body; /* NUL-terminated, malloc'd */
 	size_t len;
 	cJSON *json; /* body parsed, NULL when empty or not JSON */
 };
