@@ -212,8 +212,8 @@ static void step_setup(spank_t sp)
 	const char *gvar = "SLURM_STEP_GPUS";
 	uint32_t job, step;
 	uid_t uid;
-	uint64_t totals[SP_MAX_GPUS * 16];
-	unsigned ntotals;
+	struct sp_gpu gpus_seen[256];
+	unsigned nseen;
 	struct sp_members m;
 	char *body;
 	int r;
@@ -259,14 +259,16 @@ static void step_setup(spank_t sp)
 		step_fail("the GPU slice of step %s cannot be set up: %s", st.step.name, msg);
 		return;
 	}
-	if (st.slice.mem.set && !st.slice.mem.percent) {
-		if (sp_daemon_gpu_totals(&st.daemon, totals, sizeof(totals) / sizeof(totals[0]),
-					 &ntotals, msg, sizeof(msg)) < 0 ||
-		    sp_slice_check_bytes(&st.slice, &st.step, totals, ntotals, msg, sizeof(msg)) <
-			0) {
-			step_fail("%s", msg);
-			return;
-		}
+	/* The step's GPUs as cusliced knows them: by UUID, with their sizes. */
+	if (sp_daemon_gpus(&st.daemon, gpus_seen, sizeof(gpus_seen) / sizeof(gpus_seen[0]), &nseen,
+			   msg, sizeof(msg)) < 0) {
+		step_fail("the GPU slice of step %s cannot be set up: %s", st.step.name, msg);
+		return;
+	}
+	if (sp_step_bind(&st.step, gpus_seen, nseen, msg, sizeof(msg)) < 0 ||
+	    sp_slice_check_bytes(&st.slice, &st.step, msg, sizeof(msg)) < 0) {
+		step_fail("%s", msg);
+		return;
 	}
 	place(uid);
 	m = (struct sp_members){.cgroup = st.rule[0] ? st.rule : NULL, .uid = uid};

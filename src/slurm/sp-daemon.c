@@ -469,29 +469,30 @@ int sp_daemon_get(const struct sp_daemon *d, const char *path, cJSON **ret, char
 	return 0;
 }
 
-int sp_daemon_gpu_totals(const struct sp_daemon *d, uint64_t *totals, unsigned max, unsigned *n,
-			 char *err, size_t errlen)
+int sp_daemon_gpus(const struct sp_daemon *d, struct sp_gpu *gpus, unsigned max, unsigned *n,
+		   char *err, size_t errlen)
 {
-	const cJSON *gpus, *g;
+	const cJSON *g;
 	cJSON *doc;
 	int e = sp_daemon_get(d, "/v1/gpus", &doc, err, errlen);
 
 	if (e)
 		return e;
-	memset(totals, 0, max * sizeof(*totals));
 	*n = 0;
-	gpus = cJSON_GetObjectItemCaseSensitive(doc, "gpus");
-	cJSON_ArrayForEach(g, gpus)
+	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(doc, "gpus"))
 	{
 		const cJSON *i = cJSON_GetObjectItemCaseSensitive(g, "index");
+		const cJSON *u = cJSON_GetObjectItemCaseSensitive(g, "uuid");
 		const cJSON *t = cJSON_GetObjectItemCaseSensitive(g, "memory_total");
 
-		if (!cJSON_IsNumber(i) || !cJSON_IsNumber(t) || i->valuedouble < 0 ||
-		    i->valuedouble >= max || t->valuedouble < 0)
+		if (*n == max || !cJSON_IsNumber(i) || !cJSON_IsString(u) || !cJSON_IsNumber(t) ||
+		    i->valuedouble < 0 || i->valuedouble > 1e6 || t->valuedouble < 0 ||
+		    strlen(u->valuestring) >= SP_UUID_MAX)
 			continue;
-		totals[(unsigned)i->valuedouble] = (uint64_t)t->valuedouble;
-		if ((unsigned)i->valuedouble + 1 > *n)
-			*n = (unsigned)i->valuedouble + 1;
+		gpus[*n].index = (int)i->valuedouble;
+		snprintf(gpus[*n].uuid, sizeof(gpus[*n].uuid), "%s", u->valuestring);
+		gpus[*n].total = (uint64_t)t->valuedouble;
+		(*n)++;
 	}
 	cJSON_Delete(doc);
 	return 0;

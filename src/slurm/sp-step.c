@@ -300,38 +300,50 @@ int sp_slice_decide(const struct sp_config *c, const struct sp_step *s, const st
 	return 1;
 }
 
-int sp_slice_check_bytes(const struct sp_slice *sl, const struct sp_step *s, const uint64_t *totals,
-			 unsigned ntotals, char *err, size_t errlen)
+int sp_step_bind(struct sp_step *s, const struct sp_gpu *gpus, unsigned n, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < s->ngpus; i++) {
+		unsigned k = 0;
+
+		while (k < n && gpus[k].index != s->gpu[i])
+			k++;
+		if (k == n || !gpus[k].uuid[0]) {
+			s->bound = false;
+			sp_fail(err, errlen,
+				"step %s was given GPU %d, which cusliced does not see: gres.conf "
+				"must list the GPUs in NVML's order (docs/slurm.md)",
+				s->name, s->gpu[i]);
+			return -ENODEV;
+		}
+		snprintf(s->uuid[i], sizeof(s->uuid[i]), "%s", gpus[k].uuid);
+		s->total[i] = gpus[k].total;
+	}
+	s->bound = true;
+	return 0;
+}
+
+int sp_slice_check_bytes(const struct sp_slice *sl, const struct sp_step *s, char *err,
+			 size_t errlen)
 {
 	char want[40], cap_text[40], share[40];
 	struct sp_amount sa = {.set = true, .percent = true, .ppm = sl->share_ppm};
 
 	if (!sl->mem.set || sl->mem.percent)
 		return 0;
-	for (unsigned i = 0; i < s->ngpus; i++) {
-		int g = s->gpu[i];
-		uint64_t cap;
-
-		if (g < 0 || (unsigned)g >= ntotals || totals[g] == 0) {
-			sp_fail(
-			    err, errlen,
-			    "step %s was given GPU %d, which cusliced does not see: gres.conf must "
-			    "list the GPUs in NVML's order (docs/slurm.md)",
-			    s->name, g);
-			return -ENODEV;
-		}
+	for (unsigned i = 0; i < s->ngpus && s->bound; i++) {
 		/* floor(total * ppm / 10^6), split so that no product overflows. */
-		cap = totals[g] / PPM_FULL * sl->share_ppm +
-		      totals[g] % PPM_FULL * sl->share_ppm / PPM_FULL;
+		uint64_t t = s->total[i];
+		uint64_t cap =
+		    t / PPM_FULL * sl->share_ppm + t % PPM_FULL * sl->share_ppm / PPM_FULL;
+
 		if (sl->mem.bytes > cap) {
 			cs_size_format(sl->mem.bytes, want, sizeof(want));
 			cs_size_format(cap, cap_text, sizeof(cap_text));
 			sp_amount_text(&sa, share, sizeof(share));
-			return sp_fail(
-			    err, errlen,
-			    "--gpu-mem=%s is more than step %s's share of GPU %d (%s of its "
-			    "memory: %s)",
-			    want, s->name, g, share, cap_text);
+			return sp_fail(err, errlen,
+				       "--gpu-mem=%s is more than step %s's share of GPU %d (%s of "
+				       "its memory: %s)",
+				       want, s->name, s->gpu[i], share, cap_text);
 		}
 	}
 	return 0;
@@ -363,8 +375,8 @@ static bool add(cJSON *o, const char *k, cJSON *v)
 
 /*
  * A limit for the policy. With other GPUs denied, an object: the step's
- * GPUs by NVML index, and "default": 0 (memory) for every other GPU, so a
- * task that resets CUDA_VISIBLE_DEVICES reaches no other GPU's memory.
+ * GPUs by UUID, and "default": 0 (memory) for every other GPU, so a task
+ * that resets CUDA_VISIBLE_DEVICES reaches no other GPU's memory.
  */
 static cJSON *limit_json(const struct sp_config *c, const struct sp_step *s,
 			 const struct sp_amount *a, bool core)
@@ -373,20 +385,19 @@ static cJSON *limit_json(const struct sp_config *c, const struct sp_step *s,
 	static const struct sp_amount whole = {.set = true, .percent = true, .ppm = PPM_FULL};
 	const struct sp_amount *v = a->set ? a : &whole;
 	cJSON *o;
-	char key[16];
 
 	if (c->other_gpus_allowed || (core && !a->set))
 		return a->set ? amount_json(a, core) : cJSON_CreateNull();
+	if (!s->bound)
+		return NULL;
 	o = cJSON_CreateObject();
 	if (!o)
 		return NULL;
 	if (!core && !add(o, "default", cJSON_CreateNumber(0)))
 		goto fail;
-	for (unsigned i = 0; i < s->ngpus; i++) {
-		snprintf(key, sizeof(key), "%d", s->gpu[i]);
-		if (!add(o, key, amount_json(v, core)))
+	for (unsigned i = 0; i < s->ngpus; i++)
+		if (!add(o, s->uuid[i], amount_json(v, core)))
 			goto fail;
-	}
 	return o;
 fail:
 	cJSON_Delete(o);

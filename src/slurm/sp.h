@@ -43,6 +43,7 @@
 #define SP_SOCKET_MAX 108 /* sizeof(sockaddr_un.sun_path) */
 #define SP_CGROUP_MAX 256 /* cusliced's longest members.cgroups entry, with the NUL */
 #define SP_NAME_MAX 64	  /* a cuslice group name with its NUL */
+#define SP_UUID_MAX 48	  /* "GPU-" + 36 characters, or a MIG UUID, with its NUL */
 #define SP_ERR_MAX 1024
 
 /* Slurm's special step ids (slurm.h, 22.05): which step a stepd runs. */
@@ -139,6 +140,17 @@ struct sp_step {
 	unsigned ngpus;
 	int gpu[SP_MAX_GPUS]; /* Slurm's global GPU indices (= NVML's; docs/slurm.md) */
 	unsigned shards;      /* SLURM_SHARDS_ON_NODE, 0 without shards */
+	/* The step's GPUs as cusliced sees them (sp_step_bind). */
+	bool bound;
+	char uuid[SP_MAX_GPUS][SP_UUID_MAX];
+	uint64_t total[SP_MAX_GPUS]; /* bytes of memory */
+};
+
+/* A GPU as cusliced sees it (GET /v1/gpus). */
+struct sp_gpu {
+	int index; /* NVML's */
+	char uuid[SP_UUID_MAX];
+	uint64_t total;
 };
 
 /* The step's identity and group name from Slurm's job and step ids. */
@@ -174,13 +186,19 @@ int sp_slice_decide(const struct sp_config *c, const struct sp_step *s, const st
 		    struct sp_slice *ret, char *err, size_t errlen);
 
 /*
- * For a memory limit in bytes: checks it against the share of each of the
- * step's GPUs, whose total memory totals[index] gives (ntotals entries;
- * 0 = unknown). Returns 0, or -EINVAL with a message; -ENODEV when one of
- * the step's GPUs is not in the table (the daemon does not see it).
+ * Finds the step's GPUs (Slurm's indices) among the n GPUs cusliced sees,
+ * by NVML index, and records their UUIDs and sizes in s. Returns 0, or
+ * -ENODEV with a message when one is not there.
  */
-int sp_slice_check_bytes(const struct sp_slice *sl, const struct sp_step *s, const uint64_t *totals,
-			 unsigned ntotals, char *err, size_t errlen);
+int sp_step_bind(struct sp_step *s, const struct sp_gpu *gpus, unsigned n, char *err,
+		 size_t errlen);
+
+/*
+ * For a memory limit in bytes: checks it against the share of each of the
+ * (bound) step's GPUs. Returns 0, or -EINVAL with a message.
+ */
+int sp_slice_check_bytes(const struct sp_slice *sl, const struct sp_step *s, char *err,
+			 size_t errlen);
 
 /* "25%", "12.5%", "2147483648": an amount as cusliced and libcuslice read it. */
 void sp_amount_text(const struct sp_amount *a, char *buf, size_t len);
@@ -193,8 +211,10 @@ struct sp_members {
 
 /*
  * The policy object PUT to /v1/groups/NAME for the step (every field, so a
- * stale group of the same name is fully replaced). Returns a malloc'd JSON
- * text, or NULL when out of memory.
+ * stale group of the same name is fully replaced). Limits are keyed by the
+ * bound GPUs' UUIDs (never by index: a UUID names the GPU whatever the
+ * daemon has sampled yet). Returns a malloc'd JSON text, or NULL when out
+ * of memory or, with other GPUs denied, the step is not bound.
  */
 char *sp_policy_json(const struct sp_config *c, const struct sp_step *s, const struct sp_slice *sl,
 		     const struct sp_members *m);
@@ -314,11 +334,8 @@ int sp_daemon_delete_group(const struct sp_daemon *d, const char *name, char *er
 int sp_daemon_get(const struct sp_daemon *d, const char *path, cJSON **ret, char *err,
 		  size_t errlen);
 
-/*
- * The GPUs' total memory by NVML index (GET /v1/gpus): totals[index] for
- * index < max, 0 where none; *n = highest index + 1. 0 or -errno.
- */
-int sp_daemon_gpu_totals(const struct sp_daemon *d, uint64_t *totals, unsigned max, unsigned *n,
-			 char *err, size_t errlen);
+/* The GPUs cusliced sees (GET /v1/gpus): at most max in gpus[], *n of them. 0 or -errno. */
+int sp_daemon_gpus(const struct sp_daemon *d, struct sp_gpu *gpus, unsigned max, unsigned *n,
+		   char *err, size_t errlen);
 
 #endif

@@ -238,9 +238,22 @@ static void test_slurm_options_given(void **state)
 	sys_assert_contains(out.out, "total=1073741824 ");
 	sys_assert_contains(out.out, "alloc 1: cuMemAlloc_v2(536870912) -> "
 				     "CUDA_ERROR_OUT_OF_MEMORY, as expected");
-	/* What cusliced was told. */
-	assert_true(sys_log_contains("\"memory_limit\":{\"default\":0,\"0\":1073741824},"
-				     "\"core_limit\":{\"0\":15},\"mode\":\"burst\""));
+	/* What cusliced was told: limits on the step's GPU by UUID, none elsewhere. */
+	{
+		cJSON *gpus = sys_get_json("/v1/gpus");
+		const char *uuid =
+		    cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(gpus, "gpus"), 0),
+					"uuid")
+			->valuestring;
+		char want[512];
+
+		snprintf(want, sizeof(want),
+			 "\"memory_limit\":{\"default\":0,\"%s\":1073741824},\"core_limit\":"
+			 "{\"%s\":15},\"mode\":\"burst\"",
+			 uuid, uuid);
+		assert_true(sys_log_contains(want));
+		cJSON_Delete(gpus);
+	}
 	/* A whole GPU: all of its memory by default. */
 	slc_cmd(&out, JOB_MS,
 		(char *const[]){"srun", "--gres=gpu:1", (char *)sys_client("cs-alloc"), "--bytes",

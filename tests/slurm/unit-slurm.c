@@ -375,37 +375,65 @@ static void test_slurm_slice_whole_gpus(void **state)
 	assert_int_equal(sl.share_ppm, 500000);
 }
 
+#define UUID0 "GPU-00000000-1111-2222-3333-444444444444"
+#define UUID1 "GPU-11111111-1111-2222-3333-444444444444"
+#define UUID2 "GPU-22222222-1111-2222-3333-444444444444"
+
+/* What cusliced sees: GPUs 0, 1 and 2 (80, 8 and 8 GiB). */
+static const struct sp_gpu seen[] = {
+    {0, UUID0, 80 * GIB},
+    {1, UUID1, 8 * GIB},
+    {2, UUID2, 8 * GIB},
+};
+
+static void test_slurm_step_bind(void **state)
+{
+	struct sp_step s = step_of("2,0", NULL);
+
+	(void)state;
+	assert_int_equal(sp_step_bind(&s, seen, 3, err, sizeof(err)), 0);
+	assert_true(s.bound);
+	assert_string_equal(s.uuid[0], UUID2);
+	assert_string_equal(s.uuid[1], UUID0);
+	assert_int_equal(s.total[1], 80 * GIB);
+	/* A GPU Slurm gave that cusliced does not see. */
+	s = step_of("1,3", NULL);
+	assert_int_equal(sp_step_bind(&s, seen, 3, err, sizeof(err)), -ENODEV);
+	assert_false(s.bound);
+	assert_string_equal(err, "step slurm-9.0 was given GPU 3, which cusliced does not see: "
+				 "gres.conf must list the GPUs in NVML's order (docs/slurm.md)");
+	assert_int_equal(sp_step_bind(&s, seen, 0, err, sizeof(err)), -ENODEV);
+}
+
 static void test_slurm_slice_bytes(void **state)
 {
 	struct sp_config c = config("shards_per_gpu=4");
 	struct sp_step s = step_of("1", "1");
 	struct sp_request r = {0};
-	uint64_t totals[2] = {80 * GIB, 8 * GIB};
+	struct sp_gpu huge = {1, UUID1, UINT64_MAX / 2};
 	struct sp_slice sl;
 
 	(void)state;
+	assert_int_equal(sp_step_bind(&s, seen, 3, err, sizeof(err)), 0);
 	assert_int_equal(sp_opt_mem("--gpu-mem", "2GiB", &r.mem, err, sizeof(err)), 0);
 	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
 	/* Exactly the share: 8 GiB / 4. */
-	assert_int_equal(sp_slice_check_bytes(&sl, &s, totals, 2, err, sizeof(err)), 0);
+	assert_int_equal(sp_slice_check_bytes(&sl, &s, err, sizeof(err)), 0);
 	sl.mem.bytes = 2 * GIB + 1;
-	assert_int_equal(sp_slice_check_bytes(&sl, &s, totals, 2, err, sizeof(err)), -EINVAL);
+	assert_int_equal(sp_slice_check_bytes(&sl, &s, err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "--gpu-mem=2.00 GiB is more than step slurm-9.0's share of GPU 1 "
 				 "(25% of its memory: 2.00 GiB)");
-	/* A GPU the daemon does not see. */
-	assert_int_equal(sp_slice_check_bytes(&sl, &s, totals, 1, err, sizeof(err)), -ENODEV);
-	assert_err_has("GPU 1, which cusliced does not see");
 	/* Percentages need no sizes. */
 	sl.mem = (struct sp_amount){.set = true, .percent = true, .ppm = 1};
-	assert_int_equal(sp_slice_check_bytes(&sl, &s, NULL, 0, err, sizeof(err)), 0);
+	assert_int_equal(sp_slice_check_bytes(&sl, &s, err, sizeof(err)), 0);
 	/* floor(total * share), exactly, with no overflow for a huge GPU. */
-	totals[1] = UINT64_MAX / 2;
+	assert_int_equal(sp_step_bind(&s, &huge, 1, err, sizeof(err)), 0);
 	sl.share_ppm = 999999;
 	sl.mem = (struct sp_amount){.set = true,
 				    .bytes = UINT64_MAX / 2 - (UINT64_MAX / 2 + 999999) / 1000000};
-	assert_int_equal(sp_slice_check_bytes(&sl, &s, totals, 2, err, sizeof(err)), 0);
+	assert_int_equal(sp_slice_check_bytes(&sl, &s, err, sizeof(err)), 0);
 	sl.mem.bytes++;
-	assert_int_equal(sp_slice_check_bytes(&sl, &s, totals, 2, err, sizeof(err)), -EINVAL);
+	assert_int_equal(sp_slice_check_bytes(&sl, &s, err, sizeof(err)), -EINVAL);
 }
 
 static cJSON *policy(const struct sp_config *c, const struct sp_step *s, const struct sp_slice *sl,
@@ -433,10 +461,14 @@ static void test_slurm_policy_json(void **state)
 
 	(void)state;
 	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
+	/* Not bound to cusliced's GPUs: no keys to give. */
+	assert_null(sp_policy_json(&c, &s, &sl, &m));
+	assert_int_equal(sp_step_bind(&s, seen, 3, err, sizeof(err)), 0);
 	j = policy(&c, &s, &sl, &m);
 	text = cJSON_PrintUnformatted(j);
-	assert_string_equal(text, "{\"memory_limit\":{\"default\":0,\"0\":\"25%\",\"2\":\"25%\"},"
-				  "\"core_limit\":{\"0\":25,\"2\":25},\"mode\":\"hard\","
+	assert_string_equal(text, "{\"memory_limit\":{\"default\":0,\"" UUID0 "\":\"25%\",\"" UUID2
+				  "\":\"25%\"},\"core_limit\":{\"" UUID0 "\":25,\"" UUID2
+				  "\":25},\"mode\":\"hard\","
 				  "\"daemon_required\":true,\"on_violation\":\"kill\","
 				  "\"members\":{\"cgroups\":[\"/cuslice/slurm-9.0\"]}}");
 	free(text);
@@ -460,12 +492,13 @@ static void test_slurm_policy_json(void **state)
 
 	/* No limits on a whole GPU: its own GPU whole, the others none; no core cap. */
 	c = config("default_mem=none");
-	s = step_of("3", NULL);
+	s = step_of("1", NULL);
 	r = (struct sp_request){0};
 	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
+	assert_int_equal(sp_step_bind(&s, seen, 3, err, sizeof(err)), 0);
 	j = policy(&c, &s, &sl, &m);
 	text = cJSON_PrintUnformatted(j);
-	assert_non_null(strstr(text, "\"memory_limit\":{\"default\":0,\"3\":\"100%\"},"
+	assert_non_null(strstr(text, "\"memory_limit\":{\"default\":0,\"" UUID1 "\":\"100%\"},"
 				     "\"core_limit\":null"));
 	free(text);
 	cJSON_Delete(j);
@@ -693,7 +726,7 @@ static struct sp_daemon daemon_at(const char *path, unsigned timeout_ms)
 static void test_slurm_client_calls(void **state)
 {
 	struct sp_daemon d;
-	uint64_t totals[4];
+	struct sp_gpu gpus[4];
 	unsigned n;
 	cJSON *j;
 
@@ -730,17 +763,20 @@ static void test_slurm_client_calls(void **state)
 	assert_non_null(strstr(fake.request, "DELETE /v1/groups/slurm-1.0 HTTP/1.1\r\n"));
 	assert_null(strstr(fake.request, "Content-Type"));
 
-	/* GPU sizes by index, chunked. */
+	/* The GPUs, chunked; an entry without a UUID is skipped. */
 	fake_start("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-		   "22\r\n{\"gpus\":[{\"index\":2,\"memory_total\"\r\n"
+		   "31\r\n{\"gpus\":[{\"index\":2,\"uuid\":\"GPU-2\",\"memory_total\"\r\n"
 		   "12\r\n:8589934592},{\"ind\r\n"
-		   "19\r\nex\":0,\"memory_total\":1}]}\r\n0\r\n\r\n");
-	assert_int_equal(sp_daemon_gpu_totals(&d, totals, 4, &n, err, sizeof(err)), 0);
+		   "34\r\nex\":0,\"uuid\":\"GPU-0\",\"memory_total\":1},{\"index\":1}]}\r\n"
+		   "0\r\n\r\n");
+	assert_int_equal(sp_daemon_gpus(&d, gpus, 4, &n, err, sizeof(err)), 0);
 	fake_stop();
-	assert_int_equal(n, 3);
-	assert_int_equal(totals[0], 1);
-	assert_int_equal(totals[1], 0);
-	assert_int_equal(totals[2], 8 * GIB);
+	assert_int_equal(n, 2);
+	assert_int_equal(gpus[0].index, 2);
+	assert_string_equal(gpus[0].uuid, "GPU-2");
+	assert_int_equal(gpus[0].total, 8 * GIB);
+	assert_int_equal(gpus[1].index, 0);
+	assert_int_equal(gpus[1].total, 1);
 
 	/* A reply that is not an object. */
 	fake_start("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]");
@@ -816,6 +852,7 @@ int main(void)
 	    cmocka_unit_test(test_slurm_slice_from_shards),
 	    cmocka_unit_test(test_slurm_slice_refusals),
 	    cmocka_unit_test(test_slurm_slice_whole_gpus),
+	    cmocka_unit_test(test_slurm_step_bind),
 	    cmocka_unit_test(test_slurm_slice_bytes),
 	    cmocka_unit_test(test_slurm_policy_json),
 	    cmocka_unit_test(test_slurm_preload),
