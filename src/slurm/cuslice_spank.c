@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include <dirent.h>
+#include <pwd.h>
 #include <sys/stat.h>
 
 SPANK_PLUGIN(cuslice, 1);
@@ -205,6 +206,23 @@ out:
 	free(text);
 }
 
+/* The user's name, else the uid in decimal (a label: printable ASCII only). */
+static void user_name(uid_t uid, char *buf, size_t len)
+{
+	char pwbuf[4096];
+	struct passwd pw, *res = NULL;
+	bool ok;
+
+	ok = getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &res) == 0 && res &&
+	     strlen(res->pw_name) < len;
+	for (const char *p = ok ? res->pw_name : ""; ok && *p; p++)
+		ok = *p > ' ' && *p < 0x7f;
+	if (ok)
+		snprintf(buf, len, "%s", res->pw_name);
+	else
+		snprintf(buf, len, "%u", (unsigned)uid);
+}
+
 /* Decides the step's slice and creates its group; on failure, st.err says why. */
 static void step_setup(spank_t sp)
 {
@@ -225,6 +243,7 @@ static void step_setup(spank_t sp)
 		return;
 	}
 	sp_step_init(&st.step, job, step);
+	user_name(uid, st.step.user, sizeof(st.step.user));
 	if (st.step.kind == SP_STEP_EXTERN || st.step.kind == SP_STEP_OTHER ||
 	    (st.step.kind == SP_STEP_BATCH && !cfg.batch_slice))
 		return;

@@ -419,8 +419,8 @@ static const char *action_name(enum sp_action a)
 char *sp_policy_json(const struct sp_config *c, const struct sp_step *s, const struct sp_slice *sl,
 		     const struct sp_members *m)
 {
-	cJSON *o = cJSON_CreateObject(), *mem = NULL, *rule = NULL;
-	char *text = NULL;
+	cJSON *o = cJSON_CreateObject(), *mem = NULL, *rule = NULL, *lb = NULL;
+	char *text = NULL, job[16];
 	bool ok;
 
 	/* Every item is owned by its parent once added: one delete frees all. */
@@ -437,6 +437,11 @@ char *sp_policy_json(const struct sp_config *c, const struct sp_step *s, const s
 		ok = (rule = cJSON_AddArrayToObject(mem, "uids")) != NULL &&
 		     cJSON_AddItemToArray(rule, cJSON_CreateNumber((double)m->uid));
 	}
+	snprintf(job, sizeof(job), "%" PRIu32, s->job);
+	ok = ok && (lb = cJSON_AddObjectToObject(o, "labels")) != NULL &&
+	     add(lb, "slurm.job", cJSON_CreateString(job)) &&
+	     add(lb, "slurm.step", cJSON_CreateString(s->step_text)) &&
+	     (!s->user[0] || add(lb, "slurm.user", cJSON_CreateString(s->user)));
 	if (ok)
 		text = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);

@@ -137,6 +137,7 @@ struct sp_step {
 	enum sp_step_kind kind;
 	char step_text[16];	/* "0", "batch", "interactive": Slurm's step_<text> cgroup name */
 	char name[SP_NAME_MAX]; /* "slurm-12.0", "slurm-12.batch" */
+	char user[64];		/* the job's user (name, else uid), for the group's labels */
 	unsigned ngpus;
 	int gpu[SP_MAX_GPUS]; /* Slurm's global GPU indices (= NVML's; docs/slurm.md) */
 	unsigned shards;      /* SLURM_SHARDS_ON_NODE, 0 without shards */
@@ -211,7 +212,9 @@ struct sp_members {
 
 /*
  * The policy object PUT to /v1/groups/NAME for the step (every field, so a
- * stale group of the same name is fully replaced). Limits are keyed by the
+ * stale group of the same name is fully replaced), with the labels
+ * slurm.job, slurm.step and slurm.user (shown by cuslice and on the
+ * metrics). Limits are keyed by the
  * bound GPUs' UUIDs (never by index: a UUID names the GPU whatever the
  * daemon has sampled yet). Returns a malloc'd JSON text, or NULL when out
  * of memory or, with other GPUs denied, the step is not bound.

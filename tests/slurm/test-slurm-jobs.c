@@ -189,6 +189,27 @@ static void test_slurm_two_jobs_own_quotas(void **state)
 		    strstr(cJSON_GetObjectItem(proc, "cgroup")->valuestring, step_group(ja, "0")));
 	cJSON_Delete(doc);
 
+	/* The CLI and the metrics say which job and step a group is. */
+	{
+		char want[256], labels[256], *metrics;
+		double v = 0;
+
+		snprintf(want, sizeof(want), "slurm.job=%u,slurm.step=0,slurm.user=root", ja);
+		assert_int_equal(sys_cli(&out, "groups", step_group(ja, "0"), NULL), 0);
+		sys_assert_contains(out.out, want);
+		assert_int_equal(sys_cli(&out, "ps", NULL), 0);
+		sys_assert_contains(out.out, want);
+		metrics = sys_metrics();
+		snprintf(labels, sizeof(labels),
+			 "group=\"%s\" label_slurm_job=\"%u\" label_slurm_step=\"0\" "
+			 "label_slurm_user=\"root\"",
+			 step_group(jb, "0"), jb);
+		if (!sys_metric(metrics, "cuslice_group_info", labels, &v))
+			fail_msg("no cuslice_group_info{%s} in:\n%s", labels, metrics);
+		assert_true(v == 1.0);
+		free(metrics);
+	}
+
 	step_end(&a, ja);
 	step_end(&b, jb);
 }

@@ -470,13 +470,16 @@ static void test_slurm_policy_json(void **state)
 				  "\":\"25%\"},\"core_limit\":{\"" UUID0 "\":25,\"" UUID2
 				  "\":25},\"mode\":\"hard\","
 				  "\"daemon_required\":true,\"on_violation\":\"kill\","
-				  "\"members\":{\"cgroups\":[\"/cuslice/slurm-9.0\"]}}");
+				  "\"members\":{\"cgroups\":[\"/cuslice/slurm-9.0\"]},"
+				  "\"labels\":{\"slurm.job\":\"9\",\"slurm.step\":\"0\"}}");
 	free(text);
 	cJSON_Delete(j);
 
 	/* Other GPUs allowed, bytes, burst, the uid rule, report. */
 	c = config("shards_per_gpu=20 other_gpus=allow on_violation=report daemon_required=no");
-	s = step_of("1", "10");
+	sp_step_init(&s, 9, SP_STEPID_BATCH);
+	assert_int_equal(sp_step_resources(&s, "SLURM_JOB_GPUS", "1", "10", err, sizeof(err)), 0);
+	snprintf(s.user, sizeof(s.user), "alice");
 	assert_int_equal(sp_opt_mem("--gpu-mem", "3GiB", &r.mem, err, sizeof(err)), 0);
 	r.burst = true;
 	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
@@ -486,7 +489,8 @@ static void test_slurm_policy_json(void **state)
 	assert_string_equal(text,
 			    "{\"memory_limit\":3221225472,\"core_limit\":50,\"mode\":\"burst\","
 			    "\"daemon_required\":false,\"on_violation\":\"report\","
-			    "\"members\":{\"uids\":[1234]}}");
+			    "\"members\":{\"uids\":[1234]},\"labels\":{\"slurm.job\":\"9\","
+			    "\"slurm.step\":\"batch\",\"slurm.user\":\"alice\"}}");
 	free(text);
 	cJSON_Delete(j);
 
