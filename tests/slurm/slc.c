@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,7 +17,6 @@
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include "sp.h"
 
@@ -97,20 +95,6 @@ __attribute__((format(printf, 2, 3))) static void write_file(const char *path, c
 	vfprintf(f, fmt, ap);
 	va_end(ap);
 	assert_int_equal(fclose(f), 0);
-}
-
-/* A TCP port on 127.0.0.1 that nobody listens on right now. */
-static int free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
 }
 
 /* Starts argv in the background, output to DIR/log/<name>.out. */
@@ -264,7 +248,7 @@ void slc_start(const struct slc_opts *o)
 		   "InactiveLimit=0\n"
 		   "NodeName=localhost CPUs=8 RealMemory=8000 Gres=gpu:%u,shard:%u State=UNKNOWN\n"
 		   "PartitionName=test Nodes=localhost Default=YES MaxTime=30 State=UP\n",
-		   free_port(), free_port(), sock, c.dir, c.dir, c.dir, c.dir, c.dir, c.dir,
+		   sys_free_port(), sys_free_port(), sock, c.dir, c.dir, c.dir, c.dir, c.dir, c.dir,
 		   c.plugstack, o->gpus, o->gpus * o->shards);
 	snprintf(path, sizeof(path), "%s/gres.conf", c.dir);
 	{
@@ -576,4 +560,73 @@ void slc_wait_group_gone(const char *name, unsigned timeout_ms)
 		cJSON_Delete(g);
 		qt_sleep_ms(100);
 	}
+}
+
+void slc_begin(const char *tag, const char *cusim_gpus, const struct slc_opts *o)
+{
+	sys_world(tag);
+	if (cusim_gpus)
+		setenv("CUSIM_GPUS", cusim_gpus, 1);
+	sys_daemon_start();
+	slc_start(o);
+}
+
+int slc_end(void **state)
+{
+	slc_stop();
+	return sys_end(state);
+}
+
+int slc_run_tests(const char *argv0, const char *name, const struct CMUnitTest *tests, size_t n,
+		  CMFixtureFunction setup, CMFixtureFunction teardown)
+{
+	const char *why;
+
+	sys_main_init(argv0);
+	why = slc_unavailable();
+	if (why) {
+		printf("SKIP: %s\n", why);
+		return 77;
+	}
+	return _cmocka_run_group_tests(name, tests, n, setup, teardown);
+}
+
+unsigned slc_step_client(struct qt_proc *p, ...)
+{
+	char *argv[ARGS_MAX];
+	unsigned n = 0, job;
+	const char *a, *line;
+	va_list ap;
+
+	argv[n++] = "srun";
+	argv[n++] = "-u";
+	va_start(ap, p);
+	while ((a = va_arg(ap, const char *)) != NULL) {
+		assert_true(n < ARGS_MAX - 3);
+		argv[n++] = (char *)a;
+	}
+	va_end(ap);
+	argv[n++] = (char *)sys_quota_client();
+	argv[n++] = "serve";
+	argv[n] = NULL;
+	qt_spawn(p, argv, NULL, false);
+	line = qt_read_line(p, 60000);
+	if (!line || strncmp(line, "ready ", 6) != 0)
+		fail_msg("srun ... quota-client serve did not get ready: \"%s\"",
+			 line ? line : "(no output)");
+	p->self_pid = (int)qt_val(line, "pid");
+	p->outer_pid = (int)qt_val(line, "outer");
+	job = slc_job_of_pid(p->outer_pid);
+	assert_true(job > 0);
+	return job;
+}
+
+const char *slc_group(unsigned job, const char *step)
+{
+	static char names[4][64];
+	static unsigned next;
+	char *name = names[next++ % 4];
+
+	snprintf(name, 64, "slurm-%u.%s", job, step);
+	return name;
 }

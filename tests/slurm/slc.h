@@ -36,6 +36,34 @@ struct slc_opts {
 const char *slc_unavailable(void);
 
 /*
+ * The whole world of a test program: sys_world(tag), cusim's GPUs
+ * (CUSIM_GPUS; NULL: sys.h's one 8 GiB H100), the daemon, the cluster.
+ * slc_end (a cmocka group teardown) stops them all.
+ */
+void slc_begin(const char *tag, const char *cusim_gpus, const struct slc_opts *o);
+int slc_end(void **state);
+
+/*
+ * main of a test program: sys_main_init, then the tests, or exit status 77
+ * (skipped) with the reason when a cluster cannot run here.
+ */
+int slc_run_tests(const char *argv0, const char *name, const struct CMUnitTest *tests, size_t n,
+		  CMFixtureFunction setup, CMFixtureFunction teardown);
+#define slc_run(argv0, tests, setup, teardown)                                                     \
+	slc_run_tests((argv0), #tests, (tests), sizeof(tests) / sizeof((tests)[0]), (setup),       \
+		      (teardown))
+
+/*
+ * Starts `srun -u ARGS... quota-client serve` (ARGS NULL-terminated: srun
+ * options, and a command prefix such as env VAR=x) and waits for its ready
+ * line; returns the job id. The client takes commands through srun's stdin.
+ */
+unsigned slc_step_client(struct qt_proc *p, ...) __attribute__((sentinel));
+
+/* "slurm-<job>.<step>", the group of a step (a static buffer, four in rotation). */
+const char *slc_group(unsigned job, const char *step);
+
+/*
  * Starts the cluster (the daemon must run already: the plugin is pointed
  * at sys_sock()) and waits until its node is idle. Exports SLURM_CONF.
  */

@@ -29,16 +29,8 @@ static struct sys_out out;
 static int group_setup(void **state)
 {
 	(void)state;
-	sys_world("slurm-cleanup");
-	sys_daemon_start();
-	slc_start(&(struct slc_opts){.gpus = 1, .shards = SHARDS});
+	slc_begin("slurm-cleanup", NULL, &(struct slc_opts){.gpus = 1, .shards = SHARDS});
 	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	slc_stop();
-	return sys_end(state);
 }
 
 static int setup(void **state)
@@ -47,33 +39,6 @@ static int setup(void **state)
 	if (!sys_daemon_pid())
 		sys_daemon_start();
 	return 0;
-}
-
-/* `srun -u --gres=shard:N quota-client serve`, ready; returns the job id. */
-static unsigned step_client(struct qt_proc *p, const char *gres)
-{
-	char *argv[] = {"srun", "-u", (char *)gres, (char *)sys_quota_client(), "serve", NULL};
-	const char *line;
-	unsigned job;
-
-	qt_spawn(p, argv, NULL, false);
-	line = qt_read_line(p, JOB_MS);
-	if (!line || strncmp(line, "ready ", 6) != 0)
-		fail_msg("srun %s quota-client serve did not get ready: \"%s\"", gres,
-			 line ? line : "(no output)");
-	p->self_pid = (int)qt_val(line, "pid");
-	p->outer_pid = (int)qt_val(line, "outer");
-	job = slc_job_of_pid(p->outer_pid);
-	assert_true(job > 0);
-	return job;
-}
-
-static const char *group_of(unsigned job, const char *step)
-{
-	static char name[64];
-
-	snprintf(name, sizeof(name), "slurm-%u.%s", job, step);
-	return name;
 }
 
 /* The directory of the step's own cgroup ("" without cgroups). */
@@ -113,8 +78,8 @@ static void test_slurm_cleanup_after_step(void **state)
 		 "while [ ! -e %s ]; do sleep 0.1; done\n",
 		 sys_client("cs-alloc"), go);
 	job = slc_sbatch(script, "--gres=shard:4", NULL);
-	snprintf(step, sizeof(step), "%s", group_of(job, "0"));
-	snprintf(batch, sizeof(batch), "%s", group_of(job, "batch"));
+	snprintf(step, sizeof(step), "%s", slc_group(job, "0"));
+	snprintf(batch, sizeof(batch), "%s", slc_group(job, "batch"));
 	snprintf(dir, sizeof(dir), "%s", cgroup_dir(step));
 	text = slc_wait_file(slc_job_out(job), "step-done", JOB_MS);
 	sys_assert_contains(text, "total=1717986918 ");
@@ -180,7 +145,7 @@ static void test_slurm_scancel_leaves_nothing(void **state)
 	stray = (pid_t)strtol(text, NULL, 10);
 	free(text);
 	assert_true(stray > 1);
-	snprintf(name, sizeof(name), "%s", group_of(job, "batch"));
+	snprintf(name, sizeof(name), "%s", slc_group(job, "batch"));
 	snprintf(dir, sizeof(dir), "%s", cgroup_dir(name));
 	/* Both hold memory in the batch step's group. */
 	sys_wait_group(name, QT_CTX * 2 + GiB + 512 * MiB, 2, SYS_REFRESH_MS * 2);
@@ -220,8 +185,8 @@ static void test_slurm_daemon_restart_keeps_groups(void **state)
 	cJSON *g;
 
 	(void)state;
-	job = step_client(&p, "--gres=shard:4");
-	snprintf(name, sizeof(name), "%s", group_of(job, "0"));
+	job = slc_step_client(&p, "--gres=shard:4", NULL);
+	snprintf(name, sizeof(name), "%s", slc_group(job, "0"));
 	qt_expect(&p, CUDA_SUCCESS, "device 2GiB");
 	assert_int_equal(sys_daemon_signal(SIGKILL), 128 + SIGKILL);
 	sys_daemon_start();
@@ -268,8 +233,8 @@ static void test_slurm_epilog_backstop(void **state)
 	(void)state;
 	if (!slc_cgroup_root()[0])
 		skip(); /* stale groups are told by their cgroup */
-	job = step_client(&p, "--gres=shard:2");
-	snprintf(name, sizeof(name), "%s", group_of(job, "0"));
+	job = slc_step_client(&p, "--gres=shard:2", NULL);
+	snprintf(name, sizeof(name), "%s", slc_group(job, "0"));
 	assert_int_equal(sys_daemon_signal(SIGTERM), 0);
 	qt_send(&p, "quit");
 	assert_int_equal(qt_finish(&p), 0);
@@ -298,14 +263,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup(test_slurm_daemon_restart_keeps_groups, setup),
 	    cmocka_unit_test_setup(test_slurm_epilog_backstop, setup),
 	};
-	const char *why;
 
 	(void)argc;
-	sys_main_init(argv[0]);
-	why = slc_unavailable();
-	if (why) {
-		printf("SKIP: %s\n", why);
-		return 77;
-	}
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return slc_run(argv[0], tests, group_setup, slc_end);
 }

@@ -27,17 +27,9 @@ static struct sys_out out;
 static int group_setup(void **state)
 {
 	(void)state;
-	sys_world("slurm-jobs");
-	setenv("CUSIM_GPUS", "H100:8GiB,H100:8GiB", 1);
-	sys_daemon_start();
-	slc_start(&(struct slc_opts){.gpus = 1, .shards = SHARDS});
+	slc_begin("slurm-jobs", "H100:8GiB,H100:8GiB",
+		  &(struct slc_opts){.gpus = 1, .shards = SHARDS});
 	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	slc_stop();
-	return sys_end(state);
 }
 
 /* Each test starts from an idle node with the default plugstack.conf. */
@@ -56,38 +48,6 @@ static int setup(void **state)
 	return 0;
 }
 
-/*
- * Starts `srun -u ARGS... quota-client serve` (args NULL-terminated) and
- * waits for its ready line; returns the job id.
- */
-static unsigned step_client(struct qt_proc *p, ...)
-{
-	char *argv[24];
-	unsigned n = 0, job;
-	const char *a, *line;
-	va_list ap;
-
-	argv[n++] = "srun";
-	argv[n++] = "-u";
-	va_start(ap, p);
-	while ((a = va_arg(ap, const char *)) != NULL)
-		argv[n++] = (char *)a;
-	va_end(ap);
-	argv[n++] = (char *)sys_quota_client();
-	argv[n++] = "serve";
-	argv[n] = NULL;
-	qt_spawn(p, argv, NULL, false);
-	line = qt_read_line(p, JOB_MS);
-	if (!line || strncmp(line, "ready ", 6) != 0)
-		fail_msg("srun ... quota-client serve did not get ready: \"%s\"",
-			 line ? line : "(no output)");
-	p->self_pid = (int)qt_val(line, "pid");
-	p->outer_pid = (int)qt_val(line, "outer");
-	job = slc_job_of_pid(p->outer_pid);
-	assert_true(job > 0);
-	return job;
-}
-
 /* Ends a step_client: quit, srun exits 0, the job finishes. */
 static void step_end(struct qt_proc *p, unsigned job)
 {
@@ -96,14 +56,6 @@ static void step_end(struct qt_proc *p, unsigned job)
 	qt_send(p, "quit");
 	assert_int_equal(qt_finish(p), 0);
 	assert_string_equal(slc_wait_job_done(job, JOB_MS, state, sizeof(state)), "COMPLETED");
-}
-
-static const char *step_group(unsigned job, const char *step)
-{
-	static char name[64];
-
-	snprintf(name, sizeof(name), "slurm-%u.%s", job, step);
-	return name;
 }
 
 /* devices[] entry of GPU `uuid` in a GROUP object (fails when absent). */
@@ -151,8 +103,8 @@ static void test_slurm_two_jobs_own_quotas(void **state)
 	cJSON *g, *doc, *proc;
 
 	(void)state;
-	ja = step_client(&a, "--gres=shard:3", NULL);
-	jb = step_client(&b, "--gres=shard:5", NULL);
+	ja = slc_step_client(&a, "--gres=shard:3", NULL);
+	jb = slc_step_client(&b, "--gres=shard:5", NULL);
 	assert_int_not_equal(ja, jb);
 
 	/* Each sees its slice as the GPU. */
@@ -172,21 +124,21 @@ static void test_slurm_two_jobs_own_quotas(void **state)
 	qt_expect(&b, CUDA_SUCCESS, "device 900MiB");
 
 	/* cusliced: one group per step, the exact limits, placed by cgroup. */
-	g = slc_managed_group(step_group(ja, "0"));
+	g = slc_managed_group(slc_group(ja, "0"));
 	assert_non_null(g);
 	assert_int_equal(sys_u64(group_device(g, 0), "memory_limit"), SHARE(3));
 	assert_int_equal(sys_u64(group_device(g, 1), "memory_limit"), 0);
 	assert_int_equal(sys_u64(g, "processes"), 1);
 	cJSON_Delete(g);
-	g = slc_managed_group(step_group(jb, "0"));
+	g = slc_managed_group(slc_group(jb, "0"));
 	assert_non_null(g);
 	assert_int_equal(sys_u64(group_device(g, 0), "memory_limit"), SHARE(5));
 	cJSON_Delete(g);
 	proc = daemon_process(&doc, a.outer_pid);
-	assert_string_equal(cJSON_GetObjectItem(proc, "group")->valuestring, step_group(ja, "0"));
+	assert_string_equal(cJSON_GetObjectItem(proc, "group")->valuestring, slc_group(ja, "0"));
 	if (slc_cgroup_root()[0])
 		assert_non_null(
-		    strstr(cJSON_GetObjectItem(proc, "cgroup")->valuestring, step_group(ja, "0")));
+		    strstr(cJSON_GetObjectItem(proc, "cgroup")->valuestring, slc_group(ja, "0")));
 	cJSON_Delete(doc);
 
 	/* The CLI and the metrics say which job and step a group is. */
@@ -195,7 +147,7 @@ static void test_slurm_two_jobs_own_quotas(void **state)
 		double v = 0;
 
 		snprintf(want, sizeof(want), "slurm.job=%u,slurm.step=0,slurm.user=root", ja);
-		assert_int_equal(sys_cli(&out, "groups", step_group(ja, "0"), NULL), 0);
+		assert_int_equal(sys_cli(&out, "groups", slc_group(ja, "0"), NULL), 0);
 		sys_assert_contains(out.out, want);
 		assert_int_equal(sys_cli(&out, "ps", NULL), 0);
 		sys_assert_contains(out.out, want);
@@ -203,7 +155,7 @@ static void test_slurm_two_jobs_own_quotas(void **state)
 		snprintf(labels, sizeof(labels),
 			 "group=\"%s\" label_slurm_job=\"%u\" label_slurm_step=\"0\" "
 			 "label_slurm_user=\"root\"",
-			 step_group(jb, "0"), jb);
+			 slc_group(jb, "0"), jb);
 		if (!sys_metric(metrics, "cuslice_group_info", labels, &v))
 			fail_msg("no cuslice_group_info{%s} in:\n%s", labels, metrics);
 		assert_true(v == 1.0);
@@ -391,8 +343,8 @@ static void test_slurm_batch_and_inner_step(void **state)
 	sys_assert_contains(text, "alloc 2: cuMemAlloc_v2(1073741824) -> CUDA_ERROR_OUT_OF_MEMORY");
 	sys_assert_contains(text, "alloc 1: cuMemAlloc_v2(1073741824) -> CUDA_ERROR_OUT_OF_MEMORY");
 	free(text);
-	slc_wait_group_gone(step_group(job, "batch"), 10000);
-	slc_wait_group_gone(step_group(job, "0"), 10000);
+	slc_wait_group_gone(slc_group(job, "batch"), 10000);
+	slc_wait_group_gone(slc_group(job, "0"), 10000);
 }
 
 /*
@@ -408,15 +360,16 @@ static void test_slurm_cannot_escape(void **state)
 	cJSON *doc, *proc;
 
 	(void)state;
-	jv = step_client(&victim, "--gres=shard:5", NULL);
-	snprintf(asked, sizeof(asked), "CUSLICE_GROUP=%s", step_group(jv, "0"));
-	jt = step_client(&thief, "--gres=shard:2", "env", asked, "CUSLICE_MEM_LIMIT=8GiB", NULL);
+	jv = slc_step_client(&victim, "--gres=shard:5", NULL);
+	snprintf(asked, sizeof(asked), "CUSLICE_GROUP=%s", slc_group(jv, "0"));
+	jt =
+	    slc_step_client(&thief, "--gres=shard:2", "env", asked, "CUSLICE_MEM_LIMIT=8GiB", NULL);
 	/* The thief is in its own step's group, with its own 20%. */
 	line = qt_cmd(&thief, "info");
 	assert_int_equal(qt_val(line, "total"), SHARE(2));
 	qt_expect(&thief, QT_OOM, "device 2GiB");
 	proc = daemon_process(&doc, thief.outer_pid);
-	assert_string_equal(cJSON_GetObjectItem(proc, "group")->valuestring, step_group(jt, "0"));
+	assert_string_equal(cJSON_GetObjectItem(proc, "group")->valuestring, slc_group(jt, "0"));
 	cJSON_Delete(doc);
 	/* The victim still has all of its 4 GiB. */
 	qt_expect(&victim, CUDA_SUCCESS, "device 3900MiB");
@@ -478,14 +431,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup(test_slurm_cannot_escape, setup),
 	    cmocka_unit_test_setup(test_slurm_no_gpu_step, setup),
 	};
-	const char *why;
 
 	(void)argc;
-	sys_main_init(argv[0]);
-	why = slc_unavailable();
-	if (why) {
-		printf("SKIP: %s\n", why);
-		return 77;
-	}
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return slc_run(argv[0], tests, group_setup, slc_end);
 }

@@ -26,29 +26,31 @@
 
 static char err[SP_ERR_MAX];
 
-static struct sp_config config(const char *args)
+/* sp_args_parse of blank-separated words. */
+static int parse_words(const char *args, struct sp_config *c)
 {
 	char buf[1024], *av[32];
-	struct sp_config c;
 	int ac = 0;
 
 	snprintf(buf, sizeof(buf), "%s", args);
 	for (char *t = strtok(buf, " "); t && ac < 32; t = strtok(NULL, " "))
 		av[ac++] = t;
-	assert_int_equal(sp_args_parse(&c, LIB, ac, av, err, sizeof(err)), 0);
+	return sp_args_parse(c, LIB, ac, av, err, sizeof(err));
+}
+
+static struct sp_config config(const char *args)
+{
+	struct sp_config c;
+
+	assert_int_equal(parse_words(args, &c), 0);
 	return c;
 }
 
 static int args_fail(const char *args)
 {
-	char buf[1024], *av[32];
 	struct sp_config c;
-	int ac = 0;
 
-	snprintf(buf, sizeof(buf), "%s", args);
-	for (char *t = strtok(buf, " "); t && ac < 32; t = strtok(NULL, " "))
-		av[ac++] = t;
-	return sp_args_parse(&c, LIB, ac, av, err, sizeof(err));
+	return parse_words(args, &c);
 }
 
 static void assert_err_has(const char *needle)
