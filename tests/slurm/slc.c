@@ -142,12 +142,16 @@ static void stop(pid_t *pid, unsigned timeout_ms)
 
 static void write_plugstack(void)
 {
-	write_file(c.plugstack,
-		   "required %s library=%s socket=%s shards_per_gpu=%u cgroup_root=%s timeout=30 "
-		   "%s\n",
-		   getenv("CS_SPANK_PLUGIN"), getenv("CS_PRELOAD"), sys_sock(), c.o.shards,
-		   c.cgroup_root[0] ? c.cgroup_root : "/sys/fs/cgroup/cs-slurm-test",
-		   c.o.plug_args ? c.o.plug_args : "");
+	const char *extra = c.o.plug_args ? c.o.plug_args : "";
+	char root[PATH_MAX + 16] = "";
+
+	/* The test's cgroup subtree, unless the test names another. */
+	if (!strstr(extra, "cgroup_root="))
+		snprintf(root, sizeof(root), "cgroup_root=%s",
+			 c.cgroup_root[0] ? c.cgroup_root : "/sys/fs/cgroup/cs-slurm-test");
+	write_file(
+	    c.plugstack, "required %s library=%s socket=%s shards_per_gpu=%u timeout=30 %s %s\n",
+	    getenv("CS_SPANK_PLUGIN"), getenv("CS_PRELOAD"), sys_sock(), c.o.shards, root, extra);
 }
 
 void slc_plugstack(const char *plug_args)
@@ -629,4 +633,16 @@ const char *slc_group(unsigned job, const char *step)
 
 	snprintf(name, 64, "slurm-%u.%s", job, step);
 	return name;
+}
+
+bool slc_slurmd_log_has(const char *text)
+{
+	char path[PATH_MAX], *buf = malloc(8 << 20);
+	bool found;
+
+	assert_non_null(buf);
+	snprintf(path, sizeof(path), "%s/log/slurmd.log", c.dir);
+	found = sp_read_file(path, buf, 8 << 20) == 0 && strstr(buf, text);
+	free(buf);
+	return found;
 }

@@ -114,6 +114,9 @@ const char *slc_job_out(unsigned job);
 /* The Slurm job id of a process (its SLURM_JOB_ID), 0 when it has none. */
 unsigned slc_job_of_pid(pid_t pid);
 
+/* True when slurmd's log (the plugin's messages in slurmstepd and the epilog) contains text. */
+bool slc_slurmd_log_has(const char *text);
+
 /* The node's state as sinfo says it ("idle", "mixed", "drained", ...). */
 const char *slc_node_state(char *buf, size_t len);
 

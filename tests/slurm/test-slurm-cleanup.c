@@ -8,7 +8,6 @@
  */
 #include "slc.h"
 
-#include "sp.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -205,19 +204,6 @@ static void test_slurm_daemon_restart_keeps_groups(void **state)
 	slc_wait_group_gone(name, 10000);
 }
 
-/* True when the slurmd log contains text. */
-static bool slurmd_log_has(const char *text)
-{
-	char path[PATH_MAX], *buf = malloc(8 << 20);
-	bool found;
-
-	assert_non_null(buf);
-	snprintf(path, sizeof(path), "%s/log/slurmd.log", slc_dir());
-	found = sp_read_file(path, buf, 8 << 20) == 0 && strstr(buf, text);
-	free(buf);
-	return found;
-}
-
 /*
  * cusliced is down when a step ends: the step cannot release its group (its
  * policy stays in cusliced's state). The next job's epilog on the node
@@ -241,7 +227,7 @@ static void test_slurm_epilog_backstop(void **state)
 	assert_string_equal(slc_wait_job_done(job, JOB_MS, st, sizeof(st)), "COMPLETED");
 	snprintf(want, sizeof(want), "step %s: cannot release its group: cusliced is not running",
 		 name);
-	assert_true(slurmd_log_has(want));
+	assert_true(slc_slurmd_log_has(want));
 	assert_false(exists(cgroup_dir(name)));
 
 	sys_daemon_start();
@@ -252,7 +238,7 @@ static void test_slurm_epilog_backstop(void **state)
 	sys_assert_status(&out, 0);
 	slc_wait_group_gone(name, 10000);
 	snprintf(want, sizeof(want), "released group %s", name);
-	assert_true(slurmd_log_has(want));
+	assert_true(slc_slurmd_log_has(want));
 }
 
 int main(int argc, char **argv)

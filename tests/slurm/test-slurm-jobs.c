@@ -397,6 +397,39 @@ static void test_slurm_cannot_escape(void **state)
 	(void)state_buf;
 }
 
+/* salloc's options reach the steps of the allocation (through its environment). */
+static void test_slurm_salloc_options(void **state)
+{
+	(void)state;
+	slc_cmd(&out, JOB_MS,
+		(char *const[]){"salloc", "--gres=shard:4", "--gpu-mem=1GiB", "--gpu-cores=25",
+				"srun", "sh", "-c",
+				"echo \"mem=$CUSLICE_MEM_LIMIT cores=$CUSLICE_CORE_LIMIT\"", NULL});
+	sys_assert_status(&out, 0);
+	sys_assert_contains(out.out, "mem=1073741824 cores=25%");
+}
+
+/*
+ * Where the plugin cannot make a cgroup (here: a cgroup_root outside the
+ * cgroup2 mount), the step's members are its user's processes; the step
+ * still gets its slice, and slurmd's log says why.
+ */
+static void test_slurm_uid_rule_without_cgroup(void **state)
+{
+	char want[128];
+
+	(void)state;
+	slc_plugstack("cgroup_root=/run/cs-not-a-cgroup");
+	slc_cmd(&out, JOB_MS,
+		(char *const[]){"srun", "--gres=shard:1", (char *)sys_client("cs-alloc"), "--bytes",
+				"512MiB", "--count", "2", "--expect-oom", NULL});
+	sys_assert_status(&out, 0);
+	snprintf(want, sizeof(want), "total=%llu ", (unsigned long long)SHARE(1));
+	sys_assert_contains(out.out, want);
+	assert_true(sys_log_contains("\"daemon_required\":true,\"members\":{\"uids\":[0],"));
+	assert_true(slc_slurmd_log_has("no cgroup of its own (/run/cs-not-a-cgroup/slurm-"));
+}
+
 /* A step without a GPU is left alone: no group, no preload. */
 static void test_slurm_no_gpu_step(void **state)
 {
@@ -429,6 +462,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup(test_slurm_request_beyond_share, setup),
 	    cmocka_unit_test_setup(test_slurm_batch_and_inner_step, setup),
 	    cmocka_unit_test_setup(test_slurm_cannot_escape, setup),
+	    cmocka_unit_test_setup(test_slurm_salloc_options, setup),
+	    cmocka_unit_test_setup(test_slurm_uid_rule_without_cgroup, setup),
 	    cmocka_unit_test_setup(test_slurm_no_gpu_step, setup),
 	};
 
