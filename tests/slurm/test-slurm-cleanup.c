@@ -8,7 +8,6 @@
  */
 #include "slc.h"
 
-
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
