@@ -479,6 +479,15 @@ static const char *group_rule(const cJSON *g)
 	return cJSON_IsString(first) ? first->valuestring : NULL;
 }
 
+/* Whether a group was made by this plugin: its policy has the label slurm.job. */
+static bool made_by_us(const cJSON *g)
+{
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(g, "policy");
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(p, "labels");
+
+	return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(l, "slurm.job"));
+}
+
 /*
  * The job's backstop: releases every group of job `job` (and empties our
  * cgroups of it), and groups of any finished step whose cgroup is gone.
@@ -518,10 +527,14 @@ static void epilog_release(uint32_t job)
 		    sp_cgroup_own(&cfg, mount, name, dir, sizeof(dir), rule, sizeof(rule)) == 0)
 			own = r && strcmp(r, rule) == 0;
 		if (!mine) {
-			/* Another job's group: stale only when its step's cgroup is gone. */
+			/*
+			 * Another job's group: stale only when this plugin made it
+			 * (not a group an admin named slurm-something) and its
+			 * step's cgroup is gone.
+			 */
 			char path[PATH_MAX];
 
-			if (!have_mount || !r ||
+			if (!have_mount || !r || !made_by_us(g) ||
 			    (size_t)snprintf(path, sizeof(path), "%s%s",
 					     strcmp(mount, "/") ? mount : "", r) >= sizeof(path) ||
 			    stat(path, &sb) == 0)

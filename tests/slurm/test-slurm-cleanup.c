@@ -233,11 +233,16 @@ static void test_slurm_epilog_backstop(void **state)
 	g = slc_managed_group(name);
 	assert_non_null(g); /* persisted by cusliced, as any policy */
 	cJSON_Delete(g);
+	/* A group an admin named like ours, with a cgroup that does not exist: not the plugin's. */
+	cJSON_Delete(sys_put_group("slurm-admin", "{\"members\":{\"cgroups\":[\"/no/such/cg\"]}}"));
 	slc_cmd(&out, JOB_MS, (char *const[]){"srun", "--gres=shard:1", "true", NULL});
 	sys_assert_status(&out, 0);
 	slc_wait_group_gone(name, 10000);
 	snprintf(want, sizeof(want), "released group %s", name);
 	assert_true(slc_slurmd_log_has(want));
+	g = slc_managed_group("slurm-admin");
+	assert_non_null(g);
+	cJSON_Delete(g);
 }
 
 int main(int argc, char **argv)
