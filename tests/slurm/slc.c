@@ -184,41 +184,14 @@ static void cgroup_setup(void)
 	free(text);
 }
 
-void slc_start(const struct slc_opts *o)
+/* slurm.conf, with two ports nobody listens on now. */
+static void write_slurm_conf(const char *sock)
 {
-	char key[1024], path[PATH_MAX], sock[PATH_MAX];
-	char buf[32];
-	int fd;
+	int ctld_port = sys_free_port(), slurmd_port;
 
-	c.o = *o;
-	c.scripts = 0;
-	/* Orphans of the cluster (stepds, job processes) become ours, for slc_stop. */
-	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-	snprintf(c.dir, sizeof(c.dir), "/tmp/cs-slurm-XXXXXX");
-	assert_non_null(mkdtemp(c.dir));
-	assert_int_equal(chmod(c.dir, 0755), 0);
-	for (const char *const *d = (const char *const[]){"munge", "state", "spool", "log", NULL};
-	     *d; d++) {
-		snprintf(path, sizeof(path), "%s/%s", c.dir, *d);
-		assert_int_equal(mkdir(path, 0755), 0);
-	}
-	fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	assert_int_equal(read(fd, key, sizeof(key)), sizeof(key));
-	close(fd);
-	snprintf(path, sizeof(path), "%s/munge.key", c.dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, key, sizeof(key)), sizeof(key));
-	close(fd);
-	for (unsigned i = 0; i < o->gpus; i++) {
-		snprintf(path, sizeof(path), "%s/nvidia%u", c.dir, i);
-		assert_int_equal(mknod(path, S_IFCHR | 0666, makedev(195, i)), 0);
-	}
-	cgroup_setup();
-	snprintf(sock, sizeof(sock), "%s/munge/munge.socket", c.dir);
-	snprintf(c.conf, sizeof(c.conf), "%s/slurm.conf", c.dir);
-	snprintf(c.plugstack, sizeof(c.plugstack), "%s/plugstack.conf", c.dir);
+	do
+		slurmd_port = sys_free_port();
+	while (slurmd_port == ctld_port);
 	write_file(c.conf,
 		   "ClusterName=cstest\n"
 		   "SlurmctldHost=localhost\n"
@@ -252,8 +225,74 @@ void slc_start(const struct slc_opts *o)
 		   "InactiveLimit=0\n"
 		   "NodeName=localhost CPUs=8 RealMemory=8000 Gres=gpu:%u,shard:%u State=UNKNOWN\n"
 		   "PartitionName=test Nodes=localhost Default=YES MaxTime=30 State=UP\n",
-		   sys_free_port(), sys_free_port(), sock, c.dir, c.dir, c.dir, c.dir, c.dir, c.dir,
-		   c.plugstack, o->gpus, o->gpus * o->shards);
+		   ctld_port, slurmd_port, sock, c.dir, c.dir, c.dir, c.dir, c.dir, c.dir,
+		   c.plugstack, c.o.gpus, c.o.gpus * c.o.shards);
+}
+
+/*
+ * Starts slurmctld and slurmd and waits until the node is idle. False when
+ * one of them exits first (a port taken meanwhile by another program: the
+ * caller tries again with others).
+ */
+static bool start_slurm(void)
+{
+	char buf[32];
+
+	c.slurmctld = start("slurmctld", (char *const[]){"/usr/sbin/slurmctld", "-D", "-i", "-c",
+							 "-f", c.conf, NULL});
+	c.slurmd = start("slurmd", (char *const[]){"/usr/sbin/slurmd", "-D", "-N", "localhost",
+						   "-f", c.conf, NULL});
+	for (uint64_t t0 = qt_now_ms(); strcmp(slc_node_state(buf, sizeof(buf)), "idle") != 0;
+	     qt_sleep_ms(100)) {
+		if (waitpid(c.slurmctld, NULL, WNOHANG) == c.slurmctld)
+			c.slurmctld = 0;
+		if (waitpid(c.slurmd, NULL, WNOHANG) == c.slurmd)
+			c.slurmd = 0;
+		if (!c.slurmctld || !c.slurmd) {
+			stop(&c.slurmd, 5000);
+			stop(&c.slurmctld, 5000);
+			return false;
+		}
+		if (qt_now_ms() - t0 > START_TIMEOUT_MS)
+			fail_msg("the cluster did not come up (node %s): see %s/log", buf, c.dir);
+	}
+	return true;
+}
+
+void slc_start(const struct slc_opts *o)
+{
+	char key[1024], path[PATH_MAX], sock[PATH_MAX];
+	int fd;
+
+	c.o = *o;
+	c.scripts = 0;
+	/* Orphans of the cluster (stepds, job processes) become ours, for slc_stop. */
+	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	snprintf(c.dir, sizeof(c.dir), "/tmp/cs-slurm-XXXXXX");
+	assert_non_null(mkdtemp(c.dir));
+	assert_int_equal(chmod(c.dir, 0755), 0);
+	for (const char *const *d = (const char *const[]){"munge", "state", "spool", "log", NULL};
+	     *d; d++) {
+		snprintf(path, sizeof(path), "%s/%s", c.dir, *d);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, key, sizeof(key)), sizeof(key));
+	close(fd);
+	snprintf(path, sizeof(path), "%s/munge.key", c.dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, key, sizeof(key)), sizeof(key));
+	close(fd);
+	for (unsigned i = 0; i < o->gpus; i++) {
+		snprintf(path, sizeof(path), "%s/nvidia%u", c.dir, i);
+		assert_int_equal(mknod(path, S_IFCHR | 0666, makedev(195, i)), 0);
+	}
+	cgroup_setup();
+	snprintf(sock, sizeof(sock), "%s/munge/munge.socket", c.dir);
+	snprintf(c.conf, sizeof(c.conf), "%s/slurm.conf", c.dir);
+	snprintf(c.plugstack, sizeof(c.plugstack), "%s/plugstack.conf", c.dir);
 	snprintf(path, sizeof(path), "%s/gres.conf", c.dir);
 	{
 		char gres[4096];
@@ -284,15 +323,13 @@ void slc_start(const struct slc_opts *o)
 		if (qt_now_ms() - t0 > START_TIMEOUT_MS || waitpid(c.munged, NULL, WNOHANG) != 0)
 			fail_msg("munged did not start: see %s/log/munged.out", c.dir);
 	setenv("SLURM_CONF", c.conf, 1);
-	c.slurmctld = start("slurmctld", (char *const[]){"/usr/sbin/slurmctld", "-D", "-i", "-c",
-							 "-f", c.conf, NULL});
-	c.slurmd = start("slurmd", (char *const[]){"/usr/sbin/slurmd", "-D", "-N", "localhost",
-						   "-f", c.conf, NULL});
-	for (uint64_t t0 = qt_now_ms(); strcmp(slc_node_state(buf, sizeof(buf)), "idle") != 0;
-	     qt_sleep_ms(100)) {
-		if (qt_now_ms() - t0 > START_TIMEOUT_MS || waitpid(c.slurmctld, NULL, WNOHANG) ||
-		    waitpid(c.slurmd, NULL, WNOHANG))
-			fail_msg("the cluster did not come up (node %s): see %s/log", buf, c.dir);
+	for (int attempt = 1;; attempt++) {
+		write_slurm_conf(sock);
+		if (start_slurm())
+			break;
+		if (attempt == 3)
+			fail_msg("slurmctld or slurmd exited at start, 3 times: see %s/log", c.dir);
+		print_message("slurmctld or slurmd exited at start; again with other ports\n");
 	}
 }
 

@@ -92,7 +92,7 @@ static void test_slurm_cleanup_after_step(void **state)
 	cJSON_Delete(g);
 	if (dir[0])
 		assert_true(exists(cgroup_dir(batch)));
-	sys_wait_gpu_used(0, SYS_REFRESH_MS);
+	sys_wait_gpu_used(0, SYS_REFRESH_MS * 2);
 
 	f = fopen(go, "w");
 	assert_non_null(f);
@@ -166,7 +166,7 @@ static void test_slurm_scancel_leaves_nothing(void **state)
 					 (int)stray);
 			qt_sleep_ms(50);
 		}
-		sys_wait_gpu_used(0, SYS_REFRESH_MS);
+		sys_wait_gpu_used(0, SYS_REFRESH_MS * 2);
 	} else {
 		/* Without cgroups only Slurm's tracking ends processes. */
 		kill(stray, SIGKILL);
