@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -245,6 +246,50 @@ static void test_slurm_epilog_backstop(void **state)
 	cJSON_Delete(g);
 }
 
+/*
+ * cusliced with a token: the plugin's own calls carry it (token_file= in
+ * plugstack.conf) and the step's processes get it to register; without it
+ * the step fails, saying why, instead of running unfenced.
+ */
+static void test_slurm_daemon_token(void **state)
+{
+	char path[PATH_MAX], conf[PATH_MAX + 32], args[PATH_MAX + 32];
+	FILE *f;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/token", sys_dir());
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("slurm-t0ken\n", f);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(path, 0600), 0);
+	assert_int_equal(sys_daemon_signal(SIGTERM), 0);
+	snprintf(conf, sizeof(conf), "token_file = %s", path);
+	sys_set_config(conf);
+	sys_set_token("slurm-t0ken");
+	sys_daemon_start();
+
+	/* No token in plugstack.conf: refused by cusliced, the step fails. */
+	slc_cmd(&out, JOB_MS, (char *const[]){"srun", "--gres=shard:2", "true", NULL});
+	assert_int_equal(out.status, 1);
+	sys_assert_contains(out.err, "cuslice: the GPU slice of step slurm-");
+	sys_assert_contains(out.err, "cannot be set up: cusliced refused GET /v1/gpus (HTTP 401)");
+
+	snprintf(args, sizeof(args), "token_file=%s", path);
+	slc_plugstack(args);
+	slc_cmd(&out, JOB_MS,
+		(char *const[]){"srun", "--gres=shard:2", (char *)sys_client("cs-alloc"), "--bytes",
+				"1GiB", "--count", "2", "--expect-oom", NULL});
+	sys_assert_status(&out, 0);
+	sys_assert_contains(out.out, "total=1717986918 ");
+
+	slc_plugstack(NULL);
+	assert_int_equal(sys_daemon_signal(SIGTERM), 0);
+	sys_set_config(NULL);
+	sys_set_token(NULL);
+	sys_daemon_start();
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -252,6 +297,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup(test_slurm_scancel_leaves_nothing, setup),
 	    cmocka_unit_test_setup(test_slurm_daemon_restart_keeps_groups, setup),
 	    cmocka_unit_test_setup(test_slurm_epilog_backstop, setup),
+	    cmocka_unit_test_setup(test_slurm_daemon_token, setup),
 	};
 
 	(void)argc;
