@@ -21,6 +21,17 @@
 
 #include <stdbool.h>
 
+/*
+ * The tests' node: one 8 GiB GPU (cusim's default H100 of sys.h, or the
+ * first of several) with 10 shards in Slurm. SLC_SHARE(n): what n shards
+ * give, floor(8 GiB * n / 10), as cusliced resolves "n0%".
+ */
+#define SLC_SHARDS 10
+#define SLC_GPU_BYTES (8 * GiB)
+#define SLC_SHARE(n) (SLC_GPU_BYTES * (n) / SLC_SHARDS)
+/* A job's start, run and end on a loaded 2-core machine. */
+#define SLC_JOB_MS 60000
+
 /* The cluster's shape. */
 struct slc_opts {
 	unsigned gpus;	       /* GPUs Slurm manages (gres.conf), indices 0.. */

@@ -18,17 +18,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define SHARDS 10
-#define GPU_BYTES (8 * GiB)
-#define SHARE(n) (GPU_BYTES * (n) / SHARDS)
-#define JOB_MS 60000
-
 static struct sys_out out;
 
 static int group_setup(void **state)
 {
 	(void)state;
-	slc_begin("slurm-cleanup", NULL, &(struct slc_opts){.gpus = 1, .shards = SHARDS});
+	slc_begin("slurm-cleanup", NULL, &(struct slc_opts){.gpus = 1, .shards = SLC_SHARDS});
 	return 0;
 }
 
@@ -80,7 +75,7 @@ static void test_slurm_cleanup_after_step(void **state)
 	snprintf(step, sizeof(step), "%s", slc_group(job, "0"));
 	snprintf(batch, sizeof(batch), "%s", slc_group(job, "batch"));
 	snprintf(dir, sizeof(dir), "%s", cgroup_dir(step));
-	text = slc_wait_file(slc_job_out(job), "step-done", JOB_MS);
+	text = slc_wait_file(slc_job_out(job), "step-done", SLC_JOB_MS);
 	sys_assert_contains(text, "total=1717986918 ");
 	free(text);
 	/* The step is over, the job is not. */
@@ -98,7 +93,7 @@ static void test_slurm_cleanup_after_step(void **state)
 	f = fopen(go, "w");
 	assert_non_null(f);
 	fclose(f);
-	assert_string_equal(slc_wait_job_done(job, JOB_MS, st, sizeof(st)), "COMPLETED");
+	assert_string_equal(slc_wait_job_done(job, SLC_JOB_MS, st, sizeof(st)), "COMPLETED");
 	slc_wait_group_gone(batch, 10000);
 	assert_false(exists(cgroup_dir(batch)));
 }
@@ -138,8 +133,8 @@ static void test_slurm_scancel_leaves_nothing(void **state)
 		 "exec %s --bytes 1GiB --verify sample --hold-until-signal\n",
 		 pidfile, alloc, strayout, alloc);
 	job = slc_sbatch(script, "--gres=shard:5", NULL);
-	free(slc_wait_file(slc_job_out(job), "ready", JOB_MS));
-	free(slc_wait_file(strayout, "ready", JOB_MS));
+	free(slc_wait_file(slc_job_out(job), "ready", SLC_JOB_MS));
+	free(slc_wait_file(strayout, "ready", SLC_JOB_MS));
 	text = slc_wait_file(pidfile, "\n", 5000);
 	stray = (pid_t)strtol(text, NULL, 10);
 	free(text);
@@ -155,7 +150,7 @@ static void test_slurm_scancel_leaves_nothing(void **state)
 	snprintf(id, sizeof(id), "%u", job);
 	slc_cmd(&out, 30000, (char *const[]){"scancel", id, NULL});
 	sys_assert_status(&out, 0);
-	assert_string_equal(slc_wait_job_done(job, JOB_MS, st, sizeof(st)), "CANCELLED");
+	assert_string_equal(slc_wait_job_done(job, SLC_JOB_MS, st, sizeof(st)), "CANCELLED");
 	slc_wait_group_gone(name, 10000);
 	if (dir[0]) {
 		/* The escaped process was in the step's cgroup: it is gone with it. */
@@ -193,14 +188,14 @@ static void test_slurm_daemon_restart_keeps_groups(void **state)
 	assert_non_null(g);
 	assert_int_equal(
 	    sys_u64(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "devices"), 0), "memory_limit"),
-	    SHARE(4));
+	    SLC_SHARE(4));
 	cJSON_Delete(g);
 	/* Still enforced: 64 MiB + 2 GiB + 2 GiB > 3.2 GiB; 1 GiB fits. */
 	qt_expect(&p, QT_OOM, "device 2GiB");
 	qt_expect(&p, CUDA_SUCCESS, "device 1GiB");
 	qt_send(&p, "quit");
 	assert_int_equal(qt_finish(&p), 0);
-	assert_string_equal(slc_wait_job_done(job, JOB_MS, st, sizeof(st)), "COMPLETED");
+	assert_string_equal(slc_wait_job_done(job, SLC_JOB_MS, st, sizeof(st)), "COMPLETED");
 	slc_wait_group_gone(name, 10000);
 }
 
@@ -224,7 +219,7 @@ static void test_slurm_epilog_backstop(void **state)
 	assert_int_equal(sys_daemon_signal(SIGTERM), 0);
 	qt_send(&p, "quit");
 	assert_int_equal(qt_finish(&p), 0);
-	assert_string_equal(slc_wait_job_done(job, JOB_MS, st, sizeof(st)), "COMPLETED");
+	assert_string_equal(slc_wait_job_done(job, SLC_JOB_MS, st, sizeof(st)), "COMPLETED");
 	snprintf(want, sizeof(want), "step %s: cannot release its group: cusliced is not running",
 		 name);
 	assert_true(slc_slurmd_log_has(want));
@@ -236,7 +231,7 @@ static void test_slurm_epilog_backstop(void **state)
 	cJSON_Delete(g);
 	/* A group an admin named like ours, with a cgroup that does not exist: not the plugin's. */
 	cJSON_Delete(sys_put_group("slurm-admin", "{\"members\":{\"cgroups\":[\"/no/such/cg\"]}}"));
-	slc_cmd(&out, JOB_MS, (char *const[]){"srun", "--gres=shard:1", "true", NULL});
+	slc_cmd(&out, SLC_JOB_MS, (char *const[]){"srun", "--gres=shard:1", "true", NULL});
 	sys_assert_status(&out, 0);
 	slc_wait_group_gone(name, 10000);
 	snprintf(want, sizeof(want), "released group %s", name);
@@ -270,14 +265,14 @@ static void test_slurm_daemon_token(void **state)
 	sys_daemon_start();
 
 	/* No token in plugstack.conf: refused by cusliced, the step fails. */
-	slc_cmd(&out, JOB_MS, (char *const[]){"srun", "--gres=shard:2", "true", NULL});
+	slc_cmd(&out, SLC_JOB_MS, (char *const[]){"srun", "--gres=shard:2", "true", NULL});
 	assert_int_equal(out.status, 1);
 	sys_assert_contains(out.err, "cuslice: the GPU slice of step slurm-");
 	sys_assert_contains(out.err, "cannot be set up: cusliced refused GET /v1/gpus (HTTP 401)");
 
 	snprintf(args, sizeof(args), "token_file=%s", path);
 	slc_plugstack(args);
-	slc_cmd(&out, JOB_MS,
+	slc_cmd(&out, SLC_JOB_MS,
 		(char *const[]){"srun", "--gres=shard:2", (char *)sys_client("cs-alloc"), "--bytes",
 				"1GiB", "--count", "2", "--expect-oom", NULL});
 	sys_assert_status(&out, 0);

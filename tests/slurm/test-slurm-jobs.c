@@ -16,19 +16,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SHARDS 10
-#define GPU_BYTES (8 * GiB)
-/* What n of 10 shards give: floor(8 GiB * n / 10), as cusliced resolves "n0%". */
-#define SHARE(n) (GPU_BYTES * (n) / SHARDS)
-#define JOB_MS 60000
-
 static struct sys_out out;
 
 static int group_setup(void **state)
 {
 	(void)state;
 	slc_begin("slurm-jobs", "H100:8GiB,H100:8GiB",
-		  &(struct slc_opts){.gpus = 1, .shards = SHARDS});
+		  &(struct slc_opts){.gpus = 1, .shards = SLC_SHARDS});
 	return 0;
 }
 
@@ -55,7 +49,7 @@ static void step_end(struct qt_proc *p, unsigned job)
 
 	qt_send(p, "quit");
 	assert_int_equal(qt_finish(p), 0);
-	assert_string_equal(slc_wait_job_done(job, JOB_MS, state, sizeof(state)), "COMPLETED");
+	assert_string_equal(slc_wait_job_done(job, SLC_JOB_MS, state, sizeof(state)), "COMPLETED");
 }
 
 /* devices[] entry of GPU `uuid` in a GROUP object (fails when absent). */
@@ -109,9 +103,9 @@ static void test_slurm_two_jobs_own_quotas(void **state)
 
 	/* Each sees its slice as the GPU. */
 	line = qt_cmd(&a, "info");
-	assert_int_equal(qt_val(line, "total"), SHARE(3));
+	assert_int_equal(qt_val(line, "total"), SLC_SHARE(3));
 	line = qt_cmd(&b, "info");
-	assert_int_equal(qt_val(line, "total"), SHARE(5));
+	assert_int_equal(qt_val(line, "total"), SLC_SHARE(5));
 
 	qt_expect(&a, CUDA_SUCCESS, "device 2GiB");
 	qt_expect(&b, CUDA_SUCCESS, "device 3GiB");
@@ -126,13 +120,13 @@ static void test_slurm_two_jobs_own_quotas(void **state)
 	/* cusliced: one group per step, the exact limits, placed by cgroup. */
 	g = slc_managed_group(slc_group(ja, "0"));
 	assert_non_null(g);
-	assert_int_equal(sys_u64(group_device(g, 0), "memory_limit"), SHARE(3));
+	assert_int_equal(sys_u64(group_device(g, 0), "memory_limit"), SLC_SHARE(3));
 	assert_int_equal(sys_u64(group_device(g, 1), "memory_limit"), 0);
 	assert_int_equal(sys_u64(g, "processes"), 1);
 	cJSON_Delete(g);
 	g = slc_managed_group(slc_group(jb, "0"));
 	assert_non_null(g);
-	assert_int_equal(sys_u64(group_device(g, 0), "memory_limit"), SHARE(5));
+	assert_int_equal(sys_u64(group_device(g, 0), "memory_limit"), SLC_SHARE(5));
 	cJSON_Delete(g);
 	proc = daemon_process(&doc, a.outer_pid);
 	assert_string_equal(cJSON_GetObjectItem(proc, "group")->valuestring, slc_group(ja, "0"));
@@ -172,7 +166,7 @@ static void test_slurm_defaults_from_shards(void **state)
 	char want[PATH_MAX + 64];
 
 	(void)state;
-	slc_cmd(&out, JOB_MS,
+	slc_cmd(&out, SLC_JOB_MS,
 		(char *const[]){"srun", "--gres=shard:2", "sh", "-c",
 				"env | grep -E '^(CUSLICE_|LD_PRELOAD=|CUDA_VISIBLE_DEVICES=)' | "
 				"sort; exec \"$0\" --bytes 1GiB --count 2 --verify sample "
@@ -188,7 +182,7 @@ static void test_slurm_defaults_from_shards(void **state)
 	sys_assert_contains(out.out, want);
 	assert_null(strstr(out.out, "CUSLICE_CORE_MODE"));
 	/* 20% of 8 GiB; the second GiB does not fit next to the context. */
-	snprintf(want, sizeof(want), "total=%" PRIu64 " ", (uint64_t)SHARE(2));
+	snprintf(want, sizeof(want), "total=%" PRIu64 " ", (uint64_t)SLC_SHARE(2));
 	sys_assert_contains(out.out, want);
 	sys_assert_contains(out.out, "alloc 1: cuMemAlloc_v2(1073741824) -> "
 				     "CUDA_ERROR_OUT_OF_MEMORY, as expected");
@@ -199,7 +193,7 @@ static void test_slurm_defaults_from_shards(void **state)
 static void test_slurm_options_given(void **state)
 {
 	(void)state;
-	slc_cmd(&out, JOB_MS,
+	slc_cmd(&out, SLC_JOB_MS,
 		(char *const[]){"srun", "--gres=shard:5", "--gpu-mem=1GiB", "--gpu-cores=15",
 				"--gpu-burst", "sh", "-c",
 				"env | grep -E '^CUSLICE_(MEM|CORE)' | sort; exec \"$0\" --bytes "
@@ -228,7 +222,7 @@ static void test_slurm_options_given(void **state)
 		cJSON_Delete(gpus);
 	}
 	/* A whole GPU: all of its memory by default. */
-	slc_cmd(&out, JOB_MS,
+	slc_cmd(&out, SLC_JOB_MS,
 		(char *const[]){"srun", "--gres=gpu:1", (char *)sys_client("cs-alloc"), "--bytes",
 				"6GiB", "--verify", "sample", NULL});
 	sys_assert_status(&out, 0);
@@ -240,7 +234,7 @@ static unsigned job_count(void)
 {
 	unsigned n = 0;
 
-	slc_cmd(&out, JOB_MS, (char *const[]){"squeue", "-h", "-t", "all", "-o", "%i", NULL});
+	slc_cmd(&out, SLC_JOB_MS, (char *const[]){"squeue", "-h", "-t", "all", "-o", "%i", NULL});
 	sys_assert_status(&out, 0);
 	for (const char *p = out.out; *p; p++)
 		n += *p == '\n';
@@ -253,22 +247,22 @@ static void test_slurm_options_refused(void **state)
 	unsigned jobs = job_count();
 
 	(void)state;
-	slc_cmd(&out, JOB_MS,
+	slc_cmd(&out, SLC_JOB_MS,
 		(char *const[]){"srun", "--gres=shard:2", "--gpu-mem=8XB", "true", NULL});
 	assert_int_not_equal(out.status, 0);
 	sys_assert_contains(out.err, "cuslice: --gpu-mem=8XB: expected a size (a byte count or a "
 				     "number with a unit");
 	sys_assert_contains(out.err, "or a percentage of the GPU's memory up to 100%");
 	slc_cmd(
-	    &out, JOB_MS,
+	    &out, SLC_JOB_MS,
 	    (char *const[]){"sbatch", "--gres=shard:2", "--gpu-cores=0", "--wrap", "true", NULL});
 	assert_int_not_equal(out.status, 0);
 	sys_assert_contains(out.err, "cuslice: --gpu-cores=0: expected a percentage of the GPU's "
 				     "time above 0 and up to 100");
-	slc_cmd(&out, JOB_MS, (char *const[]){"salloc", "--gpu-mem=lots", "true", NULL});
+	slc_cmd(&out, SLC_JOB_MS, (char *const[]){"salloc", "--gpu-mem=lots", "true", NULL});
 	assert_int_not_equal(out.status, 0);
 	sys_assert_contains(out.err, "cuslice: --gpu-mem=lots: expected");
-	slc_cmd(&out, JOB_MS, (char *const[]){"srun", "--gpu-cores=101", "true", NULL});
+	slc_cmd(&out, SLC_JOB_MS, (char *const[]){"srun", "--gpu-cores=101", "true", NULL});
 	assert_int_not_equal(out.status, 0);
 	sys_assert_contains(out.err, "cuslice: --gpu-cores=101: expected");
 	/* Nothing was submitted. */
@@ -286,24 +280,25 @@ static void test_slurm_request_beyond_share(void **state)
 	unsigned job;
 
 	(void)state;
-	slc_cmd(&out, JOB_MS,
+	slc_cmd(&out, SLC_JOB_MS,
 		(char *const[]){"srun", "--gres=shard:2", "--gpu-mem=30%", "true", NULL});
 	assert_int_equal(out.status, 1);
 	sys_assert_contains(out.err, "cuslice: --gpu-mem=30% is more than step slurm-");
 	sys_assert_contains(out.err, "'s share of its GPU's memory (20%: 2 shards of the 10 of "
 				     "its GPU)");
 	/* In bytes: 20% of 8 GiB is 1.6 GiB. */
-	slc_cmd(&out, JOB_MS,
+	slc_cmd(&out, SLC_JOB_MS,
 		(char *const[]){"srun", "--gres=shard:2", "--gpu-mem=1700MiB", "true", NULL});
 	assert_int_equal(out.status, 1);
 	sys_assert_contains(out.err, "cuslice: --gpu-mem=1.66 GiB is more than step slurm-");
 	sys_assert_contains(out.err, "'s share of GPU 0 (20% of its memory: 1.60 GiB)");
-	slc_cmd(&out, JOB_MS, (char *const[]){"srun", "--gpu-mem=1GiB", "true", NULL});
+	slc_cmd(&out, SLC_JOB_MS, (char *const[]){"srun", "--gpu-mem=1GiB", "true", NULL});
 	assert_int_equal(out.status, 1);
 	sys_assert_contains(out.err, "has no GPU on this node: ask for one with --gres=shard:N");
 	/* A batch job: the message is in its output; it fails; the node is not drained. */
 	job = slc_sbatch("echo should-not-run", "--gres=shard:2", "--gpu-cores=50", NULL);
-	assert_string_equal(slc_wait_job_done(job, JOB_MS, state_buf, sizeof(state_buf)), "FAILED");
+	assert_string_equal(slc_wait_job_done(job, SLC_JOB_MS, state_buf, sizeof(state_buf)),
+			    "FAILED");
 	text = slc_wait_file(slc_job_out(job), "cuslice: --gpu-cores=50% is more than step", 5000);
 	assert_null(strstr(text, "should-not-run"));
 	free(text);
@@ -330,15 +325,15 @@ static void test_slurm_batch_and_inner_step(void **state)
 		 "echo done\n",
 		 alloc, alloc);
 	job = slc_sbatch(script, "--gres=shard:3", NULL);
-	assert_string_equal(slc_wait_job_done(job, JOB_MS, st, sizeof(st)), "COMPLETED");
+	assert_string_equal(slc_wait_job_done(job, SLC_JOB_MS, st, sizeof(st)), "COMPLETED");
 	text = slc_wait_file(slc_job_out(job), "done", 5000);
 	snprintf(want, sizeof(want), "batch group=slurm-%u.batch mem=30%%", job);
 	sys_assert_contains(text, want);
-	snprintf(want, sizeof(want), "total=%" PRIu64 " ", (uint64_t)SHARE(3));
+	snprintf(want, sizeof(want), "total=%" PRIu64 " ", (uint64_t)SLC_SHARE(3));
 	sys_assert_contains(text, want);
 	snprintf(want, sizeof(want), "step group=slurm-%u.0 mem=20%%", job);
 	sys_assert_contains(text, want);
-	snprintf(want, sizeof(want), "total=%" PRIu64 " ", (uint64_t)SHARE(2));
+	snprintf(want, sizeof(want), "total=%" PRIu64 " ", (uint64_t)SLC_SHARE(2));
 	sys_assert_contains(text, want);
 	sys_assert_contains(text, "alloc 2: cuMemAlloc_v2(1073741824) -> CUDA_ERROR_OUT_OF_MEMORY");
 	sys_assert_contains(text, "alloc 1: cuMemAlloc_v2(1073741824) -> CUDA_ERROR_OUT_OF_MEMORY");
@@ -366,7 +361,7 @@ static void test_slurm_cannot_escape(void **state)
 	    slc_step_client(&thief, "--gres=shard:2", "env", asked, "CUSLICE_MEM_LIMIT=8GiB", NULL);
 	/* The thief is in its own step's group, with its own 20%. */
 	line = qt_cmd(&thief, "info");
-	assert_int_equal(qt_val(line, "total"), SHARE(2));
+	assert_int_equal(qt_val(line, "total"), SLC_SHARE(2));
 	qt_expect(&thief, QT_OOM, "device 2GiB");
 	proc = daemon_process(&doc, thief.outer_pid);
 	assert_string_equal(cJSON_GetObjectItem(proc, "group")->valuestring, slc_group(jt, "0"));
@@ -375,14 +370,14 @@ static void test_slurm_cannot_escape(void **state)
 	qt_expect(&victim, CUDA_SUCCESS, "device 3900MiB");
 
 	/* The GPU the job was not given: no memory there, not even for a context. */
-	slc_cmd(&out, JOB_MS,
+	slc_cmd(&out, SLC_JOB_MS,
 		(char *const[]){"srun", "--gres=shard:2", "env", "CUDA_VISIBLE_DEVICES=1",
 				(char *)sys_client("cs-alloc"), "--bytes", "64MiB", NULL});
 	assert_int_equal(out.status, 1);
 	sys_assert_contains(out.err, "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_OUT_OF_MEMORY");
 
 	/* No preload: the step's cgroup names it, cusliced kills it (on_violation=kill). */
-	slc_cmd(&out, JOB_MS,
+	slc_cmd(&out, SLC_JOB_MS,
 		(char *const[]){"srun", "--gres=shard:2", "env", "-u", "LD_PRELOAD",
 				(char *)sys_client("cs-alloc"), "--bytes", "1GiB", "--hold", "30",
 				NULL});
@@ -401,7 +396,7 @@ static void test_slurm_cannot_escape(void **state)
 static void test_slurm_salloc_options(void **state)
 {
 	(void)state;
-	slc_cmd(&out, JOB_MS,
+	slc_cmd(&out, SLC_JOB_MS,
 		(char *const[]){"salloc", "--gres=shard:4", "--gpu-mem=1GiB", "--gpu-cores=25",
 				"srun", "sh", "-c",
 				"echo \"mem=$CUSLICE_MEM_LIMIT cores=$CUSLICE_CORE_LIMIT\"", NULL});
@@ -420,11 +415,11 @@ static void test_slurm_uid_rule_without_cgroup(void **state)
 
 	(void)state;
 	slc_plugstack("cgroup_root=/run/cs-not-a-cgroup");
-	slc_cmd(&out, JOB_MS,
+	slc_cmd(&out, SLC_JOB_MS,
 		(char *const[]){"srun", "--gres=shard:1", (char *)sys_client("cs-alloc"), "--bytes",
 				"512MiB", "--count", "2", "--expect-oom", NULL});
 	sys_assert_status(&out, 0);
-	snprintf(want, sizeof(want), "total=%llu ", (unsigned long long)SHARE(1));
+	snprintf(want, sizeof(want), "total=%llu ", (unsigned long long)SLC_SHARE(1));
 	sys_assert_contains(out.out, want);
 	assert_true(sys_log_contains("\"daemon_required\":true,\"members\":{\"uids\":[0],"));
 	assert_true(slc_slurmd_log_has("no cgroup of its own (/run/cs-not-a-cgroup/slurm-"));
@@ -440,7 +435,7 @@ static void test_slurm_no_gpu_step(void **state)
 	groups = sys_get_json("/v1/groups");
 	before = (unsigned)cJSON_GetArraySize(cJSON_GetObjectItem(groups, "groups"));
 	cJSON_Delete(groups);
-	slc_cmd(&out, JOB_MS,
+	slc_cmd(&out, SLC_JOB_MS,
 		(char *const[]){"srun", "sh", "-c",
 				"echo \"group=[$CUSLICE_GROUP] "
 				"preload=[$LD_PRELOAD]\"",
