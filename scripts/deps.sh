@@ -19,8 +19,10 @@ set -eu
 # kernels with it); binutils (nm, readelf: the export tests); util-linux
 # (setpriv, unshare: the other-uid and PID-namespace tests); the libraries
 # the programs link; @promtool (checks the metrics format); valgrind (the
-# benchmarks count instructions per call with callgrind).
-group_build="make meson ninja-build pkg-config python3 gcc libc6-dev g++ binutils util-linux libcmocka-dev libcjson-dev libmicrohttpd-dev libinih-dev libsmartcols-dev libcurl4-openssl-dev valgrind @promtool"
+# benchmarks count instructions per call with callgrind); Slurm, munge and
+# libslurm-dev (the SPANK plugin is built against spank.h, and its tests start
+# a private single-node cluster; installed without starting their services).
+group_build="make meson ninja-build pkg-config python3 gcc libc6-dev g++ binutils util-linux libcmocka-dev libcjson-dev libmicrohttpd-dev libinih-dev libsmartcols-dev libcurl4-openssl-dev valgrind slurmd slurmctld slurm-client libslurm-dev munge @promtool"
 # fuzz: `make fuzz`. clang, and its libFuzzer and sanitizer runtimes, which Debian 12 ships apart.
 group_fuzz="clang libclang-rt-14-dev"
 # fresh: `make fresh-check` builds a fresh Debian 12 root to run the README's commands in.
@@ -140,8 +142,22 @@ if [ -n "$missing" ]; then
 	need_root "$todo"
 	say "installing$missing"
 	apt_get update
+	# Packages with system services (munge, Slurm: their tests start private
+	# instances) must not start them: a policy-rc.d that refuses every start
+	# is in place for the install only, unless the machine has one already.
+	policy=/usr/sbin/policy-rc.d
+	own_policy=""
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\n# scripts/deps.sh: no service starts while packages install\nexit 101\n' |
+			$runner tee "$policy" >/dev/null
+		$runner chmod 755 "$policy"
+		own_policy=1
+	fi
+	rc=0
 	# shellcheck disable=SC2086
-	apt_get install -y --no-install-recommends $missing
+	(apt_get install -y --no-install-recommends $missing) || rc=$?
+	[ -z "$own_policy" ] || $runner rm -f "$policy"
+	[ "$rc" -eq 0 ] || exit "$rc"
 fi
 
 for t in $tools; do

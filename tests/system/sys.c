@@ -99,8 +99,7 @@ int sys_metrics_port(void)
 	return d.port;
 }
 
-/* A TCP port on 127.0.0.1 that nobody listens on right now. */
-static int free_port(void)
+int sys_free_port(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
@@ -234,7 +233,7 @@ void sys_daemon_start(void)
 	uint64_t deadline = qt_now_ms() + START_TIMEOUT_MS;
 
 	assert_int_equal(d.pid, 0);
-	d.port = free_port();
+	d.port = sys_free_port();
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", d.port);
 	argv[n++] = (char *)cusliced_path;
 	argv[n++] = "--socket";

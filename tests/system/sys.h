@@ -90,6 +90,9 @@ void sys_daemon_start(void);
 /* Sends sig to the daemon and reaps it; returns its exit status (128+signal when killed). */
 int sys_daemon_signal(int sig);
 
+/* A TCP port on 127.0.0.1 that nobody listens on right now. */
+int sys_free_port(void);
+
 /* The running daemon's pid (0 when none), its metrics port. */
 pid_t sys_daemon_pid(void);
 int sys_metrics_port(void);
