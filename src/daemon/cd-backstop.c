@@ -432,6 +432,36 @@ static void core_use(struct cusliced *d, struct cd_gpu_sample *gs, unsigned ngs,
 	}
 }
 
+/* d->gpus from a sample. Lock held. */
+static void gpus_store(struct cusliced *d, const struct cd_gpu_sample *gs, int ngs)
+{
+	for (int i = 0; i < ngs; i++) {
+		struct cd_snap_gpu *g = &d->gpus[i];
+
+		g->index = gs[i].index;
+		memcpy(g->uuid, gs[i].uuid, sizeof(g->uuid));
+		memcpy(g->name, gs[i].name, sizeof(g->name));
+		g->memory_total = gs[i].total;
+		g->memory_used = gs[i].used;
+		g->utilization = gs[i].utilization;
+	}
+	d->ngpus = (unsigned)ngs;
+}
+
+void cd_gpus_refresh(struct cusliced *d)
+{
+	struct cd_gpu_sample *gs = calloc(CD_GPUS_MAX, sizeof(*gs));
+	int ngs = gs ? cd_nvml_sample(d->nvml, gs) : -1;
+
+	pthread_mutex_lock(&d->lock);
+	if (ngs >= 0)
+		gpus_store(d, gs, ngs);
+	pthread_mutex_unlock(&d->lock);
+	if (ngs > 0)
+		cd_nvml_samples_free(gs, (unsigned)ngs);
+	free(gs);
+}
+
 void cd_backstop_tick(struct cusliced *d)
 {
 	struct cd_gpu_sample *gs = calloc(CD_GPUS_MAX, sizeof(*gs));
@@ -442,17 +472,7 @@ void cd_backstop_tick(struct cusliced *d)
 		ngs = cd_nvml_sample(d->nvml, gs); /* outside the lock: NVML may be slow */
 	pthread_mutex_lock(&d->lock);
 	if (ngs >= 0) {
-		for (int i = 0; i < ngs; i++) {
-			struct cd_snap_gpu *g = &d->gpus[i];
-
-			g->index = gs[i].index;
-			memcpy(g->uuid, gs[i].uuid, sizeof(g->uuid));
-			memcpy(g->name, gs[i].name, sizeof(g->name));
-			g->memory_total = gs[i].total;
-			g->memory_used = gs[i].used;
-			g->utilization = gs[i].utilization;
-		}
-		d->ngpus = (unsigned)ngs;
+		gpus_store(d, gs, ngs);
 		build_map(d, &map);
 		check_bypass(d, gs, (unsigned)ngs, &map);
 		core_use(d, gs, (unsigned)ngs, &map);

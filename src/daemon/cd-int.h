@@ -522,6 +522,8 @@ int cd_ipc_input(struct cusliced *d, struct cd_conn *c);
 
 /* Samples NVML; updates GPUs and groups' core use; detects bypass and over-quota. */
 void cd_backstop_tick(struct cusliced *d);
+/* Samples NVML for the GPUs only (d->gpus), taking the lock: at start, before policies apply. */
+void cd_gpus_refresh(struct cusliced *d);
 
 /* ---- the loop (cd-loop.c) ---- */
 

@@ -343,6 +343,12 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
+	/*
+	 * The GPUs before any policy reaches a region: a limit keyed by GPU
+	 * index resolves only against them (without, a recovered region would
+	 * get the policy's "default" until the first backstop tick).
+	 */
+	cd_gpus_refresh(&d);
 	pthread_mutex_lock(&d.lock);
 	if (cd_groups_load_policies(&d, err, sizeof(err)) != 0) {
 		pthread_mutex_unlock(&d.lock);

@@ -165,6 +165,58 @@ static void test_system_restart_under_load(void **state)
 	sys_wait_gpu_used(0, SYS_REFRESH_MS);
 }
 
+/*
+ * A policy keyed by GPU index survives a restart: the new daemon knows the
+ * GPUs before it applies the policy to the regions it recovers. Once it
+ * applied {"default": 0, "0": ...} without them: the running group's limit
+ * read 0 until the first backstop tick (allocations refused, and a backstop
+ * that compared with it killed the group's processes). Two threads allocate
+ * all along, never near the limit: not one refusal.
+ */
+static void test_system_restart_index_policy(void **state)
+{
+	const char *g = qt_group("byindex");
+	char group_var[128];
+	char *env[] = {group_var, NULL};
+	char *argv[] = {(char *)sys_quota_client(), "stress", "2", "5", "4MiB", "21", "device",
+			NULL};
+	struct qt_proc s;
+	const char *line;
+	cJSON *j;
+
+	(void)state;
+	j = sys_put_group(g, "{\"memory_limit\": {\"default\": 0, \"0\": \"2GiB\"}, "
+			     "\"on_violation\": \"kill\"}");
+	cJSON_Delete(j);
+	snprintf(group_var, sizeof(group_var), "CUSLICE_GROUP=%s", g);
+	qt_spawn(&s, argv, env, true);
+	line = qt_read_line(&s, 60000);
+	assert_non_null(line);
+	assert_int_equal(strncmp(line, "ready ", 6), 0);
+	qt_send(&s, "go");
+	for (int i = 0; i < 3; i++) {
+		qt_sleep_ms(800);
+		assert_int_equal(sys_daemon_signal(SIGKILL), 128 + SIGKILL);
+		sys_daemon_start();
+	}
+	while ((line = qt_read_line(&s, 60000)) != NULL && strncmp(line, "stress ", 7) != 0)
+		;
+	assert_non_null(line);
+	fprintf(stderr, "pid %d: %s\n", (int)s.pid, line);
+	/* 2 threads x 64 blocks x 4 MiB at most: never near 2 GiB. */
+	assert_int_equal(qt_val(line, "ooms"), 0);
+	assert_int_equal(qt_val(line, "errors"), 0);
+	assert_int_equal(qt_finish(&s), 0);
+	assert_false(sys_log_contains("over_quota"));
+	j = sys_group(g);
+	assert_int_equal(sys_u64(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "devices"),
+						    0),
+				 "memory_limit"),
+			 2 * GiB);
+	cJSON_Delete(j);
+	sys_wait_group(g, 0, 0, SYS_REFRESH_MS);
+}
+
 /* ---- 4. dead-process reclamation ---- */
 
 static void test_system_reclaim(void **state)
@@ -266,6 +318,8 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_system_restart_under_load, setup_plain,
+						sys_end),
+		cmocka_unit_test_setup_teardown(test_system_restart_index_policy, setup_plain,
 						sys_end),
 		cmocka_unit_test_setup_teardown(test_system_reclaim, setup_plain, sys_end),
 		cmocka_unit_test_setup_teardown(test_system_let_go, setup_plain, sys_end),
