@@ -3,13 +3,18 @@ BUILD ?= build
 PREFIX ?= /usr/local
 MESON_OPTS ?=
 
-.PHONY: all deps setup test demo bench install clean fuzz
+.PHONY: all deps deps-fuzz setup test demo bench install clean fuzz fresh-check
 
 all: setup
 	ninja -C $(BUILD)
 
+# Debian packages by group (scripts/deps.sh): what the build and the tests need,
+# what `make fuzz` adds.
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh build
+
+deps-fuzz:
+	@scripts/deps.sh build fuzz
 
 setup: deps
 	@test -f $(BUILD)/build.ninja || meson setup $(BUILD) --werror $(MESON_OPTS)
@@ -64,14 +69,21 @@ FUZZ_MAX_LEN_config := 4096
 FUZZ_MAX_LEN_policy := 8192
 FUZZ_MAX_LEN_http := 98304
 
-fuzz: deps $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
+fuzz: deps-fuzz $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
 	@fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) \
 		$(foreach t,$(FUZZ_TARGETS),$(t):$(FUZZ_MAX_LEN_$(t)))
 
 .SECONDEXPANSION:
-$(FUZZ_BUILD)/fuzz-%: $$(FUZZ_SRC_$$*) $(wildcard src/*/*.h src/daemon/http/*.h include/cuslice/*)
+$(FUZZ_BUILD)/fuzz-%: $$(FUZZ_SRC_$$*) $(wildcard src/*/*.h src/daemon/http/*.h include/cuslice/*) | deps-fuzz
 	@mkdir -p $(FUZZ_BUILD)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRC_$*) $(FUZZ_LIBS_$*)
+
+# The README's two commands (make test, make demo), run as root in a fresh
+# minimal Debian 12 root made by debootstrap, from a clean clone of HEAD under
+# /root (mode 0700), the CUDA toolkit bind-mounted. Skipped with a message
+# where debootstrap cannot run. Cache: .cache/fresh (rm -r it to start over).
+fresh-check:
+	@scripts/fresh-check.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-install $(FUZZ_BUILD)

@@ -39,8 +39,12 @@ void cd_admit_limits_for(struct cd_admit_limits *l, unsigned fds, unsigned ipc_p
 	unsigned budget = fds > 128 ? fds - 64 : 64;
 	unsigned http = min_u(CD_HTTP_CONNECTIONS_MAX, at_least_1(budget / 8));
 	unsigned refuse = min_u(CD_REFUSE_CONNECTIONS_MAX, at_least_1(budget / 16));
-	/* A session costs two: its connection and, once registered, its process's pidfd. */
-	unsigned ipc = at_least_1((budget > http + refuse ? budget - http - refuse : 2) / 2);
+	/*
+	 * A session costs up to three: its connection, once registered its
+	 * process's pidfd, and its group's region (a memfd) when it is alone in
+	 * its group (the default pid-<pid> groups).
+	 */
+	unsigned ipc = at_least_1((budget > http + refuse ? budget - http - refuse : 3) / 3);
 
 	memset(l, 0, sizeof(*l));
 	l->total[CD_CLASS_IPC] = ipc;

@@ -74,10 +74,18 @@ int cd_decide(const struct cd_policy *const *ps, unsigned n, const struct cd_pee
 			best_score = s;
 		}
 	}
-	if (want && (cd_members_empty(&want->members) || cd_members_match(&want->members, p))) {
+	/*
+	 * Placement first: a process whose identity a managed group's members
+	 * name runs in such a group, never in an open group it asks for by
+	 * name (nor an unmanaged one): configuration cannot take it out of the
+	 * policy it is placed under.
+	 */
+	if (want && cd_members_match(&want->members, p)) {
 		out->policy = want;
 	} else if (best) {
 		out->policy = best;
+	} else if (want && cd_members_empty(&want->members)) {
+		out->policy = want;
 	} else if (want) {
 		out->code = EPERM;
 		snprintf(out->reason, sizeof(out->reason),

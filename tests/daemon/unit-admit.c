@@ -47,18 +47,18 @@ static void test_admit_limits(void **state)
 	assert_int_equal(l.reserve[CD_CLASS_HTTP], CD_HTTP_CONNECTIONS_MAX / 8);
 	assert_int_equal(l.total[CD_CLASS_REFUSE], CD_REFUSE_CONNECTIONS_MAX);
 	assert_int_equal(l.per_uid[CD_CLASS_REFUSE], CD_REFUSE_PER_UID);
-	/* (20000 - 64 - 512 - 64) / 2 sessions: each costs a connection and a pidfd. */
-	assert_int_equal(l.total[CD_CLASS_IPC], 9680);
+	/* (20000 - 64 - 512 - 64) / 3 sessions: a connection, a pidfd, maybe a region. */
+	assert_int_equal(l.total[CD_CLASS_IPC], 6453);
 	assert_int_equal(l.per_uid[CD_CLASS_IPC], 1024);
 	assert_int_equal(l.root[CD_CLASS_IPC], 4096);
-	assert_int_equal(l.reserve[CD_CLASS_IPC], 1210);
+	assert_int_equal(l.reserve[CD_CLASS_IPC], 806);
 	/* A small descriptor limit: a uid never gets more than a quarter. */
 	cd_admit_limits_for(&l, 1024, 1024, 32);
 	assert_int_equal(l.total[CD_CLASS_HTTP], 120);
 	assert_int_equal(l.per_uid[CD_CLASS_HTTP], 30);
 	assert_int_equal(l.total[CD_CLASS_REFUSE], 60);
-	assert_int_equal(l.total[CD_CLASS_IPC], (1024 - 64 - 120 - 60) / 2);
-	assert_int_equal(l.per_uid[CD_CLASS_IPC], 390 / 4);
+	assert_int_equal(l.total[CD_CLASS_IPC], (1024 - 64 - 120 - 60) / 3);
+	assert_int_equal(l.per_uid[CD_CLASS_IPC], 260 / 4);
 	assert_true(l.root[CD_CLASS_IPC] <= l.total[CD_CLASS_IPC]);
 	/* Even a silly one leaves at least one of everything. */
 	cd_admit_limits_for(&l, 10, 1, 1);

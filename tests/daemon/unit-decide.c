@@ -140,7 +140,11 @@ static void test_decide_open_group(void **state)
 	expect_group(ps, 1, &p, "closed", "closed", false);
 }
 
-/* Asking for a managed group one is a member of wins over identity placement elsewhere. */
+/*
+ * Asking for a managed group one is a member of wins over identity placement
+ * elsewhere; asking for an open group does not take a placed process out of
+ * its placement.
+ */
 static void test_decide_precedence(void **state)
 {
 	struct cd_policy team = policy("team", "{\"members\": {\"gids\": [100]}}");
@@ -162,6 +166,10 @@ static void test_decide_precedence(void **state)
 	p = peer(9, 1000, 100, "/kubepods/x/c1");
 	expect_group(ps, 5, &p, "pod", "pod", true);
 	expect_group(ps, 5, &p, "team", "team", true);
+	/* An open group is no way out of a placement: the most specific match instead. */
+	expect_group(ps, 5, &p, "open", "podx", true);
+	/* A process nobody's members name joins the open group by asking. */
+	p = peer(9, 4242, 4242, "/other");
 	expect_group(ps, 5, &p, "open", "open", true);
 	/* Not a member of what it asked, but a member elsewhere: there. */
 	p = peer(9, 1001, 100, "/other");
