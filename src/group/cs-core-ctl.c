@@ -28,10 +28,9 @@ uint32_t cs_core_ctl_rate(struct cs_core_ctl *c, uint32_t limit_ppm, uint32_t fl
 	return c->rate_ppm;
 }
 
-int64_t cs_core_ctl_refill(struct cs_core_ctl *c, uint32_t rate_ppm, uint64_t dt_ns,
-			   int64_t *ret_correct)
+void cs_core_ctl_earn(struct cs_core_ctl *c, uint32_t rate_ppm, uint64_t dt_ns)
 {
-	int64_t take;
+	int64_t take, earn;
 
 	/* ppm * dt / 1e6 cannot overflow for any dt below ~5 hours. */
 	if (dt_ns > 3600000000000ull)
@@ -44,45 +43,67 @@ int64_t cs_core_ctl_refill(struct cs_core_ctl *c, uint32_t rate_ppm, uint64_t dt
 		c->spread_ns -= dt_ns;
 	}
 	c->pending_ns -= take;
-	*ret_correct = take;
-	return (int64_t)((uint64_t)rate_ppm * dt_ns / CS_CORE_PPM);
+	earn = (int64_t)((uint64_t)rate_ppm * dt_ns / CS_CORE_PPM);
+	c->bank_ns += earn - take;
+	if (c->bank_ns > CS_CORE_DEPTH_NS)
+		c->bank_ns = CS_CORE_DEPTH_NS;
+	if (c->bank_ns < CS_CORE_DEBT_NS)
+		c->bank_ns = CS_CORE_DEBT_NS;
+	c->ceiling_ns = earn * CS_CORE_CATCHUP;
 }
 
-int64_t cs_core_ctl_credit(int64_t cur, int64_t refill, int64_t correct)
+int64_t cs_core_ctl_top_up(const struct cs_core_ctl *c, int64_t cur, int64_t *ret_move)
 {
-	int64_t next;
+	int64_t want, move;
 
 	if (cur < CS_CORE_DEBT_NS)
 		cur = CS_CORE_DEBT_NS;
-	if (cur > CS_CORE_DEPTH_NS)
-		cur = CS_CORE_DEPTH_NS;
-	/* |refill| and |correct| stay far below 2^62: no overflow from here on. */
-	next = cur + refill - correct;
-	if (next > CS_CORE_DEPTH_NS)
-		next = CS_CORE_DEPTH_NS;
-	return next < CS_CORE_DEBT_NS ? CS_CORE_DEBT_NS : next;
+	if (cur > c->ceiling_ns) {
+		/* More than a tick may use (the rate fell, or a wild write): back to the bank. */
+		*ret_move = cur - c->ceiling_ns > CS_CORE_DEPTH_NS ? -CS_CORE_DEPTH_NS
+								   : c->ceiling_ns - cur;
+		return c->ceiling_ns;
+	}
+	/* At most the ceiling a tick, also to repay a debt (a long kernel admitted on credit). */
+	want = c->ceiling_ns - (cur > 0 ? cur : 0);
+	move = c->bank_ns > 0 ? (c->bank_ns < want ? c->bank_ns : want) : 0;
+	*ret_move = move;
+	return cur + move;
+}
+
+void cs_core_ctl_commit(struct cs_core_ctl *c, int64_t move)
+{
+	c->bank_ns -= move;
+	if (c->bank_ns > CS_CORE_DEPTH_NS)
+		c->bank_ns = CS_CORE_DEPTH_NS;
 }
 
 void cs_core_ctl_forgive(struct cs_core_ctl *c, int64_t debt_ns)
 {
-	if (debt_ns <= 0)
-		return;
+	if (debt_ns < 0)
+		debt_ns = 0;
+	if (c->bank_ns < 0) {
+		debt_ns -= c->bank_ns;
+		c->bank_ns = 0;
+	}
 	c->scheduled_ns -= debt_ns;
 }
 
 void cs_core_ctl_measured(struct cs_core_ctl *c, uint64_t measured_ns, int64_t charged_ns,
 			  uint64_t period_ns)
 {
+	double part = (double)period_ns / (double)CS_CORE_RECONCILE_NS;
 	int64_t decide;
 
 	c->diff_ns += (int64_t)measured_ns - charged_ns;
 	/*
-	 * Half of what is not corrected yet: the difference also holds the work
-	 * in flight (charged at launch, measured once it ran), which comes and
-	 * goes between samples; taking all of it every time would pass that
-	 * jitter straight to the credit.
+	 * A share of what is not corrected yet, as much as the sample's period
+	 * is of CS_CORE_RECONCILE_NS: the difference also holds the work in
+	 * flight (charged at launch, measured once it ran), which comes and goes
+	 * between samples; correcting it sample by sample passed that jitter to
+	 * the credit (100 ms windows 4 pp off instead of 2).
 	 */
-	decide = (c->diff_ns - c->scheduled_ns) / 2;
+	decide = (int64_t)((double)(c->diff_ns - c->scheduled_ns) * (part < 1 ? part : 1));
 	c->scheduled_ns += decide;
 	c->pending_ns += decide;
 	c->spread_ns = period_ns;

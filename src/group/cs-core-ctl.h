@@ -29,9 +29,8 @@
  *
  * Reconciliation (cs_core_ctl_measured). Estimates are estimates: every
  * sample compares the device time the group was measured to use with the
- * credit its launches took, and half the difference not yet corrected is
- * taken from (or given back to) the credit, spread over the next sample
- * period. Over any span the credit's consumption thus equals the measured
+ * credit its launches took, and the difference not yet corrected is taken
+ * from (or given back to) the credit over about CS_CORE_RECONCILE_NS. Over any span the credit's consumption thus equals the measured
  * device time up to the work in flight, so the long-run share is exact
  * whatever the estimates, as the measurement-only controller of issue 5 was.
  */
@@ -42,11 +41,18 @@
 #include <stdint.h>
 
 /*
- * Most credit a group may bank (device time). A group whose launches wait
- * behind another group's long kernels (a device runs one kernel at a time)
- * must keep what it earns meanwhile, or it ends below its share (measured:
- * 63 % for a 70 % group beside 20 ms kernels with 10 ms); a group that was
- * idle may run this much above its share once.
+ * A group may launch at most this many times its rate within a tick: what
+ * it banked (below) is spent no faster, so a group back from a wait does
+ * not queue all of it at once ahead of the others.
+ */
+#define CS_CORE_CATCHUP 2
+/*
+ * Most device time a group may bank. A group whose launches wait behind
+ * another group's queued work (a device runs one kernel at a time) must
+ * keep what it earns meanwhile, or it ends below its share (issue 5: a
+ * 10 % group beside a 90 % one that queued 80 ms ran 8.5 % with 5 ms); a
+ * group that was idle may run this much above its share, at no more than
+ * CS_CORE_CATCHUP times its rate.
  */
 #define CS_CORE_DEPTH_NS 50000000ll
 /* Least credit: a debt past this (a hostile write, a runaway estimate) is forgiven. */
@@ -55,6 +61,8 @@
 #define CS_CORE_BURST_QUIET_NS 100000000ull
 /* What a launch costs before anything about its process or group is known. */
 #define CS_CORE_BOOT_COST_NS 20000000ull
+/* The reconciliation corrects a difference over about this long. */
+#define CS_CORE_RECONCILE_NS 1000000000ull
 /* Cost estimates average measurements over about this long. */
 #define CS_CORE_COST_TAU_NS 500000000ull
 /* Bounds of an estimated cost. */
@@ -64,6 +72,8 @@
 struct cs_core_ctl {
 	uint32_t rate_ppm;	/* the last tick's rate */
 	uint64_t quiet_ns;	/* how long the others have been idle (saturates) */
+	int64_t bank_ns;	/* earned, not yet handed to the credit */
+	int64_t ceiling_ns;	/* the credit's ceiling for this tick */
 	int64_t diff_ns;	/* measured - charged, summed over every sample */
 	int64_t scheduled_ns;	/* corrections decided so far (applied or pending) */
 	int64_t pending_ns;	/* decided corrections not yet taken from the credit */
@@ -84,37 +94,42 @@ uint32_t cs_core_ctl_rate(struct cs_core_ctl *c, uint32_t limit_ppm, uint32_t fl
 			  uint64_t dt_ns, uint64_t others_ns);
 
 /*
- * Credit to add for a tick of dt_ns at rate_ppm: returns rate * dt, and sets
- * *ret_correct to the share of the pending correction that falls into dt,
- * to be taken from the credit (positive: the group used more than its
- * launches were charged; negative: a refund).
+ * A tick of dt_ns at rate_ppm: the bank earns rate * dt less the share of
+ * the pending correction that falls into dt (positive: the group used more
+ * than its launches were charged; negative: a refund), within
+ * [CS_CORE_DEBT_NS, CS_CORE_DEPTH_NS]; the credit's ceiling for the tick
+ * becomes CS_CORE_CATCHUP times what it earned.
  */
-int64_t cs_core_ctl_refill(struct cs_core_ctl *c, uint32_t rate_ppm, uint64_t dt_ns,
-			   int64_t *ret_correct);
+void cs_core_ctl_earn(struct cs_core_ctl *c, uint32_t rate_ppm, uint64_t dt_ns);
 
 /*
- * The credit after a tick, from the credit `cur` before it: the refill
- * added and the correction taken (a negative one is a refund), within
- * [CS_CORE_DEBT_NS, CS_CORE_DEPTH_NS]. A refund must not be capped lower
- * than a refill: corrections go both ways with the work in flight, and
- * capping one way only would lose share (measured: 63 % for a 70 % group).
+ * The credit after the tick, from the credit `cur` launches left: topped up
+ * from the bank towards the ceiling, by at most the ceiling (so a debt a
+ * long kernel left is repaid no faster either), or brought down to the
+ * ceiling (the excess goes back to the bank). Does
+ * not change c: *ret_move is what moves from the bank to the credit, to be
+ * committed (cs_core_ctl_commit) once the credit holds the result.
  */
-int64_t cs_core_ctl_credit(int64_t cur, int64_t refill, int64_t correct);
+int64_t cs_core_ctl_top_up(const struct cs_core_ctl *c, int64_t cur, int64_t *ret_move);
+
+/* Takes move (from cs_core_ctl_top_up) out of the bank. */
+void cs_core_ctl_commit(struct cs_core_ctl *c, int64_t move);
 
 /*
- * The group's launch costs were just measured for the first time: launches
- * so far were charged a guess (CS_CORE_BOOT_COST_NS), so its debt `debt_ns`
- * is forgiven now instead of over the next samples. Booked as a refund
+ * The group's launch costs were measured for the first time: launches so
+ * far were charged a guess (CS_CORE_BOOT_COST_NS), so their debt, debt_ns
+ * in the credit and whatever the bank owes, is forgiven now instead of over
+ * the next samples (the caller lifts the credit to 0). Booked as a refund
  * decided: if the guess was too low after all, the next samples take it back.
  */
 void cs_core_ctl_forgive(struct cs_core_ctl *c, int64_t debt_ns);
 
 /*
  * One sample: the group was measured to use measured_ns of device time in
- * the sample's window, and its launches took charged_ns of credit since the
- * previous sample. Decides the correction (half of what is not yet
- * corrected) and spreads it over the next period_ns (the sample period:
- * the next sample says whether it sufficed).
+ * the sample's window (period_ns long), and its launches took charged_ns of
+ * credit since the previous sample. Decides the correction (the share
+ * period / CS_CORE_RECONCILE_NS of what is not yet corrected) and spreads
+ * it over the next period_ns.
  */
 void cs_core_ctl_measured(struct cs_core_ctl *c, uint64_t measured_ns, int64_t charged_ns,
 			  uint64_t period_ns);

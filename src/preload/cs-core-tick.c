@@ -14,8 +14,10 @@
  *      pacing entry, and the group's typical cost for processes not
  *      measured yet; and the reconciliation of what the group was measured
  *      to use with the credit its launches took (cs_core_ctl_measured).
- *   2. The credit: the share of the tick at the group's rate, less the
- *      correction due, bounded to [CS_CORE_DEBT_NS, CS_CORE_DEPTH_NS].
+ *   2. The credit: the bank earns the share of the tick at the group's
+ *      rate, less the correction due (cs_core_ctl_earn), and the credit is
+ *      topped up from it to at most CS_CORE_CATCHUP times that share
+ *      (cs_core_ctl_top_up).
  *   3. The gate: paced (waking the launches that wait) while there is
  *      credit; the launches close it themselves when they find none.
  *   4. A heartbeat (ctl_beat_ns), so launches can tell a dead controller.
@@ -161,21 +163,21 @@ static int32_t nvml_pid(const struct cs_group_proc *p)
 #define CREDIT_FLOOR (CS_CORE_DEBT_NS - 4096 * (int64_t)CS_CORE_COST_MAX_NS)
 
 /*
- * Moves device i's credit from its current value cur to next(cur) and books
- * what launches took since our previous change. Returns the credit as we
- * left it; *ret_cur gets cur.
+ * Sets device i's credit from its current value cur to what
+ * cs_core_ctl_top_up makes of it (forgive: at least 0) and books what
+ * launches took since our previous change. Returns the credit as we left
+ * it; *ret_cur gets cur.
  */
-static int64_t set_credit(unsigned i, struct meter *m, int64_t refill, int64_t correct,
-			  bool forgive, int64_t *ret_cur)
+static int64_t set_credit(unsigned i, struct meter *m, bool forgive, int64_t *ret_cur)
 {
 	_Atomic int64_t *credit = &cs.g->core[i].credit_ns;
-	int64_t cur = atomic_load(credit), next;
+	int64_t cur = atomic_load(credit), next, move;
 
 	do {
-		next = cs_core_ctl_credit(cur, refill, correct);
-		if (forgive && next < 0)
-			next = 0;
+		next = forgive ? (cur < 0 ? 0 : cur) : cs_core_ctl_top_up(&m->ctl, cur, &move);
 	} while (!atomic_compare_exchange_weak(credit, &cur, next));
+	if (!forgive)
+		cs_core_ctl_commit(&m->ctl, move);
 	if (cur >= CREDIT_FLOOR && cur <= CS_CORE_DEPTH_NS && m->credit_left >= CREDIT_FLOOR)
 		m->charged_ns += m->credit_left - cur;
 	m->credit_left = next;
@@ -183,12 +185,14 @@ static int64_t set_credit(unsigned i, struct meter *m, int64_t refill, int64_t c
 	return next;
 }
 
-/* Books what launches took up to now (the credit unchanged but for its bounds). */
-static void book(unsigned i, struct meter *m)
+/* Books what launches took up to now (the credit unchanged). */
+static void book(struct meter *m, unsigned i)
 {
-	int64_t cur;
+	int64_t cur = atomic_load(&cs.g->core[i].credit_ns);
 
-	set_credit(i, m, 0, 0, false, &cur);
+	if (cur >= CREDIT_FLOOR && cur <= CS_CORE_DEPTH_NS && m->credit_left >= CREDIT_FLOOR)
+		m->charged_ns += m->credit_left - cur;
+	m->credit_left = cur;
 }
 
 /*
@@ -197,10 +201,10 @@ static void book(unsigned i, struct meter *m)
  */
 static void forgive(unsigned i, struct meter *m)
 {
-	int64_t cur, left = set_credit(i, m, 0, 0, true, &cur);
+	int64_t cur;
 
-	if (cur < 0 && cur >= CREDIT_FLOOR)
-		cs_core_ctl_forgive(&m->ctl, left - (cur < CS_CORE_DEBT_NS ? CS_CORE_DEBT_NS : cur));
+	set_credit(i, m, true, &cur);
+	cs_core_ctl_forgive(&m->ctl, cur < 0 && cur >= CREDIT_FLOOR ? -cur : 0);
 }
 
 /*
@@ -340,7 +344,7 @@ static void tick_device(unsigned i, uint64_t now)
 	uint64_t dt, busy = 0, others = 0;
 	uint32_t limit, rate;
 	bool sampled;
-	int64_t refill, correct, left, cur;
+	int64_t left, cur;
 
 	limit = atomic_load_explicit(&d->core_limit, memory_order_relaxed);
 	atomic_store_explicit(&d->ctl_beat_ns, now, memory_order_relaxed);
@@ -368,21 +372,21 @@ static void tick_device(unsigned i, uint64_t now)
 		return;
 	}
 	/* Before the sample's reconciliation: it books what launches took up to now. */
-	book(i, m);
+	book(m, i);
 	if (sampled) {
 		busy = account_sample(i, m, &others);
 		atomic_fetch_add_explicit(&d->busy_ns, busy, memory_order_relaxed);
 	}
 	rate = cs_core_ctl_rate(&m->ctl, limit,
 				atomic_load_explicit(&d->core_flags, memory_order_relaxed), dt, others);
-	refill = cs_core_ctl_refill(&m->ctl, rate, dt, &correct);
-	left = set_credit(i, m, refill, correct, false, &cur);
+	cs_core_ctl_earn(&m->ctl, rate, dt);
+	left = set_credit(i, m, false, &cur);
 	cs_log(CS_LOG_DEBUG, CS_LOG_NAME,
 	       "controller: %s dt=%llu busy=%llu others=%llu rate=%u credit=%lld->%lld "
-	       "correct=%lld pending=%lld",
+	       "bank=%lld pending=%lld",
 	       d->uuid, (unsigned long long)dt, (unsigned long long)busy,
 	       (unsigned long long)others, rate, (long long)cur, (long long)left,
-	       (long long)correct, (long long)m->ctl.pending_ns);
+	       (long long)m->ctl.bank_ns, (long long)m->ctl.pending_ns);
 	if (left > 0) {
 		set_gate(d, CS_GATE_PACED);
 	} else {

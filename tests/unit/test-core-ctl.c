@@ -49,66 +49,93 @@ static void test_core_ctl_rate_hard_and_burst(void **state)
 	assert_int_equal(c.rate_ppm, CS_CORE_PPM);
 }
 
-static void test_core_ctl_refill_and_correction(void **state)
+/* One tick's top-up of credit `cur` from the bank, committed. */
+static int64_t top_up(struct cs_core_ctl *c, int64_t cur)
 {
-	struct cs_core_ctl c;
-	int64_t correct, total = 0;
+	int64_t move, next = cs_core_ctl_top_up(c, cur, &move);
 
-	(void)state;
-	cs_core_ctl_init(&c);
-	/* rate x dt, to the nanosecond. */
-	assert_int_equal(cs_core_ctl_refill(&c, PCT(30), 5 * MS, &correct), 1500000);
-	assert_int_equal(correct, 0);
-	assert_int_equal(cs_core_ctl_refill(&c, PCT(12.5), 3 * MS, &correct), 375000);
-	/*
-	 * Measured 10 ms more than charged: half is decided now, spread over the
-	 * next 10 ms period (two 5 ms ticks take 2.5 ms each).
-	 */
-	cs_core_ctl_measured(&c, 20 * MS, 10 * MS, 10 * MS);
-	assert_int_equal(c.pending_ns, 5 * MS);
-	cs_core_ctl_refill(&c, PCT(30), 5 * MS, &correct);
-	assert_int_equal(correct, 2500000);
-	cs_core_ctl_refill(&c, PCT(30), 5 * MS, &correct);
-	assert_int_equal(correct, 2500000);
-	cs_core_ctl_refill(&c, PCT(30), 5 * MS, &correct);
-	assert_int_equal(correct, 0);
-	/* The next sample, with nothing new, decides half of the rest: 2.5 ms. */
-	cs_core_ctl_measured(&c, 0, 0, 10 * MS);
-	assert_int_equal(c.pending_ns, 2500000);
-	/* Over samples, the corrections add up to the whole difference. */
-	for (int i = 0; i < 40; i++) {
-		cs_core_ctl_refill(&c, PCT(30), 10 * MS, &correct);
-		total += correct;
-		cs_core_ctl_measured(&c, 0, 0, 10 * MS);
-	}
-	assert_true(total + 5 * MS >= 10 * MS - 10 && total + 5 * MS <= 10 * MS);
-	/* Charged more than measured: refunds (negative corrections). */
-	cs_core_ctl_init(&c);
-	cs_core_ctl_measured(&c, 1 * MS, 9 * MS, 20 * MS);
-	assert_int_equal(c.pending_ns, -4 * (int64_t)MS);
+	cs_core_ctl_commit(c, move);
+	return next;
 }
 
-static void test_core_ctl_credit_bounds(void **state)
+static void test_core_ctl_earn_and_top_up(void **state)
 {
-	const int64_t depth = CS_CORE_DEPTH_NS;
+	struct cs_core_ctl c;
 
 	(void)state;
-	/* The refill stops at the depth. */
-	assert_int_equal(cs_core_ctl_credit(0, 3 * MS, 0), 3 * MS);
-	assert_int_equal(cs_core_ctl_credit(depth - 1 * MS, 3 * MS, 0), depth);
-	/* A correction comes off with the refill. */
-	assert_int_equal(cs_core_ctl_credit(depth - 1 * MS, 3 * MS, 4 * MS), depth - 2 * MS);
-	assert_int_equal(cs_core_ctl_credit(-2 * (int64_t)MS, 1 * MS, 5 * MS),
-			 -6 * (int64_t)MS);
-	/* A refund is credit like a refill, up to the depth. */
-	assert_int_equal(cs_core_ctl_credit(-8 * (int64_t)MS, 1 * MS, -3 * (int64_t)MS),
-			 -4 * (int64_t)MS);
-	assert_int_equal(cs_core_ctl_credit(2 * MS, 1 * MS, -5 * (int64_t)MS), 8 * MS);
-	assert_int_equal(cs_core_ctl_credit(depth, 0, -5 * (int64_t)MS), depth);
-	/* Wild values (the region is writable by the group's processes) are brought back. */
-	assert_int_equal(cs_core_ctl_credit(INT64_MAX, 1 * MS, 0), depth);
-	assert_int_equal(cs_core_ctl_credit(INT64_MIN, 1 * MS, 0), CS_CORE_DEBT_NS + 1 * MS);
-	assert_int_equal(cs_core_ctl_credit(CS_CORE_DEBT_NS, 0, 5 * MS), CS_CORE_DEBT_NS);
+	cs_core_ctl_init(&c);
+	/* rate x dt, to the nanosecond, into the bank; the ceiling is CATCHUP times that. */
+	cs_core_ctl_earn(&c, PCT(30), 5 * MS);
+	assert_int_equal(c.bank_ns, 1500000);
+	assert_int_equal(c.ceiling_ns, 1500000 * CS_CORE_CATCHUP);
+	/* A launcher that used nothing: the credit takes the bank up to the ceiling. */
+	assert_int_equal(top_up(&c, 0), 1500000);
+	assert_int_equal(c.bank_ns, 0);
+	cs_core_ctl_earn(&c, PCT(12.5), 4 * MS);
+	assert_int_equal(c.bank_ns, 500000);
+	assert_int_equal(top_up(&c, 0), 500000);
+	/* Launches left a debt: the bank repays it first. */
+	cs_core_ctl_earn(&c, PCT(30), 5 * MS);
+	assert_int_equal(top_up(&c, -1 * (int64_t)MS), 500000);
+	/* A big one (a 20 ms kernel) is repaid at no more than the ceiling a tick. */
+	for (int i = 0; i < 20; i++) {
+		cs_core_ctl_earn(&c, PCT(30), 5 * MS);
+		top_up(&c, c.ceiling_ns);
+	}
+	cs_core_ctl_earn(&c, PCT(30), 5 * MS);
+	assert_int_equal(top_up(&c, -20 * (int64_t)MS), -20 * (int64_t)MS + 3 * MS);
+	cs_core_ctl_earn(&c, PCT(30), 5 * MS);
+	assert_int_equal(top_up(&c, -17 * (int64_t)MS), -14 * (int64_t)MS);
+	/* An idle group banks (up to the depth) and spends at most CATCHUP x its rate a tick. */
+	for (int i = 0; i < 100; i++) {
+		cs_core_ctl_earn(&c, PCT(30), 5 * MS);
+		top_up(&c, c.ceiling_ns);
+	}
+	assert_int_equal(c.bank_ns, CS_CORE_DEPTH_NS);
+	cs_core_ctl_earn(&c, PCT(30), 5 * MS);
+	assert_int_equal(top_up(&c, 0), 1500000 * CS_CORE_CATCHUP);
+	assert_int_equal(c.bank_ns, CS_CORE_DEPTH_NS - 1500000 * CS_CORE_CATCHUP);
+	/* Credit above the ceiling (the rate fell, or a wild write) goes back to the bank. */
+	cs_core_ctl_earn(&c, PCT(10), 5 * MS);
+	assert_int_equal(top_up(&c, 4 * MS), 1 * MS);
+	assert_int_equal(c.bank_ns, CS_CORE_DEPTH_NS);
+	assert_int_equal(top_up(&c, INT64_MAX), 1 * MS);
+	assert_int_equal(c.bank_ns, CS_CORE_DEPTH_NS);
+	/* A wild debt counts as the least debt. */
+	assert_int_equal(top_up(&c, INT64_MIN), CS_CORE_DEBT_NS + 1 * MS);
+}
+
+static void test_core_ctl_correction(void **state)
+{
+	struct cs_core_ctl c;
+	int64_t before, total = 0;
+
+	(void)state;
+	cs_core_ctl_init(&c);
+	/*
+	 * Measured 10 ms more than charged, with samples every 10 ms: 1 % of it
+	 * (10 ms of CS_CORE_RECONCILE_NS) is decided, spread over the next 10 ms.
+	 */
+	cs_core_ctl_measured(&c, 20 * MS, 10 * MS, 10 * MS);
+	assert_int_equal(c.pending_ns, 10 * MS / 100);
+	cs_core_ctl_earn(&c, PCT(30), 5 * MS);
+	assert_int_equal(c.bank_ns, 1500000 - 50000);
+	cs_core_ctl_earn(&c, PCT(30), 5 * MS);
+	assert_int_equal(c.bank_ns, 2 * 1500000 - 100000);
+	cs_core_ctl_earn(&c, PCT(30), 5 * MS);
+	assert_int_equal(c.bank_ns, 3 * 1500000 - 100000);
+	/* Over a few CS_CORE_RECONCILE_NS, the corrections add up to nearly all of it. */
+	for (int i = 0; i < 500; i++) {
+		before = c.bank_ns;
+		cs_core_ctl_earn(&c, 0, 10 * MS);
+		total += before - c.bank_ns;
+		cs_core_ctl_measured(&c, 0, 0, 10 * MS);
+	}
+	assert_in_range(total + 100000, 10 * MS * 99 / 100, 10 * MS);
+	/* Charged more than measured: refunds. A sample period of a second or more: all at once. */
+	cs_core_ctl_init(&c);
+	cs_core_ctl_measured(&c, 1 * MS, 9 * MS, 2000 * MS);
+	assert_int_equal(c.pending_ns, -8 * (int64_t)MS);
 }
 
 static void test_core_ctl_forgive(void **state)
@@ -119,16 +146,22 @@ static void test_core_ctl_forgive(void **state)
 	cs_core_ctl_init(&c);
 	/* 20 ms charged at the guess for a launch that ran 0.2 ms; the debt was forgiven. */
 	cs_core_ctl_forgive(&c, 19800 * US);
-	cs_core_ctl_measured(&c, 200 * US, 20 * MS, 10 * MS);
+	cs_core_ctl_measured(&c, 200 * US, 20 * MS, 2000 * MS);
 	/* Nothing more to refund. */
 	assert_int_equal(c.pending_ns, 0);
-	/* Had the guess been too low, the samples take the forgiven debt back. */
+	/* Had the guess been too low after all, the samples take the forgiven debt back. */
 	cs_core_ctl_init(&c);
 	cs_core_ctl_forgive(&c, 10 * MS);
-	cs_core_ctl_measured(&c, 20 * MS, 20 * MS, 10 * MS);
-	assert_int_equal(c.pending_ns, 5 * MS);
+	cs_core_ctl_measured(&c, 20 * MS, 20 * MS, 2000 * MS);
+	assert_int_equal(c.pending_ns, 10 * MS);
+	/* The bank's debt is forgiven too. */
+	cs_core_ctl_init(&c);
+	cs_core_ctl_measured(&c, 5 * MS, 0, 2000 * MS);
+	cs_core_ctl_earn(&c, 0, 2000 * MS);
+	assert_int_equal(c.bank_ns, -5 * (int64_t)MS);
 	cs_core_ctl_forgive(&c, -1);
-	assert_int_equal(c.pending_ns, 5 * MS);
+	assert_int_equal(c.bank_ns, 0);
+	assert_int_equal(c.scheduled_ns, 0);
 }
 
 static void test_core_cost_estimate(void **state)
@@ -197,6 +230,8 @@ struct sim_group {
 	uint64_t busy_bucket;	/* device time in the current bucket */
 	uint64_t busy_sample;	/* since the last sample boundary */
 	bool known;		/* its cost was estimated once */
+	bool batch;		/* launches `depth`, then waits until all ran (cs-spin --sync-every) */
+	bool syncing;
 	struct cs_core_ctl ctl;
 	struct cs_core_cost cost;
 	double bucket_ms[MAX_BUCKETS]; /* device time per 10 ms bucket */
@@ -226,6 +261,10 @@ static void launch(struct sim *s)
 	for (unsigned i = 0; i < s->ng; i++) {
 		struct sim_group *g = &s->g[i];
 
+		/* A worker that synchronizes waits for its whole batch before the next. */
+		if (g->syncing && g->in_flight)
+			continue;
+		g->syncing = false;
 		while (g->in_flight < g->depth && g->credit > 0 && s->qn < MAX_QUEUE) {
 			g->credit -= (int64_t)cost_of(g);
 			g->launches++;
@@ -233,6 +272,7 @@ static void launch(struct sim *s)
 			s->q[(s->qh + s->qn) % MAX_QUEUE].g = i;
 			s->q[(s->qh + s->qn) % MAX_QUEUE].left = g->kernel_ns;
 			s->qn++;
+			g->syncing = g->batch && g->in_flight == g->depth;
 		}
 	}
 }
@@ -262,9 +302,6 @@ static void run(struct sim *s)
 /* The controller's tick for group g, `sampled`: a sample of `window` just came. */
 static void tick(struct sim_group *g, bool sampled, uint64_t window, uint64_t others)
 {
-	int64_t refill, correct;
-	uint32_t rate;
-
 	g->charged += g->credit_left - g->credit;
 	if (sampled) {
 		/* NVML: whole percents of the window. */
@@ -274,19 +311,17 @@ static void tick(struct sim_group *g, bool sampled, uint64_t window, uint64_t ot
 		/* The group's cost just became known: the debt at the guess is forgiven. */
 		if (cs_core_cost_add(&g->cost, busy, g->launches, window) && !g->known) {
 			g->known = true;
-			if (g->credit < 0) {
-				cs_core_ctl_forgive(&g->ctl, -g->credit);
+			cs_core_ctl_forgive(&g->ctl, g->credit < 0 ? -g->credit : 0);
+			if (g->credit < 0)
 				g->credit = 0;
-			}
 		}
 		g->launches = 0;
 		g->busy_sample = 0;
 		cs_core_ctl_measured(&g->ctl, busy, g->charged, window);
 		g->charged = 0;
 	}
-	rate = cs_core_ctl_rate(&g->ctl, g->limit, 0, TICK_NS, others);
-	refill = cs_core_ctl_refill(&g->ctl, rate, TICK_NS, &correct);
-	g->credit = cs_core_ctl_credit(g->credit, refill, correct);
+	cs_core_ctl_earn(&g->ctl, cs_core_ctl_rate(&g->ctl, g->limit, 0, TICK_NS, others), TICK_NS);
+	g->credit = top_up(&g->ctl, g->credit);
 	g->credit_left = g->credit;
 }
 
@@ -432,8 +467,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_core_ctl_rate_hard_and_burst),
-	    cmocka_unit_test(test_core_ctl_refill_and_correction),
-	    cmocka_unit_test(test_core_ctl_credit_bounds),
+	    cmocka_unit_test(test_core_ctl_earn_and_top_up),
+	    cmocka_unit_test(test_core_ctl_correction),
 	    cmocka_unit_test(test_core_ctl_forgive),
 	    cmocka_unit_test(test_core_cost_estimate),
 	    cmocka_unit_test(test_core_cost_unseen),
