@@ -30,7 +30,7 @@ uint32_t cs_core_ctl_rate(struct cs_core_ctl *c, uint32_t limit_ppm, uint32_t fl
 
 void cs_core_ctl_earn(struct cs_core_ctl *c, uint32_t rate_ppm, uint64_t dt_ns)
 {
-	int64_t take, earn;
+	int64_t take;
 
 	/* ppm * dt / 1e6 cannot overflow for any dt below ~5 hours. */
 	if (dt_ns > 3600000000000ull)
@@ -43,50 +43,29 @@ void cs_core_ctl_earn(struct cs_core_ctl *c, uint32_t rate_ppm, uint64_t dt_ns)
 		c->spread_ns -= dt_ns;
 	}
 	c->pending_ns -= take;
-	earn = (int64_t)((uint64_t)rate_ppm * dt_ns / CS_CORE_PPM);
-	c->bank_ns += earn - take;
-	if (c->bank_ns > CS_CORE_DEPTH_NS)
-		c->bank_ns = CS_CORE_DEPTH_NS;
-	if (c->bank_ns < CS_CORE_DEBT_NS)
-		c->bank_ns = CS_CORE_DEBT_NS;
-	c->ceiling_ns = earn * CS_CORE_CATCHUP;
+	c->allow_ns = (int64_t)((uint64_t)rate_ppm * dt_ns / CS_CORE_PPM) - take;
 }
 
-int64_t cs_core_ctl_top_up(const struct cs_core_ctl *c, int64_t cur, int64_t *ret_move)
+int64_t cs_core_ctl_credit(const struct cs_core_ctl *c, int64_t cur)
 {
-	int64_t want, move;
+	int64_t cap = c->allow_ns > 0 ? c->allow_ns * CS_CORE_BUCKET_TICKS : 0, next;
 
+	/* Unused beyond the bucket (or more than that: the rate fell, a wild write): lost. */
+	if (cur > cap)
+		cur = cap;
 	if (cur < CS_CORE_DEBT_NS)
 		cur = CS_CORE_DEBT_NS;
-	if (cur > c->ceiling_ns) {
-		/* More than a tick may use (the rate fell, or a wild write): back to the bank. */
-		*ret_move = cur - c->ceiling_ns > CS_CORE_DEPTH_NS ? -CS_CORE_DEPTH_NS
-								   : c->ceiling_ns - cur;
-		return c->ceiling_ns;
-	}
-	/* At most the ceiling a tick, also to repay a debt (a long kernel admitted on credit). */
-	want = c->ceiling_ns - (cur > 0 ? cur : 0);
-	move = c->bank_ns > 0 ? (c->bank_ns < want ? c->bank_ns : want) : 0;
-	*ret_move = move;
-	return cur + move;
-}
-
-void cs_core_ctl_commit(struct cs_core_ctl *c, int64_t move)
-{
-	c->bank_ns -= move;
-	if (c->bank_ns > CS_CORE_DEPTH_NS)
-		c->bank_ns = CS_CORE_DEPTH_NS;
+	/* |allow| stays far below 2^62: no overflow. */
+	next = cur + c->allow_ns;
+	if (next > cap)
+		next = cap;
+	return next < CS_CORE_DEBT_NS ? CS_CORE_DEBT_NS : next;
 }
 
 void cs_core_ctl_forgive(struct cs_core_ctl *c, int64_t debt_ns)
 {
-	if (debt_ns < 0)
-		debt_ns = 0;
-	if (c->bank_ns < 0) {
-		debt_ns -= c->bank_ns;
-		c->bank_ns = 0;
-	}
-	c->scheduled_ns -= debt_ns;
+	if (debt_ns > 0)
+		c->scheduled_ns -= debt_ns;
 }
 
 void cs_core_ctl_measured(struct cs_core_ctl *c, uint64_t measured_ns, int64_t charged_ns,

@@ -15,10 +15,11 @@
  *
  * Pacing. The group holds a credit of device time (struct cs_group_core):
  * every launch takes its estimated cost from it when it is positive and
- * waits otherwise; every tick adds rate * dt (cs_core_ctl_refill), up to
- * CS_CORE_DEPTH_NS. A launch is admitted the moment the group has earned it,
- * before its kernel reaches the device, so no queue of work ever runs past
- * the allowance and the share is even over short windows. Nothing here
+ * waits otherwise; every tick adds rate * dt (cs_core_ctl_earn,
+ * cs_core_ctl_credit), keeping at most CS_CORE_BUCKET_TICKS of that. A
+ * launch is admitted the moment the group has earned it, before its kernel
+ * reaches the device, so no queue of work ever runs past the allowance and
+ * the share is even over short windows. Nothing here
  * needs a fast measurement: NVML's per-process samples, which come every
  * 10 ms on cusim and about every 1/6 s on real GPUs, serve two slow loops.
  *
@@ -41,20 +42,19 @@
 #include <stdint.h>
 
 /*
- * A group may launch at most this many times its rate within a tick: what
- * it banked (below) is spent no faster, so a group back from a wait does
- * not queue all of it at once ahead of the others.
+ * A group may keep this many ticks' allowance of device time unused (20 ms
+ * of a 5 ms tick); what it did not launch beyond that is lost. Admissions
+ * thus follow the rate tick by tick: a group back from a wait does not
+ * queue a backlog ahead of the others, who would then wait in turn. In the
+ * simulation of tests/unit/test-core-ctl.c, three groups at 33 % whose
+ * workers queue 16 ms of 2 ms kernels and synchronize: 100 ms windows
+ * within 1-2 pp (p95) with this, 3-6 pp with a 50 ms bank spent at up to
+ * twice the rate. Fewer than 4 ticks, and a group whose kernels wait behind
+ * another group's 20 ms kernels (a device runs one kernel at a time) loses
+ * some of its share (68 % instead of 70 % with 2 ticks). The cap is a
+ * ceiling: a workload that cannot keep up loses the time.
  */
-#define CS_CORE_CATCHUP 2
-/*
- * Most device time a group may bank. A group whose launches wait behind
- * another group's queued work (a device runs one kernel at a time) must
- * keep what it earns meanwhile, or it ends below its share (issue 5: a
- * 10 % group beside a 90 % one that queued 80 ms ran 8.5 % with 5 ms); a
- * group that was idle may run this much above its share, at no more than
- * CS_CORE_CATCHUP times its rate.
- */
-#define CS_CORE_DEPTH_NS 50000000ll
+#define CS_CORE_BUCKET_TICKS 4
 /* Least credit: a debt past this (a hostile write, a runaway estimate) is forgiven. */
 #define CS_CORE_DEBT_NS (-10000000000ll)
 /* Burst mode takes the whole device after the others were idle this long. */
@@ -72,8 +72,7 @@
 struct cs_core_ctl {
 	uint32_t rate_ppm;	/* the last tick's rate */
 	uint64_t quiet_ns;	/* how long the others have been idle (saturates) */
-	int64_t bank_ns;	/* earned, not yet handed to the credit */
-	int64_t ceiling_ns;	/* the credit's ceiling for this tick */
+	int64_t allow_ns;	/* what the group may launch in the current tick */
 	int64_t diff_ns;	/* measured - charged, summed over every sample */
 	int64_t scheduled_ns;	/* corrections decided so far (applied or pending) */
 	int64_t pending_ns;	/* decided corrections not yet taken from the credit */
@@ -94,33 +93,27 @@ uint32_t cs_core_ctl_rate(struct cs_core_ctl *c, uint32_t limit_ppm, uint32_t fl
 			  uint64_t dt_ns, uint64_t others_ns);
 
 /*
- * A tick of dt_ns at rate_ppm: the bank earns rate * dt less the share of
- * the pending correction that falls into dt (positive: the group used more
- * than its launches were charged; negative: a refund), within
- * [CS_CORE_DEBT_NS, CS_CORE_DEPTH_NS]; the credit's ceiling for the tick
- * becomes CS_CORE_CATCHUP times what it earned.
+ * A tick of dt_ns at rate_ppm: what the group may launch in it, rate * dt
+ * less the share of the pending correction that falls into dt (positive:
+ * the group used more than its launches were charged; negative: a refund),
+ * into c->allow_ns.
  */
 void cs_core_ctl_earn(struct cs_core_ctl *c, uint32_t rate_ppm, uint64_t dt_ns);
 
 /*
- * The credit after the tick, from the credit `cur` launches left: topped up
- * from the bank towards the ceiling, by at most the ceiling (so a debt a
- * long kernel left is repaid no faster either), or brought down to the
- * ceiling (the excess goes back to the bank). Does
- * not change c: *ret_move is what moves from the bank to the credit, to be
- * committed (cs_core_ctl_commit) once the credit holds the result.
+ * The credit after the tick, from the credit `cur` the launches left: cur
+ * plus the tick's allowance, at most CS_CORE_BUCKET_TICKS allowances (what
+ * a group did not use is not kept for later) and at least CS_CORE_DEBT_NS.
+ * A debt a long kernel left is thus repaid at the group's rate.
  */
-int64_t cs_core_ctl_top_up(const struct cs_core_ctl *c, int64_t cur, int64_t *ret_move);
-
-/* Takes move (from cs_core_ctl_top_up) out of the bank. */
-void cs_core_ctl_commit(struct cs_core_ctl *c, int64_t move);
+int64_t cs_core_ctl_credit(const struct cs_core_ctl *c, int64_t cur);
 
 /*
  * The group's launch costs were measured for the first time: launches so
- * far were charged a guess (CS_CORE_BOOT_COST_NS), so their debt, debt_ns
- * in the credit and whatever the bank owes, is forgiven now instead of over
- * the next samples (the caller lifts the credit to 0). Booked as a refund
- * decided: if the guess was too low after all, the next samples take it back.
+ * far were charged a guess (CS_CORE_BOOT_COST_NS), so their debt debt_ns
+ * is forgiven now instead of over the next samples (the caller lifts the
+ * credit to 0). Booked as a refund decided: if the guess was too low after
+ * all, the next samples take it back.
  */
 void cs_core_ctl_forgive(struct cs_core_ctl *c, int64_t debt_ns);
 

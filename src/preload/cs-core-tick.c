@@ -14,10 +14,9 @@
  *      pacing entry, and the group's typical cost for processes not
  *      measured yet; and the reconciliation of what the group was measured
  *      to use with the credit its launches took (cs_core_ctl_measured).
- *   2. The credit: the bank earns the share of the tick at the group's
- *      rate, less the correction due (cs_core_ctl_earn), and the credit is
- *      topped up from it to at most CS_CORE_CATCHUP times that share
- *      (cs_core_ctl_top_up).
+ *   2. The credit: the share of the tick at the group's rate, less the
+ *      correction due (cs_core_ctl_earn), is added, keeping at most
+ *      CS_CORE_BUCKET_TICKS such shares (cs_core_ctl_credit).
  *   3. The gate: paced (waking the launches that wait) while there is
  *      credit; the launches close it themselves when they find none.
  *   4. A heartbeat (ctl_beat_ns), so launches can tell a dead controller.
@@ -157,28 +156,34 @@ static int32_t nvml_pid(const struct cs_group_proc *p)
 }
 
 /*
- * Credit below this was not left by launches (each takes at most
- * CS_CORE_COST_MAX_NS, a few thousand at a time): a wild write, not booked.
+ * Credit outside these was not left by launches (each takes at most
+ * CS_CORE_COST_MAX_NS, a few thousand at a time) and ticks (a few ms each):
+ * a wild write, not booked.
  */
 #define CREDIT_FLOOR (CS_CORE_DEBT_NS - 4096 * (int64_t)CS_CORE_COST_MAX_NS)
+#define CREDIT_CEIL 1000000000ll
+
+/* True when a credit value can have been left by launches and ticks. */
+static bool credit_sane(int64_t v)
+{
+	return v >= CREDIT_FLOOR && v <= CREDIT_CEIL;
+}
 
 /*
  * Sets device i's credit from its current value cur to what
- * cs_core_ctl_top_up makes of it (forgive: at least 0) and books what
+ * cs_core_ctl_credit makes of it (forgive: at least 0) and books what
  * launches took since our previous change. Returns the credit as we left
  * it; *ret_cur gets cur.
  */
 static int64_t set_credit(unsigned i, struct meter *m, bool forgive, int64_t *ret_cur)
 {
 	_Atomic int64_t *credit = &cs.g->core[i].credit_ns;
-	int64_t cur = atomic_load(credit), next, move;
+	int64_t cur = atomic_load(credit), next;
 
 	do {
-		next = forgive ? (cur < 0 ? 0 : cur) : cs_core_ctl_top_up(&m->ctl, cur, &move);
+		next = forgive ? (cur < 0 ? 0 : cur) : cs_core_ctl_credit(&m->ctl, cur);
 	} while (!atomic_compare_exchange_weak(credit, &cur, next));
-	if (!forgive)
-		cs_core_ctl_commit(&m->ctl, move);
-	if (cur >= CREDIT_FLOOR && cur <= CS_CORE_DEPTH_NS && m->credit_left >= CREDIT_FLOOR)
+	if (credit_sane(cur) && credit_sane(m->credit_left))
 		m->charged_ns += m->credit_left - cur;
 	m->credit_left = next;
 	*ret_cur = cur;
@@ -190,7 +195,7 @@ static void book(struct meter *m, unsigned i)
 {
 	int64_t cur = atomic_load(&cs.g->core[i].credit_ns);
 
-	if (cur >= CREDIT_FLOOR && cur <= CS_CORE_DEPTH_NS && m->credit_left >= CREDIT_FLOOR)
+	if (credit_sane(cur) && credit_sane(m->credit_left))
 		m->charged_ns += m->credit_left - cur;
 	m->credit_left = cur;
 }
@@ -204,7 +209,7 @@ static void forgive(unsigned i, struct meter *m)
 	int64_t cur;
 
 	set_credit(i, m, true, &cur);
-	cs_core_ctl_forgive(&m->ctl, cur < 0 && cur >= CREDIT_FLOOR ? -cur : 0);
+	cs_core_ctl_forgive(&m->ctl, cur < 0 && credit_sane(cur) ? -cur : 0);
 }
 
 /*
@@ -383,10 +388,10 @@ static void tick_device(unsigned i, uint64_t now)
 	left = set_credit(i, m, false, &cur);
 	cs_log(CS_LOG_DEBUG, CS_LOG_NAME,
 	       "controller: %s dt=%llu busy=%llu others=%llu rate=%u credit=%lld->%lld "
-	       "bank=%lld pending=%lld",
+	       "allow=%lld pending=%lld",
 	       d->uuid, (unsigned long long)dt, (unsigned long long)busy,
 	       (unsigned long long)others, rate, (long long)cur, (long long)left,
-	       (long long)m->ctl.bank_ns, (long long)m->ctl.pending_ns);
+	       (long long)m->ctl.allow_ns, (long long)m->ctl.pending_ns);
 	if (left > 0) {
 		set_gate(d, CS_GATE_PACED);
 	} else {

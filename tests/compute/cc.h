@@ -164,4 +164,44 @@ void cc_assert_share_(const char *what, double share, double lo, double hi, cons
 void cc_assert_share_windows_(const char *what, struct cc_meter *m, const int *pids, unsigned n,
 			      unsigned ms, double lo, double hi, const char *file, int line);
 
+/* ---- the device timeline ---- */
+
+/*
+ * Share of device time, percent, that processes pids[0..n) used on device
+ * `index` over CLOCK_MONOTONIC [from_ns, to_ns), read from the cusim
+ * instance's busy-time buckets (10 ms, exact, whatever NVML's sample period;
+ * the last 10 s are kept). The processes must be alive.
+ */
+double cc_line_share(unsigned index, const int *pids, unsigned n, uint64_t from_ns, uint64_t to_ns);
+
+/* Percentiles of |window share - target| over windows (cc_line_windows). */
+struct cc_dist {
+	double p50, p90, max;
+	unsigned n;
+};
+
+/*
+ * The shares of pids[0..n) in windows of win_ms sliding by 10 ms that start
+ * at or after from_ns and end by to_ns, as |share - target| percentiles.
+ */
+struct cc_dist cc_line_windows(unsigned index, const int *pids, unsigned n, uint64_t from_ns,
+			       uint64_t to_ns, unsigned win_ms, double target);
+
+/*
+ * Asserts that the windows' median error is at most p50 and their 90th
+ * percentile at most p90 (percentage points), printing them either way.
+ */
+#define cc_assert_windows(what, d, p50, p90) cc_assert_windows_((what), (d), (p50), (p90), __FILE__, __LINE__)
+void cc_assert_windows_(const char *what, struct cc_dist d, double p50, double p90,
+			const char *file, int line);
+
+/* CLOCK_MONOTONIC now, ns. */
+uint64_t cc_mono_ns(void);
+
+/*
+ * cc_begin with cusim sampling NVML's per-process utilization every
+ * sample_ms (CUSIM_UTIL_SAMPLE_MS); cc_end undoes it.
+ */
+void cc_begin_sampled(const char *tag, unsigned sample_ms);
+
 #endif
