@@ -12,6 +12,8 @@
 
 /* The controller's period: credit is added, and NVML asked, this often. */
 #define CS_CORE_TICK_NS 5000000ull
+/* A tick later than this earns no more than this (the rest of the gap is lost). */
+#define CS_CORE_LATE_TICK_NS (4 * CS_CORE_TICK_NS)
 /* A gate whose controller has been silent this long is ignored. */
 #define CS_CORE_STALE_NS 500000000ull
 /* A waiting launch rechecks at least this often. */

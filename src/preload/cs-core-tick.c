@@ -384,7 +384,12 @@ static void tick_device(unsigned i, uint64_t now)
 	}
 	rate = cs_core_ctl_rate(&m->ctl, limit,
 				atomic_load_explicit(&d->core_flags, memory_order_relaxed), dt, others);
-	cs_core_ctl_earn(&m->ctl, rate, dt);
+	/*
+	 * A tick that came late (the CPU kept this thread back) does not hand
+	 * out the whole gap at once: the launches waited meanwhile, and a
+	 * backlog admitted in one go would run above the limit.
+	 */
+	cs_core_ctl_earn(&m->ctl, rate, dt < CS_CORE_LATE_TICK_NS ? dt : CS_CORE_LATE_TICK_NS);
 	left = set_credit(i, m, false, &cur);
 	cs_log(CS_LOG_DEBUG, CS_LOG_NAME,
 	       "controller: %s dt=%llu busy=%llu others=%llu rate=%u credit=%lld->%lld "

@@ -177,23 +177,31 @@ double cc_line_share(unsigned index, const int *pids, unsigned n, uint64_t from_
 /* Percentiles of |window share - target| over windows (cc_line_windows). */
 struct cc_dist {
 	double p50, p90, max;
+	double over90;		/* 90th percentile of how far windows were above the target */
 	unsigned n;
 };
 
 /*
  * The shares of pids[0..n) in windows of win_ms sliding by 10 ms that start
- * at or after from_ns and end by to_ns, as |share - target| percentiles.
+ * at or after from_ns and end by to_ns, against target percent.
  */
 struct cc_dist cc_line_windows(unsigned index, const int *pids, unsigned n, uint64_t from_ns,
 			       uint64_t to_ns, unsigned win_ms, double target);
 
 /*
- * Asserts that the windows' median error is at most p50 and their 90th
- * percentile at most p90 (percentage points), printing them either way.
+ * Whether the windows' median |share - target| is at most p50 (percentage
+ * points); prints them either way. A loaded CPU that keeps a workload back
+ * makes its windows fall short, so callers measure again before they fail,
+ * and bound the windows above the target in every attempt
+ * (cc_assert_windows_over): the limit never lets a group run far above it.
  */
-#define cc_assert_windows(what, d, p50, p90) cc_assert_windows_((what), (d), (p50), (p90), __FILE__, __LINE__)
-void cc_assert_windows_(const char *what, struct cc_dist d, double p50, double p90,
-			const char *file, int line);
+bool cc_windows_ok(const char *what, struct cc_dist d, double p50);
+
+/* Asserts that windows were at most `over` pp above the target (90th percentile). */
+#define cc_assert_windows_over(what, d, over)                                                      \
+	cc_assert_windows_over_((what), (d), (over), __FILE__, __LINE__)
+void cc_assert_windows_over_(const char *what, struct cc_dist d, double over, const char *file,
+			     int line);
 
 /* CLOCK_MONOTONIC now, ns. */
 uint64_t cc_mono_ns(void);
