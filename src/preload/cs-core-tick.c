@@ -353,7 +353,8 @@ static void tick_device(unsigned i, uint64_t now)
 
 	limit = atomic_load_explicit(&d->core_limit, memory_order_relaxed);
 	atomic_store_explicit(&d->ctl_beat_ns, now, memory_order_relaxed);
-	if (limit == CS_CORE_NONE || m->failed) {
+	/* All of the device: nothing to pace (launches go as without a limit). */
+	if (limit == CS_CORE_NONE || limit >= CS_CORE_PPM || m->failed) {
 		set_gate(d, CS_GATE_OPEN);
 		m->ready = false;
 		return;
