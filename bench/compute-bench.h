@@ -101,8 +101,8 @@ struct cb_result {
 	struct cb_dist win[CB_MAX_GROUPS];	/* 100 ms windows sliding by 10 ms, timeline */
 	double busy_pct;		/* the device's busy time over the span common to all groups */
 	/* CB_JOIN: per event and group, ms from the event to the start of the first
-	   100 ms window from which on their p95 error meets the goal (cb_series_absorb);
-	   -1 never, -2 the group was not there */
+	   100 ms window from which on their p95 error is no worse than the goal or the
+	   group's own from 500 ms after the event, + 0.5 pp; -1 never, -2 not there */
 	int absorb_ms[CB_MAX_EVENTS][CB_MAX_GROUPS];
 	/* Diagnostics. */
 	double ctl_busy_ms[CB_MAX_GROUPS];	/* device time the group's controller measured */

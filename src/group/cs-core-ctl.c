@@ -71,21 +71,34 @@ void cs_core_ctl_forgive(struct cs_core_ctl *c, int64_t debt_ns)
 void cs_core_ctl_measured(struct cs_core_ctl *c, uint64_t measured_ns, int64_t charged_ns,
 			  uint64_t period_ns)
 {
-	double part = (double)period_ns / (double)CS_CORE_RECONCILE_NS;
-	int64_t decide;
+	int64_t outstanding;
+	double part;
 
 	c->diff_ns += (int64_t)measured_ns - charged_ns;
+	outstanding = c->diff_ns - c->scheduled_ns;
 	/*
 	 * A share of what is not corrected yet, as much as the sample's period
-	 * is of CS_CORE_RECONCILE_NS: the difference also holds the work in
-	 * flight (charged at launch, measured once it ran), which comes and goes
+	 * is of the horizon: the difference also holds the work in flight
+	 * (charged at launch, measured once it ran), which comes and goes
 	 * between samples; correcting it sample by sample passed that jitter to
-	 * the credit (100 ms windows 4 pp off instead of 2).
+	 * the credit (100 ms windows 4 pp off instead of 2). Refunds, which give
+	 * back what over-charged launches kept the group from using earlier,
+	 * are spread ten times thinner: the limit is a ceiling, and a refund
+	 * runs the group above it while it lasts.
 	 */
-	decide = (int64_t)((double)(c->diff_ns - c->scheduled_ns) * (part < 1 ? part : 1));
-	c->scheduled_ns += decide;
-	c->pending_ns += decide;
+	part = (double)period_ns /
+	       (double)(outstanding > 0 ? CS_CORE_RECONCILE_NS : CS_CORE_REFUND_NS);
+	outstanding = (int64_t)((double)outstanding * (part < 1 ? part : 1));
+	c->scheduled_ns += outstanding;
+	c->pending_ns += outstanding;
 	c->spread_ns = period_ns;
+}
+
+void cs_core_ctl_forget(struct cs_core_ctl *c)
+{
+	c->scheduled_ns = c->diff_ns;
+	c->pending_ns = 0;
+	c->spread_ns = 0;
 }
 
 uint64_t cs_core_cost_add(struct cs_core_cost *e, uint64_t busy_ns, uint64_t launches,

@@ -31,7 +31,8 @@
  * Reconciliation (cs_core_ctl_measured). Estimates are estimates: every
  * sample compares the device time the group was measured to use with the
  * credit its launches took, and the difference not yet corrected is taken
- * from (or given back to) the credit over about CS_CORE_RECONCILE_NS. Over any span the credit's consumption thus equals the measured
+ * from the credit over about CS_CORE_RECONCILE_NS (or, when launches were
+ * charged more than they used, given back over about CS_CORE_REFUND_NS). Over any span the credit's consumption thus equals the measured
  * device time up to the work in flight, so the long-run share is exact
  * whatever the estimates, as the measurement-only controller of issue 5 was.
  */
@@ -61,8 +62,10 @@
 #define CS_CORE_BURST_QUIET_NS 100000000ull
 /* What a launch costs before anything about its process or group is known. */
 #define CS_CORE_BOOT_COST_NS 20000000ull
-/* The reconciliation corrects a difference over about this long. */
+/* The reconciliation takes back what launches used beyond their charge over about this long... */
 #define CS_CORE_RECONCILE_NS 1000000000ull
+/* ...and refunds what they were charged beyond their use over about this long. */
+#define CS_CORE_REFUND_NS 10000000000ull
 /* Cost estimates average measurements over about this long. */
 #define CS_CORE_COST_TAU_NS 500000000ull
 /* Bounds of an estimated cost. */
@@ -121,11 +124,20 @@ void cs_core_ctl_forgive(struct cs_core_ctl *c, int64_t debt_ns);
  * One sample: the group was measured to use measured_ns of device time in
  * the sample's window (period_ns long), and its launches took charged_ns of
  * credit since the previous sample. Decides the correction (the share
- * period / CS_CORE_RECONCILE_NS of what is not yet corrected) and spreads
- * it over the next period_ns.
+ * period / CS_CORE_RECONCILE_NS of what is not yet corrected, of a refund
+ * period / CS_CORE_REFUND_NS) and spreads it over the next period_ns.
  */
 void cs_core_ctl_measured(struct cs_core_ctl *c, uint64_t measured_ns, int64_t charged_ns,
 			  uint64_t period_ns);
+
+/*
+ * The group's launch costs were guessed until now and are measured from now
+ * on: what the reconciliation has not corrected yet is forgotten. Launches
+ * charged at a guess that was too high ran the group below its limit at the
+ * time; refunding that later would run it above its limit for as long (a
+ * group that started at 167 ms samples ran at 53 % under a 40 % limit).
+ */
+void cs_core_ctl_forget(struct cs_core_ctl *c);
 
 /*
  * The device time one launch of a process costs, learnt from its samples.

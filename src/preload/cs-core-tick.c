@@ -90,11 +90,28 @@ static uint64_t real_us(void)
 }
 
 /*
+ * Where sample i's window starts: lastSeen, or the latest earlier sample of
+ * the same process in this answer (a driver that keeps several samples per
+ * process returns each over its own period; cusim returns one).
+ */
+static unsigned long long sample_start(const struct meter *m, unsigned i, unsigned n)
+{
+	unsigned long long from = m->last_seen_us;
+
+	for (unsigned k = 0; k < n && k < MAX_SAMPLES; k++)
+		if (k != i && found.s[k].pid == found.s[i].pid &&
+		    found.s[k].timeStamp < found.s[i].timeStamp && found.s[k].timeStamp > from)
+			from = found.s[k].timeStamp;
+	return from;
+}
+
+/*
  * NVML's samples since the previous measurement into `found`. A sample's
- * smUtil is its process's busy percentage over the window from lastSeen to
- * its timestamp (at most NVML's look-back). Returns false when NVML cannot
- * answer; *sampled is false when nothing new was reported (nobody ran since
- * lastSeen, which stays: no sample has passed it).
+ * smUtil is its process's busy percentage over the window from lastSeen (or
+ * the process's previous sample, sample_start) to its timestamp, at most
+ * NVML's look-back. Returns false when NVML cannot answer; *sampled is
+ * false when nothing new was reported (nobody ran since lastSeen, which
+ * stays: no sample has passed it; or no new sample was taken yet).
  */
 static bool measure(struct meter *m, bool *sampled)
 {
@@ -117,8 +134,9 @@ static bool measure(struct meter *m, bool *sampled)
 		return false;
 	newest = m->last_seen_us;
 	for (unsigned i = 0; i < n && i < MAX_SAMPLES; i++) {
-		uint64_t window = found.s[i].timeStamp > m->last_seen_us
-					  ? (found.s[i].timeStamp - m->last_seen_us) * 1000ull
+		unsigned long long from = sample_start(m, i, n);
+		uint64_t window = found.s[i].timeStamp > from
+					  ? (found.s[i].timeStamp - from) * 1000ull
 					  : 0;
 
 		if (window > NVML_LOOKBACK_NS)
@@ -223,7 +241,7 @@ static uint64_t account_sample(unsigned i, struct meter *m, uint64_t *others)
 	unsigned hwm = atomic_load_explicit(&cs.g->proc_hwm, memory_order_acquire);
 	uint64_t group = 0, all = 0;
 	double weight = 0, weighted = 0;
-	bool present = false;
+	bool present = false, measured_now = false;
 
 	for (unsigned k = 0; k < found.n; k++)
 		all += found.busy_ns[k];
@@ -232,6 +250,7 @@ static uint64_t account_sample(unsigned i, struct meter *m, uint64_t *others)
 		struct cs_group_core_proc *cp = &cs.g->core_proc[s][i];
 		struct member *mb = &m->members[s];
 		uint64_t launches, busy, cost;
+		bool shown;
 
 		if (atomic_load_explicit(&p->state, memory_order_acquire) != CS_GROUP_PROC_LIVE) {
 			mb->start_ns = 0;
@@ -260,9 +279,13 @@ static uint64_t account_sample(unsigned i, struct meter *m, uint64_t *others)
 			mb->launches = launches;
 			continue;
 		}
+		shown = mb->cost.busy_ns > 0;
 		cost = cs_core_cost_add(&mb->cost, busy,
 					launches >= mb->launches ? launches - mb->launches : launches,
 					found.window_ns);
+		/* Its device time shows for the first time: its cost is measured from now on. */
+		if (!shown && mb->cost.busy_ns > 0)
+			measured_now = true;
 		mb->launches = launches;
 		if (cost && cost != atomic_load_explicit(&cp->cost_ns, memory_order_relaxed))
 			atomic_store_explicit(&cp->cost_ns, cost, memory_order_relaxed);
@@ -287,6 +310,9 @@ static uint64_t account_sample(unsigned i, struct meter *m, uint64_t *others)
 	cs_core_ctl_measured(&m->ctl, group, m->charged_ns,
 			     found.window_ns > CS_CORE_TICK_NS ? found.window_ns : CS_CORE_TICK_NS);
 	m->charged_ns = 0;
+	/* What was charged at a guess is not refunded (cs_core_ctl_forget). */
+	if (measured_now)
+		cs_core_ctl_forget(&m->ctl);
 	return group;
 }
 

@@ -87,7 +87,7 @@ static void test_core_ctl_credit(void **state)
 	assert_int_equal(credit_after(&c, PCT(30), 5 * MS, 0),
 			 1500000 - (int64_t)(2000 * MS * 5 / 2000));
 	cs_core_ctl_init(&c);
-	cs_core_ctl_measured(&c, 0, 2000 * MS, 2000 * MS);
+	cs_core_ctl_measured(&c, 0, 20000 * MS, 20000 * MS);
 	assert_int_equal(credit_after(&c, PCT(30), 5 * MS, 0), 1500000 + 5 * (int64_t)MS);
 }
 
@@ -117,10 +117,33 @@ static void test_core_ctl_correction(void **state)
 		cs_core_ctl_measured(&c, 0, 0, 10 * MS);
 	}
 	assert_in_range(total + 100000, 10 * MS * 99 / 100, 10 * MS);
-	/* Charged more than measured: refunds. A sample period of a second or more: all at once. */
+	/*
+	 * Charged more than measured: refunds, ten times thinner (they run the
+	 * group above its limit while they last). A sample period of 10 s or
+	 * more: all at once.
+	 */
 	cs_core_ctl_init(&c);
-	cs_core_ctl_measured(&c, 1 * MS, 9 * MS, 2000 * MS);
+	cs_core_ctl_measured(&c, 1 * MS, 9 * MS, 100 * MS);
+	assert_int_equal(c.pending_ns, -8 * (int64_t)MS / 100);
+	cs_core_ctl_init(&c);
+	cs_core_ctl_measured(&c, 1 * MS, 9 * MS, 10000 * MS);
 	assert_int_equal(c.pending_ns, -8 * (int64_t)MS);
+}
+
+/* Once the costs are measured, what was charged at a guess is not refunded. */
+static void test_core_ctl_forget(void **state)
+{
+	struct cs_core_ctl c;
+
+	(void)state;
+	cs_core_ctl_init(&c);
+	cs_core_ctl_measured(&c, 1 * MS, 41 * MS, 100 * MS);
+	assert_true(c.pending_ns < 0);
+	cs_core_ctl_forget(&c);
+	assert_int_equal(c.pending_ns, 0);
+	/* From then on, only new differences count. */
+	cs_core_ctl_measured(&c, 12 * MS, 2 * MS, 1000 * MS);
+	assert_int_equal(c.pending_ns, 10 * MS);
 }
 
 static void test_core_ctl_forgive(void **state)
@@ -482,6 +505,7 @@ int main(void)
 	    cmocka_unit_test(test_core_ctl_credit),
 	    cmocka_unit_test(test_core_ctl_correction),
 	    cmocka_unit_test(test_core_ctl_forgive),
+	    cmocka_unit_test(test_core_ctl_forget),
 	    cmocka_unit_test(test_core_cost_estimate),
 	    cmocka_unit_test(test_core_cost_unseen),
 	    cmocka_unit_test(test_core_ctl_sim_pairs),
