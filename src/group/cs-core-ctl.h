@@ -112,11 +112,11 @@ void cs_core_ctl_earn(struct cs_core_ctl *c, uint32_t rate_ppm, uint64_t dt_ns);
 int64_t cs_core_ctl_credit(const struct cs_core_ctl *c, int64_t cur);
 
 /*
- * The group's launch costs were measured for the first time: launches so
- * far were charged a guess (CS_CORE_BOOT_COST_NS), so their debt debt_ns
- * is forgiven now instead of over the next samples (the caller lifts the
- * credit to 0). Booked as a refund decided: if the guess was too low after
- * all, the next samples take it back.
+ * The group's launch costs are not known yet and its launches were charged
+ * a guess (CS_CORE_BOOT_COST_NS): their debt debt_ns is forgiven now
+ * instead of repaid at the rate (the caller lifts the credit to 0), so that
+ * the group launches and can be measured. Booked as a refund decided: if
+ * the guess was too low after all, the next samples take it back.
  */
 void cs_core_ctl_forgive(struct cs_core_ctl *c, int64_t debt_ns);
 

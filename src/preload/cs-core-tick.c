@@ -219,8 +219,9 @@ static void book(struct meter *m, unsigned i)
 }
 
 /*
- * The group's launch costs are known for the first time: its debt, run up
- * at CS_CORE_BOOT_COST_NS a launch, is forgiven (cs_core_ctl_forgive).
+ * The group's costs are not known yet and a sample showed its work: the
+ * debt its launches ran up at CS_CORE_BOOT_COST_NS each is forgiven
+ * (cs_core_ctl_forgive), so that it launches again and is measured.
  */
 static void forgive(unsigned i, struct meter *m)
 {
