@@ -438,6 +438,31 @@ void cc_assert_share_windows_(const char *what, struct cc_meter *m, const int *p
 	}
 }
 
+void cc_assert_shares_windows_(const struct cc_expect *e, unsigned n, struct cc_meter *m,
+			       unsigned ms, const char *file, int line)
+{
+	for (int w = 1;; w++) {
+		struct cc_meter from = *m;
+		bool all = true;
+
+		cc_meter_run(m, ms);
+		for (unsigned i = 0; i < n; i++) {
+			double share = cc_share(&from, m, e[i].pids, e[i].n);
+
+			if (share > e[i].hi || w == 3) {
+				cc_assert_share_(e[i].what, share, e[i].lo, e[i].hi, file, line);
+				continue;
+			}
+			print_message("%s: %.1f%% of device time in window %d (expected %.1f..%.1f)\n",
+				      e[i].what, share, w, e[i].lo, e[i].hi);
+			all &= share >= e[i].lo;
+		}
+		if (all || w == 3)
+			return;
+		print_message("below the band: the CPU kept the workloads back; measuring again\n");
+	}
+}
+
 /* ---- the device timeline ---- */
 
 uint64_t cc_mono_ns(void)

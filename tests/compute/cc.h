@@ -164,6 +164,27 @@ void cc_assert_share_(const char *what, double share, double lo, double hi, cons
 void cc_assert_share_windows_(const char *what, struct cc_meter *m, const int *pids, unsigned n,
 			      unsigned ms, double lo, double hi, const char *file, int line);
 
+/* What one group should get: its processes and the band of its share. */
+struct cc_expect {
+	const char *what;
+	const int *pids;
+	unsigned n;
+	double lo, hi;
+};
+
+/*
+ * cc_assert_share_windows for several groups at once: runs the meter up to
+ * three windows of ms milliseconds; in every window each group's share must
+ * be at most its hi (a limit holds always), and in one window every group
+ * must reach its lo (a loaded CPU may keep the workloads back for a while:
+ * they then run short, never over). Stops at the first window in which all
+ * are within their bands.
+ */
+#define cc_assert_shares_windows(e, n, m, ms)                                                       \
+	cc_assert_shares_windows_((e), (n), (m), (ms), __FILE__, __LINE__)
+void cc_assert_shares_windows_(const struct cc_expect *e, unsigned n, struct cc_meter *m,
+			       unsigned ms, const char *file, int line);
+
 /* ---- the device timeline ---- */
 
 /*
