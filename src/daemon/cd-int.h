@@ -103,6 +103,16 @@ struct cd_members {
 	unsigned ncgroups;
 };
 
+/*
+ * A label: a free-form fact about a group that the daemon stores and shows
+ * but never decides by (k8s.pod, k8s.namespace, slurm.job...). Limits in
+ * cusliced.h.
+ */
+struct cd_label {
+	char key[CD_LABEL_KEY_MAX + 1];
+	char value[CD_LABEL_VALUE_MAX + 1];
+};
+
 struct cd_policy {
 	char name[CS_GROUP_NAME_MAX + 1];
 	struct cs_limits mem;  /* sizes / percentages; n == 0: no limit */
@@ -111,6 +121,8 @@ struct cd_policy {
 	bool daemon_required;
 	struct cd_members members;
 	int on_violation; /* CD_ACTION_* */
+	struct cd_label labels[CD_LABELS_MAX]; /* in the order given */
+	unsigned nlabels;
 };
 
 /* A policy with every field at its default (no limits, hard, report, no members). */
@@ -118,8 +130,8 @@ void cd_policy_init(struct cd_policy *p, const char *name);
 
 /*
  * Applies a JSON policy object (API form: memory_limit, core_limit, mode,
- * daemon_required, members, on_violation; every field optional, null clears
- * a limit) over *p. On error *p is untouched and err holds one line naming
+ * daemon_required, members, on_violation, labels; every field optional, null
+ * clears a limit; labels replace the previous set whole) over *p. On error *p is untouched and err holds one line naming
  * the field and the accepted form. 0 or -EINVAL. Pure.
  */
 int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err, size_t errlen);

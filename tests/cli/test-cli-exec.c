@@ -306,19 +306,24 @@ static void test_cli_listings(void **state)
 	(void)state;
 	fake_daemon_reset(&fake, listing);
 	expect_code(0, cli("--socket", sock, "ps"));
-	expect_text(out,
-		    "GROUP    PID GPU                                        MEM-USED MEM-LIMIT "
-		    "CORES CORE-LIMIT STATE\n"
-		    "train   1001 0                                          3.00 GiB  8.00 GiB "
-		    "29.5%        30% running\n"
-		    "train   1002 0                                          1.00 GiB  8.00 GiB "
-		    "29.5%        30% running\n"
-		    "pid-777  777 0                                          1.00 GiB         - "
-		    " 5.0%          - stopped\n"
-		    "pid-777  777 1                                        512.00 MiB         - "
-		    " 0.0%      12.5% stopped\n"
-		    "-        999 GPU-99999999-0000-0000-0000-000000000000 256.00 MiB         - "
-		    "    -          - running,unregistered\n");
+	expect_text(out, "GROUP    PID GPU                                        MEM-USED "
+			 "MEM-LIMIT CORES CORE-LI"
+			 "MIT STATE                LABELS\n"
+			 "train   1001 0                                          3.00 GiB  8.00 "
+			 "GiB 29.5%        "
+			 "30% running              k8s.namespace=team-a,k8s.pod=web-0\n"
+			 "train   1002 0                                          1.00 GiB  8.00 "
+			 "GiB 29.5%        "
+			 "30% running              k8s.namespace=team-a,k8s.pod=web-0\n"
+			 "pid-777  777 0                                          1.00 GiB         "
+			 "-  5.0%        "
+			 "  - stopped              -\n"
+			 "pid-777  777 1                                        512.00 MiB         "
+			 "-  0.0%      12"
+			 ".5% stopped              -\n"
+			 "-        999 GPU-99999999-0000-0000-0000-000000000000 256.00 MiB         "
+			 "-     -        "
+			 "  - running,unregistered -\n");
 	expect_text(err, "");
 	assert_int_equal(fake.nreq, 3);
 	assert_string_equal(fake.req[0].path, "/v1/processes");
@@ -333,9 +338,10 @@ static void test_cli_listings(void **state)
 	expect_contains(out, "uptime          1h 02m 03s\n");
 	expect_code(0, cli("--socket", sock, "groups", "train"));
 	expect_text(out, "GROUP MANAGED PROCS GPU MEM-USED MEM-LIMIT CORES CORE-LIMIT MODE OOM "
-			 "THROTTLED\n"
+			 "THROTTLED LABELS\n"
 			 "train yes         2 0   4.00 GiB  8.00 GiB 29.5%        30% hard   3     "
-			 "12.5s\n");
+			 "12.5s k8s.names"
+			 "pace=team-a,k8s.pod=web-0\n");
 
 	/* -o json: the daemon's reply, re-serialized; before or after the command. */
 	expect_code(0, cli("--socket", sock, "-o", "json", "ps"));
@@ -465,9 +471,10 @@ static void test_cli_set(void **state)
 					      "\"mode\":\"burst\",\"daemon_required\":true}");
 	assert_string_equal(fake.req[0].auth, "");
 	expect_text(out, "GROUP MANAGED PROCS GPU MEM-USED MEM-LIMIT CORES CORE-LIMIT MODE OOM "
-			 "THROTTLED\n"
+			 "THROTTLED LABELS\n"
 			 "train yes         2 0   4.00 GiB  8.00 GiB 29.5%        30% hard   3     "
-			 "12.5s\n");
+			 "12.5s k8s.names"
+			 "pace=team-a,k8s.pod=web-0\n");
 
 	fake_daemon_reset(&fake, listing);
 	expect_code(0, cli("--socket", sock, "set", "--mem", "none", "train", "--cores", "none",
