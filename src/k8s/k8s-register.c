@@ -17,6 +17,7 @@
 
 #include "deviceplugin.pb-c.h"
 #include "k8s-grpc.h"
+#include "k8s-pb.h"
 #include "pluginregistration.pb-c.h"
 
 #define REG_VERSIONS_MAX 4
@@ -49,13 +50,10 @@ static int get_info(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, s
 		versions[i] = r->versions[i];
 	info.supported_versions = versions;
 	info.n_supported_versions = r->nversions;
-	*resp_len = pluginregistration__plugin_info__get_packed_size(&info);
-	*resp = malloc(*resp_len ? *resp_len : 1);
-	if (!*resp) {
+	if (k8s_pb_pack(&info.base, resp, resp_len) != 0) {
 		snprintf(msg, msglen, "out of memory");
 		return K8S_GRPC_RESOURCE_EXHAUSTED;
 	}
-	pluginregistration__plugin_info__pack(&info, *resp);
 	return K8S_GRPC_OK;
 }
 
@@ -149,13 +147,10 @@ int k8s_reg_device_plugin(const char *kubelet_socket, const char *endpoint, cons
 	req.endpoint = (char *)endpoint;
 	req.resource_name = (char *)resource;
 	req.options = &opts;
-	len = v1beta1__register_request__get_packed_size(&req);
-	buf = malloc(len);
-	if (!buf) {
+	if (k8s_pb_pack(&req.base, &buf, &len) != 0) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	v1beta1__register_request__pack(&req, buf);
 	e = k8s_grpc_call(kubelet_socket, "/v1beta1.Registration/Register", buf, len, &resp,
 			  &resp_len, timeout_ms, err, errlen);
 	free(buf);

@@ -1,0 +1,106 @@
+/*
+ * cuslice-device-plugin, inside: its configuration, the node state its
+ * threads share, and the functions the dp-*.c files call of each other.
+ *
+ *   dp-main.c       command line, start-up, registration, health loop, stop
+ *   dp-resources.c  resource model, packing, what an allocation gives (pure)
+ *   dp-plugin.c     the DevicePlugin service (ListAndWatch, Allocate, ...)
+ *   dp-bind.c       PreStartContainer: which pod holds the devices
+ *
+ * Threads: the main thread polls cusliced and restarts registrations; every
+ * gRPC call runs in a thread of its own (k8s-grpc.h). struct dp_state is
+ * guarded by its lock; the configuration is immutable once serving.
+ */
+#ifndef DP_INT_H
+#define DP_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dp-resources.h"
+#include "k8s-api.h"
+#include "k8s-cusliced.h"
+#include "k8s-grpc.h"
+#include "k8s-register.h"
+
+#define DP_LOG "cuslice-device-plugin"
+#define DP_RESOURCES_MAX 2
+
+enum dp_injection {
+	DP_INJECT_ENVVAR, /* NVIDIA_VISIBLE_DEVICES=<uuid> for the NVIDIA container runtime */
+	DP_INJECT_CDI,	  /* CDI device nvidia.com/gpu=<uuid> (nvidia-ctk cdi generate) */
+	DP_INJECT_NONE,	  /* the runtime already gives containers their GPU */
+};
+
+struct dp_config {
+	char prefix[48];	      /* resource name prefix: "cuslice.io" */
+	bool serve[DP_RESOURCES_MAX]; /* gpu, gpu-memory */
+	unsigned shares;
+	uint64_t memory_unit;
+	char plugin_dir[256];	 /* the kubelet's device-plugins directory */
+	char registry_dir[256];	 /* the kubelet's plugins_registry directory */
+	bool use_registry;	 /* register through the plugin registry, not kubelet.sock */
+	char pod_resources[256]; /* the kubelet's PodResources socket */
+	char cusliced[108];	 /* cusliced's socket, as this plugin reaches it */
+	char cusliced_token_file[256];
+	char container_socket[108]; /* where containers find cusliced's socket */
+	char lib[256];		    /* libcuslice.so on the host */
+	char lib_container[256];    /* ... and in containers */
+	char state_dir[256];	    /* per-group files (ld.so.preload) on the host */
+	bool preload;		    /* mount /etc/ld.so.preload unless a pod opts out */
+	char shm_dir[256];	    /* cusliced's region directory, mounted as is ("": none) */
+	enum dp_injection injection;
+	struct dp_policy_opts policy;
+	char on_violation[8];
+	char node_name[256];
+	struct k8s_api_config api;
+	unsigned health_interval_ms;
+	int log_level;
+};
+
+struct dp_state {
+	const struct dp_config *cfg;
+	struct k8s_cusliced *cs;
+	struct k8s_api *api;
+
+	pthread_mutex_t lock; /* guards what follows */
+	struct k8s_gpu gpus[K8S_GPUS_MAX];
+	unsigned ngpus;
+	bool daemon_ok;	     /* the last poll reached cusliced */
+	uint64_t generation; /* bumped whenever what ListAndWatch sends changes */
+};
+
+/* One resource's endpoint: its socket, its service, its registration. */
+struct dp_endpoint {
+	struct dp_state *st;
+	struct dp_resource res;
+	struct k8s_grpc_method methods[5];
+	struct k8s_grpc_server *srv;
+	struct k8s_reg *reg;
+	char socket[256]; /* plugin_dir/cuslice-<short>.sock */
+};
+
+/* Fills ep->methods for ep (the DevicePlugin service). */
+void dp_plugin_methods(struct dp_endpoint *ep);
+
+/* A copy of the node's GPUs and whether cusliced answered. */
+void dp_state_gpus(struct dp_state *st, struct k8s_gpu *out, unsigned *n, bool *daemon_ok,
+		   uint64_t *generation);
+
+/*
+ * PreStartContainer's work for the devices ids[0..n) of ep's resource:
+ * finds the pod and container holding them (PodResources, then the API
+ * server for the pod's UID), binds the group to the pod, and writes the
+ * container's ld.so.preload (empty when the pod opts out). 0, or a gRPC
+ * status with a message.
+ */
+int dp_bind(struct dp_endpoint *ep, const struct dp_plan *plan, const char *const *ids, unsigned n,
+	    char *msg, size_t msglen);
+
+/* The host path of a group's ld.so.preload file, into out. */
+void dp_preload_path(const struct dp_config *cfg, const char *group, char *out, size_t len);
+/* Writes it atomically: the library's container path, or nothing (opted out). 0 or -errno. */
+int dp_preload_write(const struct dp_config *cfg, const char *group, bool enabled);
+
+#endif
