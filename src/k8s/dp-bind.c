@@ -164,17 +164,17 @@ static int read_pod(struct dp_endpoint *ep, const struct holder *h, char *uid, s
 		return K8S_GRPC_INTERNAL;
 	}
 	/* A pod of the same name on another node is not the one the kubelet here starts. */
-	if (cfg->node_name[0] &&
-	    !(cJSON_IsString(node) && strcmp(node->valuestring, cfg->node_name) == 0)) {
+	if (cfg->common.node_name[0] &&
+	    !(cJSON_IsString(node) && strcmp(node->valuestring, cfg->common.node_name) == 0)) {
 		snprintf(msg, msglen, "%s: pod %s/%s is bound to node %s, not %s", ep->res.name,
 			 h->ns, h->pod, cJSON_IsString(node) ? node->valuestring : "(none)",
-			 cfg->node_name);
+			 cfg->common.node_name);
 		cJSON_Delete(pod);
 		return K8S_GRPC_FAILED_PRECONDITION;
 	}
 	snprintf(uid, uidlen, "%s", u->valuestring);
 
-	*preload = cfg->preload;
+	*preload = cfg->common.preload;
 	ann = cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(meta, "annotations"), PRELOAD_ANNOTATION);
 	if (cJSON_IsString(ann)) {
@@ -265,13 +265,13 @@ int dp_bind(struct dp_endpoint *ep, const struct dp_plan *plan, const char *cons
 			 plan->group, h.ns, h.pod, err);
 		return e == -EINVAL ? K8S_GRPC_INVALID_ARGUMENT : K8S_GRPC_UNAVAILABLE;
 	}
-	if (cfg->preload && (e = dp_preload_write(cfg, plan->group, preload)) != 0) {
+	if (cfg->common.preload && (e = dp_preload_write(cfg, plan->group, preload)) != 0) {
 		snprintf(msg, msglen, "%s: %s/preload/%s: %s", ep->res.name, cfg->state_dir,
 			 plan->group, strerror(-e));
 		return K8S_GRPC_INTERNAL;
 	}
 	cs_log(CS_LOG_INFO, DP_LOG, "%s: group %s bound to pod %s/%s (uid %s) container %s%s",
 	       ep->res.name, plan->group, h.ns, h.pod, uid, h.container,
-	       cfg->preload && !preload ? ", without /etc/ld.so.preload" : "");
+	       cfg->common.preload && !preload ? ", without /etc/ld.so.preload" : "");
 	return K8S_GRPC_OK;
 }

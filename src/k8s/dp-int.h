@@ -20,18 +20,13 @@
 
 #include "dp-resources.h"
 #include "k8s-api.h"
+#include "k8s-common.h"
 #include "k8s-cusliced.h"
 #include "k8s-grpc.h"
 #include "k8s-register.h"
 
 #define DP_LOG "cuslice-device-plugin"
 #define DP_RESOURCES_MAX 2
-
-enum dp_injection {
-	DP_INJECT_ENVVAR, /* NVIDIA_VISIBLE_DEVICES=<uuid> for the NVIDIA container runtime */
-	DP_INJECT_CDI,	  /* CDI device nvidia.com/gpu=<uuid> (nvidia-ctk cdi generate) */
-	DP_INJECT_NONE,	  /* the runtime already gives containers their GPU */
-};
 
 struct dp_config {
 	char prefix[48];	      /* resource name prefix: "cuslice.io" */
@@ -42,21 +37,9 @@ struct dp_config {
 	char registry_dir[256];	 /* the kubelet's plugins_registry directory */
 	bool use_registry;	 /* register through the plugin registry, not kubelet.sock */
 	char pod_resources[256]; /* the kubelet's PodResources socket */
-	char cusliced[108];	 /* cusliced's socket, as this plugin reaches it */
-	char cusliced_token_file[256];
-	char container_socket[108]; /* where containers find cusliced's socket */
-	char lib[256];		    /* libcuslice.so on the host */
-	char lib_container[256];    /* ... and in containers */
-	char state_dir[256];	    /* per-group files (ld.so.preload) on the host */
-	bool preload;		    /* mount /etc/ld.so.preload unless a pod opts out */
-	char shm_dir[256];	    /* cusliced's region directory, mounted as is ("": none) */
-	enum dp_injection injection;
+	char state_dir[256];	 /* per-group files (ld.so.preload) on the host */
 	struct dp_policy_opts policy;
-	char on_violation[8];
-	char node_name[256];
-	struct k8s_api_config api;
-	unsigned health_interval_ms;
-	int log_level;
+	struct k8s_common common;
 };
 
 struct dp_state {

@@ -11,7 +11,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 
 #include "cs-log.h"
 #include "cs-size.h"
+#include "k8s-common.h"
 #include "k8s-util.h"
 
 #define PROG "cuslice-device-plugin"
@@ -27,7 +27,7 @@
 #define REGISTER_TIMEOUT_MS 10000
 #define REGISTER_RETRY_MS 2000
 
-static const char usage_text[] =
+static const char usage_head[] =
     "usage: " PROG " [OPTION]...\n"
     "Kubernetes device plugin of cuslice: advertises slices of the node's GPUs\n"
     "(as cusliced sees them) and gives each container that gets some its own\n"
@@ -38,7 +38,7 @@ static const char usage_text[] =
     "      --resources LIST       gpu (shares of memory and time), gpu-memory\n"
     "                             (memory units): comma list (default gpu,gpu-memory)\n"
     "      --shares N             devices of P/gpu per GPU, 1-1000 (default 10)\n"
-    "      --memory-unit SIZE     bytes per device of P/gpu-memory, at least 1MiB\n"
+    "      --memory-unit SIZE     bytes per device of P/gpu-memory, 1MiB-64GiB\n"
     "                             (default 1GiB)\n"
     "Kubelet:\n"
     "      --kubelet-dir DIR      device-plugins directory, where kubelet.sock is and\n"
@@ -51,32 +51,8 @@ static const char usage_text[] =
     "                             /var/lib/kubelet/plugins_registry)\n"
     "      --pod-resources SOCK   PodResources socket (default\n"
     "                             /var/lib/kubelet/pod-resources/kubelet.sock)\n"
-    "      --node-name NAME       this node (default $NODE_NAME); pods are checked to be on it\n"
-    "cusliced and containers:\n"
-    "      --cusliced SOCK        cusliced's socket (default /run/cuslice/cusliced.sock)\n"
-    "      --cusliced-token-file FILE  its token, when it has a token_file\n"
-    "      --container-socket PATH  where containers find that socket (default: the same\n"
-    "                             path; its directory is mounted read-only)\n"
-    "      --lib PATH             libcuslice.so on the host (default\n"
-    "                             /var/lib/cuslice/lib/libcuslice.so)\n"
-    "      --lib-container PATH   ... in containers (default /opt/cuslice/lib/libcuslice.so)\n"
     "      --state-dir DIR        host directory for the containers' ld.so.preload files\n"
-    "                             (default /var/lib/cuslice/k8s)\n"
-    "      --preload on|off       mount /etc/ld.so.preload naming libcuslice into each\n"
-    "                             container unless its pod opts out (default on)\n"
-    "      --shm-dir DIR          cusliced's shm_dir, mounted into containers at the same\n"
-    "                             path (default: none)\n"
-    "      --gpu-injection HOW    envvar (NVIDIA_VISIBLE_DEVICES), cdi (nvidia.com/gpu=UUID)\n"
-    "                             or none (default envvar)\n"
-    "      --mode hard|burst      compute mode of the groups (default hard)\n"
-    "      --on-violation ACTION  report, stop or kill (default report)\n"
-    "API server (pods' UIDs; in a pod the defaults are the in-cluster ones):\n"
-    "      --api-server URL  --api-ca FILE  --api-token-file FILE\n"
-    "Other:\n"
-    "      --health-interval D    how often cusliced is asked about the GPUs, 100ms-1m\n"
-    "                             (default 5s)\n"
-    "      --log-level LEVEL      error, warn, info (default) or debug\n"
-    "  -h, --help  -V, --version\n";
+    "                             (default /var/lib/cuslice/k8s)\n";
 
 enum {
 	OPT_PREFIX = 256,
@@ -87,23 +63,7 @@ enum {
 	OPT_REGISTRATION,
 	OPT_REGISTRY_DIR,
 	OPT_POD_RESOURCES,
-	OPT_NODE_NAME,
-	OPT_CUSLICED,
-	OPT_CUSLICED_TOKEN,
-	OPT_CONTAINER_SOCKET,
-	OPT_LIB,
-	OPT_LIB_CONTAINER,
 	OPT_STATE_DIR,
-	OPT_PRELOAD,
-	OPT_SHM_DIR,
-	OPT_INJECTION,
-	OPT_MODE,
-	OPT_ON_VIOLATION,
-	OPT_API_SERVER,
-	OPT_API_CA,
-	OPT_API_TOKEN,
-	OPT_HEALTH,
-	OPT_LOG_LEVEL,
 };
 
 static const struct option longopts[] = {
@@ -115,23 +75,8 @@ static const struct option longopts[] = {
     {"registration", required_argument, NULL, OPT_REGISTRATION},
     {"registry-dir", required_argument, NULL, OPT_REGISTRY_DIR},
     {"pod-resources", required_argument, NULL, OPT_POD_RESOURCES},
-    {"node-name", required_argument, NULL, OPT_NODE_NAME},
-    {"cusliced", required_argument, NULL, OPT_CUSLICED},
-    {"cusliced-token-file", required_argument, NULL, OPT_CUSLICED_TOKEN},
-    {"container-socket", required_argument, NULL, OPT_CONTAINER_SOCKET},
-    {"lib", required_argument, NULL, OPT_LIB},
-    {"lib-container", required_argument, NULL, OPT_LIB_CONTAINER},
     {"state-dir", required_argument, NULL, OPT_STATE_DIR},
-    {"preload", required_argument, NULL, OPT_PRELOAD},
-    {"shm-dir", required_argument, NULL, OPT_SHM_DIR},
-    {"gpu-injection", required_argument, NULL, OPT_INJECTION},
-    {"mode", required_argument, NULL, OPT_MODE},
-    {"on-violation", required_argument, NULL, OPT_ON_VIOLATION},
-    {"api-server", required_argument, NULL, OPT_API_SERVER},
-    {"api-ca", required_argument, NULL, OPT_API_CA},
-    {"api-token-file", required_argument, NULL, OPT_API_TOKEN},
-    {"health-interval", required_argument, NULL, OPT_HEALTH},
-    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    K8S_COMMON_LONGOPTS,
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -139,8 +84,6 @@ static const struct option longopts[] = {
 
 static void defaults(struct dp_config *c)
 {
-	const char *node = getenv("NODE_NAME");
-
 	memset(c, 0, sizeof(*c));
 	snprintf(c->prefix, sizeof(c->prefix), "cuslice.io");
 	c->serve[0] = c->serve[1] = true;
@@ -150,30 +93,11 @@ static void defaults(struct dp_config *c)
 	snprintf(c->registry_dir, sizeof(c->registry_dir), "/var/lib/kubelet/plugins_registry");
 	snprintf(c->pod_resources, sizeof(c->pod_resources),
 		 "/var/lib/kubelet/pod-resources/kubelet.sock");
-	snprintf(c->cusliced, sizeof(c->cusliced), "/run/cuslice/cusliced.sock");
-	snprintf(c->lib, sizeof(c->lib), "/var/lib/cuslice/lib/libcuslice.so");
-	snprintf(c->lib_container, sizeof(c->lib_container), "/opt/cuslice/lib/libcuslice.so");
 	snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/cuslice/k8s");
-	c->preload = true;
-	c->injection = DP_INJECT_ENVVAR;
-	snprintf(c->on_violation, sizeof(c->on_violation), "report");
-	if (node)
-		snprintf(c->node_name, sizeof(c->node_name), "%s", node);
-	c->health_interval_ms = 5000;
-	c->log_level = CS_LOG_INFO;
+	k8s_common_defaults(&c->common);
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, PROG ": ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry '" PROG " --help'.\n");
-	return 2;
-}
+#define usage_error(...) k8s_usage_error(PROG, __VA_ARGS__)
 
 /* Copies an absolute path option; -1 (usage error printed) when it is not one or too long. */
 static int path_opt(const char *opt, const char *v, char *out, size_t len)
@@ -196,194 +120,113 @@ static bool dns_subdomain(const char *s)
 	       s[0] != '.' && s[0] != '-' && s[n - 1] != '.' && s[n - 1] != '-';
 }
 
+/* --resources: a comma list of gpu, gpu-memory. */
+static int parse_resources(struct dp_config *c, const char *arg)
+{
+	char buf[128], *save = NULL;
+
+	c->serve[0] = c->serve[1] = false;
+	snprintf(buf, sizeof(buf), "%s", arg);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (strcmp(t, "gpu") == 0)
+			c->serve[0] = true;
+		else if (strcmp(t, "gpu-memory") == 0)
+			c->serve[1] = true;
+		else
+			return usage_error("--resources \"%s\": \"%s\" is not gpu or gpu-memory",
+					   arg, t);
+	}
+	if (!c->serve[0] && !c->serve[1])
+		return usage_error("--resources \"%s\": expected gpu, gpu-memory or both", arg);
+	return 0;
+}
+
+/* One option of the plugin's own: 0, or 2 after a usage error. */
+static int own_option(struct dp_config *c, int ch, const char *o, const char *arg)
+{
+	char *end;
+	unsigned long v;
+
+	switch (ch) {
+	case OPT_PREFIX:
+		if (!dns_subdomain(arg))
+			return usage_error("--resource-prefix \"%s\": expected a DNS subdomain of "
+					   "a-z 0-9 . - (e.g. cuslice.io)",
+					   arg);
+		snprintf(c->prefix, sizeof(c->prefix), "%s", arg);
+		return 0;
+	case OPT_RESOURCES:
+		return parse_resources(c, arg);
+	case OPT_SHARES:
+		v = strtoul(arg, &end, 10);
+		if (*arg < '1' || *arg > '9' || *end || v > 1000)
+			return usage_error(
+			    "--shares \"%s\": expected a whole number from 1 to 1000", arg);
+		c->shares = (unsigned)v;
+		return 0;
+	case OPT_MEMORY_UNIT:
+		if (cs_size_parse(arg, &c->memory_unit) != 0 || c->memory_unit < (1ull << 20) ||
+		    c->memory_unit > (64ull << 30))
+			return usage_error(
+			    "--memory-unit \"%s\": expected a size from 1MiB to 64GiB: "
+			    "%s",
+			    arg, CS_SIZE_FORMS);
+		return 0;
+	case OPT_REGISTRATION:
+		if (strcmp(arg, "classic") != 0 && strcmp(arg, "registry") != 0)
+			return usage_error("--registration \"%s\": expected classic or registry",
+					   arg);
+		c->use_registry = strcmp(arg, "registry") == 0;
+		return 0;
+	case OPT_KUBELET_DIR:
+		return path_opt(o, arg, c->plugin_dir, sizeof(c->plugin_dir)) ? 2 : 0;
+	case OPT_REGISTRY_DIR:
+		return path_opt(o, arg, c->registry_dir, sizeof(c->registry_dir)) ? 2 : 0;
+	case OPT_POD_RESOURCES:
+		return path_opt(o, arg, c->pod_resources, sizeof(c->pod_resources)) ? 2 : 0;
+	case OPT_STATE_DIR:
+		return path_opt(o, arg, c->state_dir, sizeof(c->state_dir)) ? 2 : 0;
+	}
+	switch (k8s_common_option(&c->common, ch, arg, PROG)) {
+	case 1:
+		return 0;
+	case 0:
+		return usage_error("unknown option --%s", o);
+	default:
+		return 2;
+	}
+}
+
 static int parse_args(int argc, char **argv, struct dp_config *c)
 {
-	const char *o = NULL;
-	int ch, idx = -1;
+	int ch, idx = -1, e;
 
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":hV", longopts, &idx)) != -1) {
-		o = idx >= 0 && ch >= 256 ? longopts[idx].name : "";
 		switch (ch) {
 		case 'h':
-			fputs(usage_text, stdout);
+			fputs(usage_head, stdout);
+			fputs(k8s_common_usage, stdout);
 			exit(0);
 		case 'V':
 			printf(PROG " " CS_VERSION "\n");
 			exit(0);
-		case OPT_PREFIX:
-			if (!dns_subdomain(optarg))
-				return usage_error("--resource-prefix \"%s\": expected a DNS "
-						   "subdomain of a-z 0-9 . - (e.g. cuslice.io)",
-						   optarg);
-			snprintf(c->prefix, sizeof(c->prefix), "%s", optarg);
-			break;
-		case OPT_RESOURCES: {
-			char buf[128], *save = NULL;
-
-			c->serve[0] = c->serve[1] = false;
-			snprintf(buf, sizeof(buf), "%s", optarg);
-			for (char *t = strtok_r(buf, ",", &save); t;
-			     t = strtok_r(NULL, ",", &save)) {
-				if (strcmp(t, "gpu") == 0)
-					c->serve[0] = true;
-				else if (strcmp(t, "gpu-memory") == 0)
-					c->serve[1] = true;
-				else
-					return usage_error("--resources \"%s\": \"%s\" is not gpu "
-							   "or gpu-memory",
-							   optarg, t);
-			}
-			if (!c->serve[0] && !c->serve[1])
-				return usage_error(
-				    "--resources \"%s\": expected gpu, gpu-memory or "
-				    "both",
-				    optarg);
-			break;
-		}
-		case OPT_SHARES: {
-			char *end;
-			unsigned long v = strtoul(optarg, &end, 10);
-
-			if (*optarg < '1' || *optarg > '9' || *end || v > 1000)
-				return usage_error(
-				    "--shares \"%s\": expected a whole number from 1 "
-				    "to 1000",
-				    optarg);
-			c->shares = (unsigned)v;
-			break;
-		}
-		case OPT_MEMORY_UNIT:
-			if (cs_size_parse(optarg, &c->memory_unit) != 0 ||
-			    c->memory_unit < (1ull << 20) || c->memory_unit > (64ull << 30))
-				return usage_error(
-				    "--memory-unit \"%s\": expected a size from 1MiB "
-				    "to 64GiB: %s",
-				    optarg, CS_SIZE_FORMS);
-			break;
-		case OPT_KUBELET_DIR:
-			if (path_opt(o, optarg, c->plugin_dir, sizeof(c->plugin_dir)))
-				return 2;
-			break;
-		case OPT_REGISTRATION:
-			if (strcmp(optarg, "classic") != 0 && strcmp(optarg, "registry") != 0)
-				return usage_error("--registration \"%s\": expected classic or "
-						   "registry",
-						   optarg);
-			c->use_registry = strcmp(optarg, "registry") == 0;
-			break;
-		case OPT_REGISTRY_DIR:
-			if (path_opt(o, optarg, c->registry_dir, sizeof(c->registry_dir)))
-				return 2;
-			break;
-		case OPT_POD_RESOURCES:
-			if (path_opt(o, optarg, c->pod_resources, sizeof(c->pod_resources)))
-				return 2;
-			break;
-		case OPT_NODE_NAME:
-			snprintf(c->node_name, sizeof(c->node_name), "%s", optarg);
-			break;
-		case OPT_CUSLICED:
-			if (path_opt(o, optarg, c->cusliced, sizeof(c->cusliced)))
-				return 2;
-			break;
-		case OPT_CUSLICED_TOKEN:
-			if (path_opt(o, optarg, c->cusliced_token_file,
-				     sizeof(c->cusliced_token_file)))
-				return 2;
-			break;
-		case OPT_CONTAINER_SOCKET:
-			if (path_opt(o, optarg, c->container_socket, sizeof(c->container_socket)))
-				return 2;
-			break;
-		case OPT_LIB:
-			if (path_opt(o, optarg, c->lib, sizeof(c->lib)))
-				return 2;
-			break;
-		case OPT_LIB_CONTAINER:
-			if (path_opt(o, optarg, c->lib_container, sizeof(c->lib_container)))
-				return 2;
-			break;
-		case OPT_STATE_DIR:
-			if (path_opt(o, optarg, c->state_dir, sizeof(c->state_dir)))
-				return 2;
-			break;
-		case OPT_PRELOAD:
-			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
-				return usage_error("--preload \"%s\": expected on or off", optarg);
-			c->preload = strcmp(optarg, "on") == 0;
-			break;
-		case OPT_SHM_DIR:
-			if (path_opt(o, optarg, c->shm_dir, sizeof(c->shm_dir)))
-				return 2;
-			break;
-		case OPT_INJECTION:
-			if (strcmp(optarg, "envvar") == 0)
-				c->injection = DP_INJECT_ENVVAR;
-			else if (strcmp(optarg, "cdi") == 0)
-				c->injection = DP_INJECT_CDI;
-			else if (strcmp(optarg, "none") == 0)
-				c->injection = DP_INJECT_NONE;
-			else
-				return usage_error(
-				    "--gpu-injection \"%s\": expected envvar, cdi or "
-				    "none",
-				    optarg);
-			break;
-		case OPT_MODE:
-			if (strcmp(optarg, "hard") != 0 && strcmp(optarg, "burst") != 0)
-				return usage_error("--mode \"%s\": expected hard or burst", optarg);
-			c->policy.burst = strcmp(optarg, "burst") == 0;
-			break;
-		case OPT_ON_VIOLATION:
-			if (strcmp(optarg, "report") != 0 && strcmp(optarg, "stop") != 0 &&
-			    strcmp(optarg, "kill") != 0)
-				return usage_error(
-				    "--on-violation \"%s\": expected report, stop or "
-				    "kill",
-				    optarg);
-			snprintf(c->on_violation, sizeof(c->on_violation), "%s", optarg);
-			break;
-		case OPT_API_SERVER:
-			if (strncmp(optarg, "https://", 8) != 0 ||
-			    strlen(optarg) >= sizeof(c->api.server))
-				return usage_error("--api-server \"%s\": expected an https:// URL",
-						   optarg);
-			snprintf(c->api.server, sizeof(c->api.server), "%s", optarg);
-			break;
-		case OPT_API_CA:
-			if (path_opt(o, optarg, c->api.ca_file, sizeof(c->api.ca_file)))
-				return 2;
-			break;
-		case OPT_API_TOKEN:
-			if (path_opt(o, optarg, c->api.token_file, sizeof(c->api.token_file)))
-				return 2;
-			break;
-		case OPT_HEALTH:
-			if (k8s_parse_duration(optarg, 100, 60000, &c->health_interval_ms) != 0)
-				return usage_error("--health-interval \"%s\": expected a duration "
-						   "from 100ms to 1m (e.g. 500ms, 5s)",
-						   optarg);
-			break;
-		case OPT_LOG_LEVEL:
-			c->log_level = k8s_parse_log_level(optarg);
-			if (c->log_level < 0)
-				return usage_error("--log-level \"%s\": expected error, warn, info "
-						   "or debug",
-						   optarg);
-			break;
 		case ':':
 			return usage_error("option %s needs a value", argv[optind - 1]);
-		default:
+		case '?':
 			return usage_error("unknown option %s", argv[optind - 1]);
+		default:
+			e = own_option(c, ch, idx >= 0 ? longopts[idx].name : "", optarg);
+			if (e)
+				return e;
 		}
 		idx = -1;
 	}
 	if (optind < argc)
 		return usage_error("unexpected argument \"%s\"", argv[optind]);
-	if (!c->container_socket[0])
-		snprintf(c->container_socket, sizeof(c->container_socket), "%s", c->cusliced);
-	c->policy.on_violation = c->on_violation;
+	k8s_common_finish(&c->common);
+	c->policy.burst = c->common.burst;
+	c->policy.on_violation = c->common.on_violation;
 	return 0;
 }
 
@@ -437,7 +280,7 @@ static void poll_gpus(struct dp_state *st)
 	if (!st->daemon_ok || !gpus_equal(merged, m, st->gpus, st->ngpus)) {
 		if (!st->daemon_ok)
 			cs_log(CS_LOG_INFO, DP_LOG, "cusliced at %s answers: %u GPU(s)",
-			       st->cfg->cusliced, n);
+			       st->cfg->common.cusliced, n);
 		memcpy(st->gpus, merged, m * sizeof(*merged));
 		st->ngpus = m;
 		st->daemon_ok = true;
@@ -557,7 +400,7 @@ static int run(struct dp_state *st)
 
 		if (t >= next_poll) {
 			poll_gpus(st);
-			next_poll = t + c->health_interval_ms;
+			next_poll = t + c->common.health_interval_ms;
 		}
 		if (restart) {
 			cs_log(CS_LOG_INFO, DP_LOG, "the kubelet restarted: registering again");
@@ -608,34 +451,30 @@ int main(int argc, char **argv)
 {
 	struct dp_config cfg;
 	struct dp_state st;
-	char err[512], token[256] = "";
+	char err[512];
 	int rc, e;
 
 	defaults(&cfg);
 	rc = parse_args(argc, argv, &cfg);
 	if (rc)
 		return rc;
-	cs_log_threshold = cfg.log_level;
+	cs_log_threshold = cfg.common.log_level;
 	memset(&st, 0, sizeof(st));
 	st.cfg = &cfg;
 	pthread_mutex_init(&st.lock, NULL);
-	if (cfg.cusliced_token_file[0] &&
-	    k8s_read_line_file(cfg.cusliced_token_file, token, sizeof(token), err, sizeof(err))) {
-		fprintf(stderr, PROG ": --cusliced-token-file %s\n", err);
-		return 2;
-	}
-	e = k8s_api_open(&cfg.api, &st.api, err, sizeof(err));
+	e = k8s_api_open(&cfg.common.api, &st.api, err, sizeof(err));
 	if (e) {
 		/* Without the API server no group can be bound to its pod: nothing could run. */
 		fprintf(stderr, PROG ": API server: %s\n", err);
 		return 2;
 	}
-	if (cfg.preload && (e = k8s_mkdir_p(cfg.state_dir, 0755)) != 0) {
+	if (cfg.common.preload && (e = k8s_mkdir_p(cfg.state_dir, 0755)) != 0) {
 		fprintf(stderr, PROG ": --state-dir %s: %s\n", cfg.state_dir, strerror(-e));
 		return 1;
 	}
-	st.cs = k8s_cusliced_open(cfg.cusliced, token[0] ? token : NULL);
-	explicit_bzero(token, sizeof(token));
+	st.cs = k8s_cusliced_open(cfg.common.cusliced,
+				  cfg.common.cusliced_token[0] ? cfg.common.cusliced_token : NULL);
+	explicit_bzero(cfg.common.cusliced_token, sizeof(cfg.common.cusliced_token));
 	if (!st.cs) {
 		fprintf(stderr, PROG ": out of memory\n");
 		return 1;
@@ -643,8 +482,8 @@ int main(int argc, char **argv)
 	k8s_signals_block();
 	cs_log(CS_LOG_INFO, DP_LOG,
 	       "starting: %s/gpu %s, %s/gpu-memory %s, cusliced at %s, node %s", cfg.prefix,
-	       cfg.serve[0] ? "on" : "off", cfg.prefix, cfg.serve[1] ? "on" : "off", cfg.cusliced,
-	       cfg.node_name[0] ? cfg.node_name : "(any)");
+	       cfg.serve[0] ? "on" : "off", cfg.prefix, cfg.serve[1] ? "on" : "off",
+	       cfg.common.cusliced, cfg.common.node_name[0] ? cfg.common.node_name : "(any)");
 	rc = run(&st);
 	k8s_cusliced_close(st.cs);
 	k8s_api_close(st.api);

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,7 +210,7 @@ int dp_preload_write(const struct dp_config *cfg, const char *group, bool enable
 {
 	char path[512], tmp[600], dir[512];
 	int fd, e = 0;
-	size_t n = strlen(cfg->lib_container);
+	size_t n = strlen(cfg->common.lib_container);
 
 	snprintf(dir, sizeof(dir), "%s/preload", cfg->state_dir);
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
@@ -222,7 +221,8 @@ int dp_preload_write(const struct dp_config *cfg, const char *group, bool enable
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	if (enabled && (write(fd, cfg->lib_container, n) != (ssize_t)n || write(fd, "\n", 1) != 1))
+	if (enabled &&
+	    (write(fd, cfg->common.lib_container, n) != (ssize_t)n || write(fd, "\n", 1) != 1))
 		e = -EIO;
 	if (fsync(fd) != 0 && !e)
 		e = -errno;
@@ -234,78 +234,50 @@ int dp_preload_write(const struct dp_config *cfg, const char *group, bool enable
 	return e;
 }
 
-/* Room for one container's reply: envs, mounts, one CDI device. */
+/* One container's reply, and the edits its strings point into. */
 struct reply {
 	V1beta1__ContainerAllocateResponse r;
-	V1beta1__ContainerAllocateResponse__EnvsEntry env[8], *envp[8];
-	V1beta1__Mount mnt[4], *mntp[4];
+	V1beta1__ContainerAllocateResponse__EnvsEntry env[K8S_EDITS_ENV_MAX],
+	    *envp[K8S_EDITS_ENV_MAX];
+	V1beta1__Mount mnt[K8S_EDITS_MOUNTS_MAX], *mntp[K8S_EDITS_MOUNTS_MAX];
 	V1beta1__CDIDevice cdi, *cdip[1];
-	char socket_dir_host[256], socket_dir_ctr[256], preload[512], cdi_name[160];
+	struct k8s_edits edits;
+	char preload[512], cdi_name[160];
 };
 
-static void add_env(struct reply *x, const char *k, const char *v)
-{
-	size_t i = x->r.n_envs;
-
-	v1beta1__container_allocate_response__envs_entry__init(&x->env[i]);
-	x->env[i].key = (char *)k;
-	x->env[i].value = (char *)v;
-	x->envp[i] = &x->env[i];
-	x->r.envs = x->envp;
-	x->r.n_envs = i + 1;
-}
-
-static void add_mount(struct reply *x, const char *host, const char *ctr, bool ro)
-{
-	size_t i = x->r.n_mounts;
-
-	v1beta1__mount__init(&x->mnt[i]);
-	x->mnt[i].host_path = (char *)host;
-	x->mnt[i].container_path = (char *)ctr;
-	x->mnt[i].read_only = ro;
-	x->mntp[i] = &x->mnt[i];
-	x->r.mounts = x->mntp;
-	x->r.n_mounts = i + 1;
-}
-
 /*
- * What a container of plan needs. Strings point into x, cfg and plan,
- * which must outlive the packing.
+ * What a container of plan needs (k8s_container_edits), as an Allocate
+ * reply. Strings point into x, cfg and plan, which must outlive the packing.
  */
 static void container_reply(const struct dp_config *cfg, const struct dp_plan *plan,
 			    struct reply *x)
 {
-	char tmp[256];
+	const char *uuid = plan->uuid;
+	struct k8s_edits *e = &x->edits;
 
-	v1beta1__container_allocate_response__init(&x->r);
-	add_env(x, "CUSLICE_GROUP", plan->group);
-	add_env(x, "CUSLICE_SOCKET", cfg->container_socket);
-	/* Fail closed, never run unaccounted, when the daemon cannot be reached. */
-	add_env(x, "CUSLICE_DAEMON", "required");
-	add_env(x, "CUDA_VISIBLE_DEVICES", plan->uuid);
-	if (cfg->shm_dir[0])
-		add_env(x, "CUSLICE_SHM_DIR", cfg->shm_dir);
-	if (cfg->injection == DP_INJECT_ENVVAR)
-		add_env(x, "NVIDIA_VISIBLE_DEVICES", plan->uuid);
-
-	add_mount(x, cfg->lib, cfg->lib_container, true);
-	/*
-	 * The socket's directory, not the socket: a restarted daemon's new
-	 * socket appears in it. Read-only: connecting needs no write access to
-	 * the mount, and a container must not replace the daemon's socket.
-	 */
-	snprintf(tmp, sizeof(tmp), "%s", cfg->cusliced);
-	snprintf(x->socket_dir_host, sizeof(x->socket_dir_host), "%s", dirname(tmp));
-	snprintf(tmp, sizeof(tmp), "%s", cfg->container_socket);
-	snprintf(x->socket_dir_ctr, sizeof(x->socket_dir_ctr), "%s", dirname(tmp));
-	add_mount(x, x->socket_dir_host, x->socket_dir_ctr, true);
-	if (cfg->preload) {
+	if (cfg->common.preload)
 		dp_preload_path(cfg, plan->group, x->preload, sizeof(x->preload));
-		add_mount(x, x->preload, "/etc/ld.so.preload", true);
+	k8s_container_edits(&cfg->common, plan->group, &uuid, 1,
+			    cfg->common.preload ? x->preload : NULL, e);
+	v1beta1__container_allocate_response__init(&x->r);
+	for (unsigned i = 0; i < e->nenv; i++) {
+		v1beta1__container_allocate_response__envs_entry__init(&x->env[i]);
+		x->env[i].key = (char *)e->env[i].name;
+		x->env[i].value = (char *)e->env[i].value;
+		x->envp[i] = &x->env[i];
 	}
-	if (cfg->shm_dir[0])
-		add_mount(x, cfg->shm_dir, cfg->shm_dir, false);
-	if (cfg->injection == DP_INJECT_CDI) {
+	x->r.envs = x->envp;
+	x->r.n_envs = e->nenv;
+	for (unsigned i = 0; i < e->nmount; i++) {
+		v1beta1__mount__init(&x->mnt[i]);
+		x->mnt[i].host_path = (char *)e->mount[i].host;
+		x->mnt[i].container_path = (char *)e->mount[i].container;
+		x->mnt[i].read_only = e->mount[i].read_only;
+		x->mntp[i] = &x->mnt[i];
+	}
+	x->r.mounts = x->mntp;
+	x->r.n_mounts = e->nmount;
+	if (cfg->common.injection == K8S_INJECT_CDI) {
 		v1beta1__cdidevice__init(&x->cdi);
 		snprintf(x->cdi_name, sizeof(x->cdi_name), "nvidia.com/gpu=%s", plan->uuid);
 		x->cdi.name = x->cdi_name;
@@ -383,7 +355,7 @@ static int allocate(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, s
 			goto out;
 		}
 		/* Enforcing until PreStartContainer reads the pod's choice. */
-		if (cfg->preload && (e = dp_preload_write(cfg, plans[i].group, true)) != 0) {
+		if (cfg->common.preload && (e = dp_preload_write(cfg, plans[i].group, true)) != 0) {
 			snprintf(msg, msglen, "%s: %s/preload/%s: %s", ep->res.name, cfg->state_dir,
 				 plans[i].group, strerror(-e));
 			st = K8S_GRPC_INTERNAL;

@@ -315,3 +315,36 @@ test('plugin registry: GetInfo names the endpoint, which serves the device plugi
   assert.equal(k.registrations.length, 0);
   assert.match(w.log('plugin'), /cuslice\.io\/gpu: serving .*cuslice-gpu\.sock, registration on .*cuslice\.io-gpu\.sock/);
 });
+
+test('bad options and configurations are refused with a line naming them (exit status 2)', () => {
+  const { spawnSync } = require('node:child_process');
+  const env = { ...process.env };
+  delete env.KUBERNETES_SERVICE_HOST;
+  const run = (...args) => spawnSync(need('CS_DEVICE_PLUGIN'), args, { encoding: 'utf8', env });
+  const cases = [
+    [['--shares', '0'], /--shares "0": expected a whole number from 1 to 1000/],
+    [['--memory-unit', '1KiB'], /--memory-unit "1KiB": expected a size from 1MiB to 64GiB/],
+    [['--resources', 'gpu,tpu'], /--resources "gpu,tpu": "tpu" is not gpu or gpu-memory/],
+    [['--resource-prefix', 'Cuslice.IO'], /--resource-prefix "Cuslice.IO": expected a DNS subdomain/],
+    [['--registration', 'auto'], /--registration "auto": expected classic or registry/],
+    [['--gpu-injection', 'oci'], /--gpu-injection "oci": expected envvar, cdi or none/],
+    [['--on-violation', 'warn'], /--on-violation "warn": expected report, stop or kill/],
+    [['--cusliced', 'relative.sock'], /--cusliced "relative.sock": expected an absolute path/],
+    [['--api-server', 'http://x'], /--api-server "http:\/\/x": expected an https:\/\/ URL/],
+    [['--health-interval', '10ms'], /--health-interval "10ms": expected a duration from 100ms to 1m/],
+    [['--cusliced-token-file', '/nonexistent/token'], /--cusliced-token-file \/nonexistent\/token: No such file/],
+    [['--bogus'], /unknown option --bogus/],
+    [['extra'], /unexpected argument "extra"/],
+    // Not in a pod and no API server: nothing could be bound to a pod.
+    [['--api-token-file', '/dev/null'], /API server: no API server: not in a pod/],
+  ];
+  for (const [args, re] of cases) {
+    const r = run(...args);
+    assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, re);
+  }
+  const h = run('--help');
+  assert.equal(h.status, 0);
+  assert.match(h.stdout, /--memory-unit SIZE/);
+  assert.match(h.stdout, /--cusliced SOCK/);
+});
