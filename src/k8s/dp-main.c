@@ -76,10 +76,7 @@ static const struct option longopts[] = {
     {"registry-dir", required_argument, NULL, OPT_REGISTRY_DIR},
     {"pod-resources", required_argument, NULL, OPT_POD_RESOURCES},
     {"state-dir", required_argument, NULL, OPT_STATE_DIR},
-    K8S_COMMON_LONGOPTS,
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {NULL, 0, NULL, 0},
+    K8S_COMMON_LONGOPTS_END,
 };
 
 static void defaults(struct dp_config *c)
@@ -142,8 +139,9 @@ static int parse_resources(struct dp_config *c, const char *arg)
 }
 
 /* One option of the plugin's own: 0, or 2 after a usage error. */
-static int own_option(struct dp_config *c, int ch, const char *o, const char *arg)
+static int own_option(void *cfg, int ch, const char *o, const char *arg)
 {
+	struct dp_config *c = cfg;
 	char *end;
 	unsigned long v;
 
@@ -187,44 +185,15 @@ static int own_option(struct dp_config *c, int ch, const char *o, const char *ar
 	case OPT_STATE_DIR:
 		return path_opt(o, arg, c->state_dir, sizeof(c->state_dir)) ? 2 : 0;
 	}
-	switch (k8s_common_option(&c->common, ch, arg, PROG)) {
-	case 1:
-		return 0;
-	case 0:
-		return usage_error("unknown option --%s", o);
-	default:
-		return 2;
-	}
+	return 1;
 }
 
 static int parse_args(int argc, char **argv, struct dp_config *c)
 {
-	int ch, idx = -1, e;
+	int e = k8s_parse_args(argc, argv, longopts, PROG, usage_head, &c->common, own_option, c);
 
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":hV", longopts, &idx)) != -1) {
-		switch (ch) {
-		case 'h':
-			fputs(usage_head, stdout);
-			fputs(k8s_common_usage, stdout);
-			exit(0);
-		case 'V':
-			printf(PROG " " CS_VERSION "\n");
-			exit(0);
-		case ':':
-			return usage_error("option %s needs a value", argv[optind - 1]);
-		case '?':
-			return usage_error("unknown option %s", argv[optind - 1]);
-		default:
-			e = own_option(c, ch, idx >= 0 ? longopts[idx].name : "", optarg);
-			if (e)
-				return e;
-		}
-		idx = -1;
-	}
-	if (optind < argc)
-		return usage_error("unexpected argument \"%s\"", argv[optind]);
-	k8s_common_finish(&c->common);
+	if (e)
+		return e;
 	c->policy.burst = c->common.burst;
 	c->policy.on_violation = c->common.on_violation;
 	return 0;

@@ -15,6 +15,7 @@
 #include "cs-log.h"
 #include "deviceplugin.pb-c.h"
 #include "k8s-pb.h"
+#include "k8s-util.h"
 
 void dp_state_gpus(struct dp_state *st, struct k8s_gpu *out, unsigned *n, bool *daemon_ok,
 		   uint64_t *generation)
@@ -208,30 +209,15 @@ void dp_preload_path(const struct dp_config *cfg, const char *group, char *out, 
 
 int dp_preload_write(const struct dp_config *cfg, const char *group, bool enabled)
 {
-	char path[512], tmp[600], dir[512];
-	int fd, e = 0;
-	size_t n = strlen(cfg->common.lib_container);
+	char path[512], dir[512], line[300];
+	int n = enabled ? snprintf(line, sizeof(line), "%s\n", cfg->common.lib_container) : 0;
 
 	snprintf(dir, sizeof(dir), "%s/preload", cfg->state_dir);
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
 		return -errno;
 	dp_preload_path(cfg, group, path, sizeof(path));
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
-	/* Mode 0644: the container reads it (as any user), nobody there writes it. */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	if (enabled &&
-	    (write(fd, cfg->common.lib_container, n) != (ssize_t)n || write(fd, "\n", 1) != 1))
-		e = -EIO;
-	if (fsync(fd) != 0 && !e)
-		e = -errno;
-	close(fd);
-	if (!e && rename(tmp, path) != 0)
-		e = -errno;
-	if (e)
-		unlink(tmp);
-	return e;
+	/* Mode 0644: the container reads it (as any user); nobody there writes it. */
+	return k8s_write_file_atomic(path, line, (size_t)n, 0644);
 }
 
 /* One container's reply, and the edits its strings point into. */

@@ -182,10 +182,47 @@ int k8s_common_option(struct k8s_common *c, int ch, const char *arg, const char 
 	}
 }
 
-void k8s_common_finish(struct k8s_common *c)
+int k8s_parse_args(int argc, char **argv, const struct option *longopts, const char *prog,
+		   const char *usage_head, struct k8s_common *common, k8s_own_option_fn own,
+		   void *cfg)
 {
-	if (!c->container_socket[0])
-		snprintf(c->container_socket, sizeof(c->container_socket), "%s", c->cusliced);
+	int ch, idx = -1, e;
+
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":hV", longopts, &idx)) != -1) {
+		const char *name = idx >= 0 ? longopts[idx].name : "";
+
+		switch (ch) {
+		case 'h':
+			fputs(usage_head, stdout);
+			fputs(k8s_common_usage, stdout);
+			exit(0);
+		case 'V':
+			printf("%s %s\n", prog, CS_VERSION);
+			exit(0);
+		case ':':
+			return k8s_usage_error(prog, "option %s needs a value", argv[optind - 1]);
+		case '?':
+			return k8s_usage_error(prog, "unknown option %s", argv[optind - 1]);
+		default:
+			e = own(cfg, ch, name, optarg);
+			if (e == 1) {
+				e = k8s_common_option(common, ch, optarg, prog);
+				if (e == 0)
+					k8s_usage_error(prog, "unknown option --%s", name);
+				e = e == 1 ? 0 : 2;
+			}
+			if (e)
+				return e;
+		}
+		idx = -1;
+	}
+	if (optind < argc)
+		return k8s_usage_error(prog, "unexpected argument \"%s\"", argv[optind]);
+	if (!common->container_socket[0])
+		snprintf(common->container_socket, sizeof(common->container_socket), "%s",
+			 common->cusliced);
+	return 0;
 }
 
 /* ---- what a container needs ---- */

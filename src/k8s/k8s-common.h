@@ -56,26 +56,29 @@ enum {
 	K8S_OPT_LOG_LEVEL,
 };
 
-/* The common entries of a getopt_long table (no terminator). */
-#define K8S_COMMON_LONGOPTS                                                                        \
-	{"cusliced", required_argument, NULL, K8S_OPT_CUSLICED},                                   \
-	    {"cusliced-token-file", required_argument, NULL, K8S_OPT_CUSLICED_TOKEN},              \
-	    {"container-socket", required_argument, NULL, K8S_OPT_CONTAINER_SOCKET},               \
-	    {"lib", required_argument, NULL, K8S_OPT_LIB},                                         \
-	    {"lib-container", required_argument, NULL, K8S_OPT_LIB_CONTAINER},                     \
-	    {"preload", required_argument, NULL, K8S_OPT_PRELOAD},                                 \
-	    {"shm-dir", required_argument, NULL, K8S_OPT_SHM_DIR},                                 \
-	    {"gpu-injection", required_argument, NULL, K8S_OPT_INJECTION},                         \
-	    {"mode", required_argument, NULL, K8S_OPT_MODE},                                       \
-	    {"on-violation", required_argument, NULL, K8S_OPT_ON_VIOLATION},                       \
-	    {"node-name", required_argument, NULL, K8S_OPT_NODE_NAME},                             \
-	    {"api-server", required_argument, NULL, K8S_OPT_API_SERVER},                           \
-	    {"api-ca", required_argument, NULL, K8S_OPT_API_CA},                                   \
-	    {"api-token-file", required_argument, NULL, K8S_OPT_API_TOKEN},                        \
-	    {"health-interval", required_argument, NULL, K8S_OPT_HEALTH},                          \
-	{                                                                                          \
-		"log-level", required_argument, NULL, K8S_OPT_LOG_LEVEL                            \
-	}
+/* The last entries of a plugin's getopt_long table: the common options, help, version, the end. */
+/* clang-format off */
+#define K8S_COMMON_LONGOPTS_END \
+	{"cusliced", required_argument, NULL, K8S_OPT_CUSLICED}, \
+	{"cusliced-token-file", required_argument, NULL, K8S_OPT_CUSLICED_TOKEN}, \
+	{"container-socket", required_argument, NULL, K8S_OPT_CONTAINER_SOCKET}, \
+	{"lib", required_argument, NULL, K8S_OPT_LIB}, \
+	{"lib-container", required_argument, NULL, K8S_OPT_LIB_CONTAINER}, \
+	{"preload", required_argument, NULL, K8S_OPT_PRELOAD}, \
+	{"shm-dir", required_argument, NULL, K8S_OPT_SHM_DIR}, \
+	{"gpu-injection", required_argument, NULL, K8S_OPT_INJECTION}, \
+	{"mode", required_argument, NULL, K8S_OPT_MODE}, \
+	{"on-violation", required_argument, NULL, K8S_OPT_ON_VIOLATION}, \
+	{"node-name", required_argument, NULL, K8S_OPT_NODE_NAME}, \
+	{"api-server", required_argument, NULL, K8S_OPT_API_SERVER}, \
+	{"api-ca", required_argument, NULL, K8S_OPT_API_CA}, \
+	{"api-token-file", required_argument, NULL, K8S_OPT_API_TOKEN}, \
+	{"health-interval", required_argument, NULL, K8S_OPT_HEALTH}, \
+	{"log-level", required_argument, NULL, K8S_OPT_LOG_LEVEL}, \
+	{"help", no_argument, NULL, 'h'}, \
+	{"version", no_argument, NULL, 'V'}, \
+	{NULL, 0, NULL, 0}
+/* clang-format on */
 
 /* The help text of the common options. */
 extern const char k8s_common_usage[];
@@ -91,8 +94,21 @@ void k8s_common_defaults(struct k8s_common *c);
  */
 int k8s_common_option(struct k8s_common *c, int ch, const char *arg, const char *prog);
 
-/* After parsing: the container socket defaults to cusliced's path. */
-void k8s_common_finish(struct k8s_common *c);
+/*
+ * A plugin's own option: 0 taken, 1 not one of its own (a common option,
+ * maybe), 2 a usage error it printed.
+ */
+typedef int (*k8s_own_option_fn)(void *cfg, int ch, const char *name, const char *arg);
+
+/*
+ * Parses the command line: --help (usage_head, then the common options'
+ * text) and --version exit 0; the plugin's options go to own, the rest to
+ * k8s_common_option; then the container socket defaults to cusliced's
+ * path. 0, or 2 after a line naming the option and the accepted form.
+ */
+int k8s_parse_args(int argc, char **argv, const struct option *longopts, const char *prog,
+		   const char *usage_head, struct k8s_common *common, k8s_own_option_fn own,
+		   void *cfg);
 
 /* Prints "prog: " and a formatted message and the --help hint to stderr; returns 2. */
 __attribute__((format(printf, 2, 3))) int k8s_usage_error(const char *prog, const char *fmt, ...);

@@ -214,6 +214,8 @@ int k8s_cusliced_gpus(struct k8s_cusliced *c, struct k8s_gpu *out, unsigned *n, 
 		if (*n == K8S_GPUS_MAX || !cJSON_IsNumber(idx) || !cJSON_IsString(uuid) ||
 		    !cJSON_IsNumber(mem) || mem->valuedouble < 0)
 			continue;
+		/* Whole entries, padding included: callers compare lists with memcmp. */
+		memset(o, 0, sizeof(*o));
 		o->index = idx->valueint;
 		snprintf(o->uuid, sizeof(o->uuid), "%s", uuid->valuestring);
 		snprintf(o->name, sizeof(o->name), "%s",

@@ -4,12 +4,15 @@
 #include "k8s-util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cs-log.h"
 
@@ -65,6 +68,42 @@ int k8s_read_line_file(const char *path, char *out, size_t len, char *err, size_
 		snprintf(err, errlen, "%s: expected one line of 1 to %zu characters", path,
 			 len - 2);
 		return -EINVAL;
+	}
+	return 0;
+}
+
+int k8s_write_file_atomic(const char *path, const void *data, size_t len, unsigned mode)
+{
+	const char *base = strrchr(path, '/');
+	char tmp[600], dir[600];
+	int fd, dfd, e = 0;
+
+	if (!base)
+		return -EINVAL;
+	/* Next to it, with a leading dot: tools that pick up *.json there skip it. */
+	if (snprintf(tmp, sizeof(tmp), "%.*s/.%s.%d.tmp", (int)(base - path), path, base + 1,
+		     (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	if (len && write(fd, data, len) != (ssize_t)len)
+		e = -EIO;
+	if (fsync(fd) != 0 && !e)
+		e = -errno;
+	if (close(fd) != 0 && !e)
+		e = -errno;
+	if (!e && rename(tmp, path) != 0)
+		e = -errno;
+	if (e) {
+		unlink(tmp);
+		return e;
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
 	}
 	return 0;
 }

@@ -20,6 +20,13 @@ int k8s_parse_log_level(const char *s);
  */
 int k8s_read_line_file(const char *path, char *out, size_t len, char *err, size_t errlen);
 
+/*
+ * Writes len bytes to path atomically: a temporary file next to it (mode),
+ * fsync, rename over path, fsync of the directory. A reader sees the old
+ * file or the new one, never a part; a crash leaves one of them. 0 or -errno.
+ */
+int k8s_write_file_atomic(const char *path, const void *data, size_t len, unsigned mode);
+
 /* mkdir -p with mode for the directories it creates. 0 or -errno. */
 int k8s_mkdir_p(const char *path, unsigned mode);
 

@@ -2,6 +2,7 @@
 // certificate signed by a CA the test makes (openssl), a bearer token
 // checked on every request, and the few resources the plugins use:
 //
+//   GET    /api/v1/nodes/NAME
 //   GET    /api/v1/namespaces/NS/pods/NAME
 //   GET    /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/NAME
 //   GET    /apis/resource.k8s.io/v1/resourceslices[/NAME]
@@ -50,6 +51,7 @@ class FakeApiServer {
     fs.writeFileSync(this.tokenFile, `${token}\n`);
     this.pods = new Map(); // "ns/name" -> pod
     this.claims = new Map(); // "ns/name" -> claim
+    this.nodes = new Map(); // name -> node
     this.slices = new Map(); // name -> slice
     this.requests = [];
     this.rejected = [];
@@ -96,7 +98,13 @@ class FakeApiServer {
   }
 
   route(method, url, body, reply) {
-    let m = url.match(/^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)$/);
+    let m = url.match(/^\/api\/v1\/nodes\/([^/]+)$/);
+    if (m && method === 'GET') {
+      const n = this.nodes.get(m[1]);
+      reply(n ? 200 : 404, n || status(404, 'NotFound', `nodes "${m[1]}" not found`));
+      return;
+    }
+    m = url.match(/^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)$/);
     if (m && method === 'GET') {
       const pod = this.pods.get(`${m[1]}/${m[2]}`);
       reply(pod ? 200 : 404, pod || status(404, 'NotFound', `pods "${m[2]}" not found`));
