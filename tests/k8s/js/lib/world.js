@@ -70,6 +70,7 @@ class World {
     this.dir = fs.mkdtempSync(path.join('/dev/shm', `cs-k8s-${tag}-`));
     fs.chmodSync(this.dir, 0o755);
     this.procs = [];
+    this.cleanups = []; // run by close() once every process is gone
     this.env = {
       ...process.env,
       CUSIM_INSTANCE: `k8s-${tag}-${process.pid}`,
@@ -146,6 +147,7 @@ class World {
       await p.exited;
       clearTimeout(timer);
     }
+    for (const f of this.cleanups.reverse()) f();
     const reports = fs.readdirSync(this.dir).filter((f) => f.endsWith('.log'))
       .filter((f) => /ERROR: (Address|Leak)Sanitizer|runtime error:/.test(this.log(f.slice(0, -4))));
     if (process.env.CS_K8S_KEEP || reports.length) console.log(`kept ${this.dir}`);
