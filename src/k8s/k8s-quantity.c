@@ -61,7 +61,8 @@ int k8s_quantity_scaled(const char *q, uint64_t scale, uint64_t *out)
 	}
 	if (!any)
 		return -EINVAL;
-	if (*p == 'e' || *p == 'E') {
+	/* "E" alone is exa, "Ei" exbi; an exponent has digits after it. */
+	if ((*p == 'e' || *p == 'E') && p[1] && p[1] != 'i') {
 		char sign = p[1] == '-' || p[1] == '+' ? p[1] : '+';
 		const char *e = p + 1 + (p[1] == '-' || p[1] == '+');
 		unsigned x = 0;
