@@ -157,9 +157,11 @@ static int read_pod(struct dp_endpoint *ep, const struct holder *h, char *uid, s
 	u = cJSON_GetObjectItemCaseSensitive(meta, "uid");
 	node = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"),
 						"nodeName");
-	if (!cJSON_IsString(u) || strlen(u->valuestring) >= uidlen) {
-		snprintf(msg, msglen, "%s: pod %s/%s has no metadata.uid", ep->res.name, h->ns,
-			 h->pod);
+	/* The UID goes into the group's members: the daemon takes 32-36 characters of 0-9 a-f -. */
+	if (!cJSON_IsString(u) || strlen(u->valuestring) >= uidlen || strlen(u->valuestring) < 32 ||
+	    strspn(u->valuestring, "0123456789abcdef-") != strlen(u->valuestring)) {
+		snprintf(msg, msglen, "%s: pod %s/%s has no valid metadata.uid", ep->res.name,
+			 h->ns, h->pod);
 		cJSON_Delete(pod);
 		return K8S_GRPC_INTERNAL;
 	}

@@ -36,6 +36,36 @@ void dra_device_name(const char *uuid, char *out, size_t len)
 	out[o] = '\0';
 }
 
+/* A Kubernetes UID as the API server writes them (32 to 36 characters of 0-9 a-f -). */
+static bool k8s_uid(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	return n >= 32 && n <= 36 && strspn(s, "0123456789abcdef-") == n;
+}
+
+/* An object name of the API (a DNS subdomain: a-z 0-9 . -), up to max characters. */
+static bool k8s_name(const char *s, size_t max)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	return n > 0 && n <= max && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789.-") == n;
+}
+
+/*
+ * Text from the API server as it may appear in a one-line message: at most
+ * 64 characters, anything but printable ASCII (and quotes) as '?'.
+ */
+static const char *shown(const char *s, char out[72])
+{
+	size_t i = 0;
+
+	for (; s && s[i] && i < 64; i++)
+		out[i] = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\' ? s[i] : '?';
+	out[i] = '\0';
+	return out;
+}
+
 static const char *str(const cJSON *o, const char *key)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -67,6 +97,7 @@ static int add_use(struct dra_claim *c, const struct k8s_gpu *g, const cJSON *co
 	const char *mem = str(consumed, "memory"), *cores = str(consumed, "cores");
 	uint64_t bytes = g->memory_total, ppm = 0;
 	struct dra_use *u = NULL;
+	char t[72];
 
 	if (consumed && !cJSON_IsObject(consumed)) {
 		snprintf(err, errlen, "claim %s/%s: consumedCapacity of %s is not an object", c->ns,
@@ -76,15 +107,15 @@ static int add_use(struct dra_claim *c, const struct k8s_gpu *g, const cJSON *co
 	/* Allocated whole (no consumedCapacity): all of its memory, no cap on its time. */
 	if (consumed && mem && k8s_quantity_scaled(mem, 1, &bytes) != 0) {
 		snprintf(err, errlen,
-			 "claim %s/%s: consumedCapacity.memory \"%.64s\" is not a quantity", c->ns,
-			 c->name, mem);
+			 "claim %s/%s: consumedCapacity.memory \"%s\" is not a quantity", c->ns,
+			 c->name, shown(mem, t));
 		return -EINVAL;
 	}
 	if (consumed && cores && (k8s_quantity_scaled(cores, 10000, &ppm) != 0 || ppm > 1000000)) {
 		snprintf(err, errlen,
-			 "claim %s/%s: consumedCapacity.cores \"%.64s\" is not a percentage from 0 "
+			 "claim %s/%s: consumedCapacity.cores \"%s\" is not a percentage from 0 "
 			 "to 100",
-			 c->ns, c->name, cores);
+			 c->ns, c->name, shown(cores, t));
 		return -EINVAL;
 	}
 	for (unsigned i = 0; i < c->nuse && !u; i++)
@@ -110,6 +141,7 @@ static int read_config(const cJSON *claim, const char *driver, struct dra_claim 
 		       size_t errlen)
 {
 	const cJSON *cfgs, *e;
+	char t[72];
 
 	cfgs = cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(at(claim, "status", "allocation"), "devices"),
@@ -142,9 +174,9 @@ static int read_config(const cJSON *claim, const char *driver, struct dra_claim 
 				c->burst = strcmp(f->valuestring, "burst") == 0;
 			} else {
 				snprintf(err, errlen,
-					 "claim %s/%s: opaque parameters: field \"%.32s\": "
+					 "claim %s/%s: opaque parameters: field \"%s\": "
 					 "expected " CONFIG_FORMS,
-					 c->ns, c->name, f->string);
+					 c->ns, c->name, shown(f->string, t));
 				return -EINVAL;
 			}
 		}
@@ -162,22 +194,28 @@ int dra_claim_parse(const cJSON *claim, const char *uid, const char *driver, con
 		   *name = str(meta, "name");
 	int e;
 
+	char t1[72], t2[72];
+
 	memset(c, 0, sizeof(*c));
-	snprintf(c->uid, sizeof(c->uid), "%s", uid);
-	snprintf(c->ns, sizeof(c->ns), "%s", ns ? ns : "");
-	snprintf(c->name, sizeof(c->name), "%s", name ? name : "");
 	c->preload = common->preload;
 	c->burst = common->burst;
-	if (!cuid || strcmp(cuid, uid) != 0) {
-		snprintf(err, errlen, "claim %s/%s: its uid is %s, the kubelet asked for %s", c->ns,
-			 c->name, cuid ? cuid : "(none)", uid);
+	/* A UID as the API server writes them: it becomes part of a group name and file names. */
+	if (!k8s_uid(uid)) {
+		snprintf(err, errlen, "claim uid \"%s\" is not a Kubernetes UID", shown(uid, t1));
 		return -EINVAL;
 	}
-	/* A UID as the API server writes them: it becomes part of a group name and file names. */
-	if (strlen(uid) < 32 || strlen(uid) > 36 ||
-	    strspn(uid, "0123456789abcdef-") != strlen(uid)) {
-		snprintf(err, errlen, "claim %s/%s: uid \"%.40s\" is not a Kubernetes UID", c->ns,
-			 c->name, uid);
+	snprintf(c->uid, sizeof(c->uid), "%s", uid);
+	/* Names become labels of the group: what the API server would accept, nothing else. */
+	if (!k8s_name(ns, 63) || !k8s_name(name, 253)) {
+		snprintf(err, errlen, "claim \"%s/%s\" (uid %s): not a valid namespace and name",
+			 shown(ns, t1), shown(name, t2), uid);
+		return -EINVAL;
+	}
+	snprintf(c->ns, sizeof(c->ns), "%s", ns);
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	if (!cuid || strcmp(cuid, uid) != 0) {
+		snprintf(err, errlen, "claim %s/%s: its uid is %s, the kubelet asked for %s", c->ns,
+			 c->name, cuid ? shown(cuid, t1) : "(none)", uid);
 		return -EINVAL;
 	}
 	snprintf(c->group, sizeof(c->group), "k8s-claim-%s", uid);
@@ -202,8 +240,8 @@ int dra_claim_parse(const cJSON *claim, const char *uid, const char *driver, con
 		}
 		g = dev ? gpu_of(dev, gpus, ngpus) : NULL;
 		if (!g) {
-			snprintf(err, errlen, "claim %s/%s: device %.64s is not a GPU of this node",
-				 c->ns, c->name, dev ? dev : "(none)");
+			snprintf(err, errlen, "claim %s/%s: device %s is not a GPU of this node",
+				 c->ns, c->name, dev ? shown(dev, t1) : "(none)");
 			return -EINVAL;
 		}
 		snprintf(c->dev[c->ndev].request, sizeof(c->dev[0].request), "%s",
@@ -228,9 +266,17 @@ int dra_claim_parse(const cJSON *claim, const char *uid, const char *driver, con
 
 		if (!res || strcmp(res, "pods") != 0 || (group && *group) || !puid)
 			continue;
-		if (c->npods == DRA_PODS_MAX || strlen(puid) >= sizeof(c->pods[0])) {
-			snprintf(err, errlen, "claim %s/%s: too many or malformed reservations",
-				 c->ns, c->name);
+		if (c->npods == DRA_PODS_MAX) {
+			snprintf(err, errlen, "claim %s/%s: reserved for more than %d pods", c->ns,
+				 c->name, DRA_PODS_MAX);
+			return -EINVAL;
+		}
+		if (!k8s_uid(puid) || (str(ref, "name") && !k8s_name(str(ref, "name"), 253))) {
+			snprintf(err, errlen,
+				 "claim %s/%s: reservedFor pod \"%s\" (uid \"%s\"): not a valid "
+				 "pod name "
+				 "and UID",
+				 c->ns, c->name, shown(str(ref, "name"), t1), shown(puid, t2));
 			return -EINVAL;
 		}
 		snprintf(c->pods[c->npods++], sizeof(c->pods[0]), "%s", puid);

@@ -132,7 +132,8 @@ static const char claim_json[] =
     "{\"request\":\"b\",\"driver\":\"gpu.cuslice.io\",\"pool\":\"node-1\",\"device\":\"" DEV_A "\","
     "\"consumedCapacity\":{\"memory\":\"512Mi\",\"cores\":\"0\"}},"
     "{\"request\":\"c\",\"driver\":\"other.example.com\",\"pool\":\"node-1\",\"device\":\"x\"}]}},"
-    "\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"p1\",\"uid\":\"p-uid-1\"},"
+    "\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"p1\",\"uid\":\"90d00000-0000-4000-8000-"
+    "000000000001\"},"
     "{\"apiGroup\":\"example.com\",\"resource\":\"pods\",\"name\":\"not-a-pod\",\"uid\":\"x\"}]}}";
 
 static void test_dra_claim(void **state)
@@ -154,7 +155,7 @@ static void test_dra_claim(void **state)
 	assert_int_equal(cl->use[0].memory, 3 * GIB + 512 * MIB);
 	assert_int_equal(cl->use[0].core_ppm, 125000);
 	assert_int_equal(cl->npods, 1);
-	assert_string_equal(cl->pods[0], "p-uid-1");
+	assert_string_equal(cl->pods[0], "90d00000-0000-4000-8000-000000000001");
 	assert_string_equal(cl->pod, "p1");
 	assert_true(cl->shared); /* no Pod owner */
 	assert_string_equal(cl->group, "k8s-claim-" CLAIM_UID);
@@ -163,7 +164,8 @@ static void test_dra_claim(void **state)
 			    "{\"memory_limit\":{\"" UA "\":3758096384,\"default\":0},"
 			    "\"core_limit\":{\"" UA "\":\"12.5000%\"},\"mode\":\"hard\","
 			    "\"daemon_required\":true,\"on_violation\":\"report\",\"members\":"
-			    "{\"pods\":[\"p-uid-1\"]},\"labels\":{\"k8s.namespace\":\"ml\","
+			    "{\"pods\":[\"90d00000-0000-4000-8000-000000000001\"]},\"labels\":{"
+			    "\"k8s.namespace\":\"ml\","
 			    "\"k8s.claim\":\"train\",\"k8s.claim-uid\":\"" CLAIM_UID "\","
 			    "\"k8s.pod\":\"p1\"}}");
 	free(policy);
@@ -179,7 +181,7 @@ static void test_dra_claim(void **state)
 	assert_int_equal(dra_claim_parse(j, "../../x", "gpu.cuslice.io", "node-1", &g, 1, &c.common,
 					 cl, err, sizeof(err)),
 			 -EINVAL);
-	assert_string_equal(err, "claim ml/n: uid \"../../x\" is not a Kubernetes UID");
+	assert_string_equal(err, "claim uid \"../../x\" is not a Kubernetes UID");
 	cJSON_Delete(j);
 	free(cl);
 }
