@@ -38,34 +38,43 @@ static bool dns_name(const char *s, size_t max)
 	return n > 0 && n <= max && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789.-") == n;
 }
 
+V1__ListPodResourcesResponse *dp_pod_resources(const struct dp_config *cfg, char *msg,
+					       size_t msglen)
+{
+	V1__ListPodResourcesRequest rq = V1__LIST_POD_RESOURCES_REQUEST__INIT;
+	V1__ListPodResourcesResponse *r;
+	uint8_t *req, *resp = NULL;
+	size_t len, resp_len;
+
+	if (k8s_pb_pack(&rq.base, &req, &len) != 0) {
+		snprintf(msg, msglen, "out of memory");
+		return NULL;
+	}
+	if (k8s_grpc_call(cfg->pod_resources, "/v1.PodResourcesLister/List", req, len, &resp,
+			  &resp_len, PODRES_TIMEOUT_MS, msg, msglen) != 0) {
+		free(req);
+		return NULL;
+	}
+	free(req);
+	r = v1__list_pod_resources_response__unpack(NULL, resp_len, resp);
+	free(resp);
+	if (!r)
+		snprintf(msg, msglen, "PodResources List on %s: cannot decode the reply",
+			 cfg->pod_resources);
+	return r;
+}
+
 /* Which pod and container hold device id of resource; -ENOENT when none does. */
 static int find_holder(struct dp_endpoint *ep, const char *id, struct holder *h, char *msg,
 		       size_t msglen)
 {
 	const struct dp_config *cfg = ep->st->cfg;
-	V1__ListPodResourcesRequest rq = V1__LIST_POD_RESOURCES_REQUEST__INIT;
-	V1__ListPodResourcesResponse *r;
-	uint8_t *req, *resp = NULL;
-	size_t len, resp_len;
+	V1__ListPodResourcesResponse *r = dp_pod_resources(cfg, msg, msglen);
 	char prefix[64];
 	int e;
 
-	if (k8s_pb_pack(&rq.base, &req, &len) != 0) {
-		snprintf(msg, msglen, "out of memory");
-		return -ENOMEM;
-	}
-	e = k8s_grpc_call(cfg->pod_resources, "/v1.PodResourcesLister/List", req, len, &resp,
-			  &resp_len, PODRES_TIMEOUT_MS, msg, msglen);
-	free(req);
-	if (e)
-		return e;
-	r = v1__list_pod_resources_response__unpack(NULL, resp_len, resp);
-	free(resp);
-	if (!r) {
-		snprintf(msg, msglen, "PodResources List on %s: cannot decode the reply",
-			 cfg->pod_resources);
-		return -EPROTO;
-	}
+	if (!r)
+		return -EIO;
 	snprintf(prefix, sizeof(prefix), "%s/", cfg->prefix);
 	e = -ENOENT;
 	for (size_t p = 0; p < r->n_pod_resources && e; p++) {

@@ -38,6 +38,7 @@ struct dp_config {
 	bool use_registry;	 /* register through the plugin registry, not kubelet.sock */
 	char pod_resources[256]; /* the kubelet's PodResources socket */
 	char state_dir[256];	 /* per-group files (ld.so.preload) on the host */
+	unsigned gc_interval_ms; /* how often groups of ended containers are deleted */
 	struct dp_policy_opts policy;
 	struct k8s_common common;
 };
@@ -50,8 +51,16 @@ struct dp_state {
 	pthread_mutex_t lock; /* guards what follows */
 	struct k8s_gpu gpus[K8S_GPUS_MAX];
 	unsigned ngpus;
-	bool daemon_ok;	     /* the last poll reached cusliced */
-	uint64_t generation; /* bumped whenever what ListAndWatch sends changes */
+	bool daemon_ok;		  /* the last poll reached cusliced */
+	uint64_t generation;	  /* bumped whenever what ListAndWatch sends changes */
+	struct dp_recent *recent; /* groups Allocate made, and when (for the collector) */
+	unsigned nrecent, recent_cap;
+};
+
+/* A group Allocate created or replaced, and when (CLOCK_MONOTONIC ms). */
+struct dp_recent {
+	char group[64];
+	uint64_t ms;
 };
 
 /* One resource's endpoint: its socket, its service, its registration. */
@@ -80,6 +89,25 @@ void dp_state_gpus(struct dp_state *st, struct k8s_gpu *out, unsigned *n, bool *
  */
 int dp_bind(struct dp_endpoint *ep, const struct dp_plan *plan, const char *const *ids, unsigned n,
 	    char *msg, size_t msglen);
+
+/* The kubelet's PodResources List (free with v1__list_pod_resources_response__free_unpacked); NULL
+ * with msg. */
+struct V1__ListPodResourcesResponse;
+struct V1__ListPodResourcesResponse *dp_pod_resources(const struct dp_config *cfg, char *msg,
+						      size_t msglen);
+
+/* Notes that Allocate made group now (the collector leaves it alone for a while). */
+void dp_note_allocated(struct dp_state *st, const char *group);
+
+/*
+ * The collector: deletes the groups of this plugin's resources that no
+ * container holds any more (PodResources) and that Allocate did not make
+ * within the last grace_ms (the kubelet lists an allocation only once
+ * Allocate returned), with their preload files. The kubelet never says
+ * when a container's devices are freed; without this, groups of ended
+ * pods would stay (harmless — their pods' processes are gone — but listed).
+ */
+void dp_collect(struct dp_state *st, const struct dp_endpoint *eps, unsigned n, uint64_t grace_ms);
 
 /* The host path of a group's ld.so.preload file, into out. */
 void dp_preload_path(const struct dp_config *cfg, const char *group, char *out, size_t len);

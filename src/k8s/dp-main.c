@@ -52,7 +52,9 @@ static const char usage_head[] =
     "      --pod-resources SOCK   PodResources socket (default\n"
     "                             /var/lib/kubelet/pod-resources/kubelet.sock)\n"
     "      --state-dir DIR        host directory for the containers' ld.so.preload files\n"
-    "                             (default /var/lib/cuslice/k8s)\n";
+    "                             (default /var/lib/cuslice/k8s)\n"
+    "      --gc-interval D        how often groups whose containers ended are deleted,\n"
+    "                             100ms-1h; 0 never (default 1m)\n";
 
 enum {
 	OPT_PREFIX = 256,
@@ -64,6 +66,7 @@ enum {
 	OPT_REGISTRY_DIR,
 	OPT_POD_RESOURCES,
 	OPT_STATE_DIR,
+	OPT_GC_INTERVAL,
 };
 
 static const struct option longopts[] = {
@@ -76,6 +79,7 @@ static const struct option longopts[] = {
     {"registry-dir", required_argument, NULL, OPT_REGISTRY_DIR},
     {"pod-resources", required_argument, NULL, OPT_POD_RESOURCES},
     {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+    {"gc-interval", required_argument, NULL, OPT_GC_INTERVAL},
     K8S_COMMON_LONGOPTS_END,
 };
 
@@ -91,6 +95,7 @@ static void defaults(struct dp_config *c)
 	snprintf(c->pod_resources, sizeof(c->pod_resources),
 		 "/var/lib/kubelet/pod-resources/kubelet.sock");
 	snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/cuslice/k8s");
+	c->gc_interval_ms = 60000;
 	k8s_common_defaults(&c->common);
 }
 
@@ -184,6 +189,17 @@ static int own_option(void *cfg, int ch, const char *o, const char *arg)
 		return path_opt(o, arg, c->pod_resources, sizeof(c->pod_resources)) ? 2 : 0;
 	case OPT_STATE_DIR:
 		return path_opt(o, arg, c->state_dir, sizeof(c->state_dir)) ? 2 : 0;
+	case OPT_GC_INTERVAL:
+		if (strcmp(arg, "0") == 0) {
+			c->gc_interval_ms = 0;
+			return 0;
+		}
+		if (k8s_parse_duration(arg, 100, 3600000, &c->gc_interval_ms) != 0)
+			return usage_error(
+			    "--gc-interval \"%s\": expected a duration from 100ms to 1h "
+			    "(e.g. 30s, 5m), or 0 for never",
+			    arg);
+		return 0;
 	}
 	return 1;
 }
@@ -339,21 +355,13 @@ static void endpoint_down(struct dp_endpoint *ep)
 	ep->srv = NULL;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static int run(struct dp_state *st)
 {
 	const struct dp_config *c = st->cfg;
 	struct dp_endpoint ep[DP_RESOURCES_MAX];
 	struct k8s_reg_watch *watch = NULL;
 	bool up[DP_RESOURCES_MAX] = {false, false};
-	uint64_t next_poll = 0, next_try = 0;
+	uint64_t next_poll = 0, next_try = 0, next_gc = k8s_now_ms() + c->gc_interval_ms;
 	char err[512];
 	int rc = 0, e;
 
@@ -365,11 +373,20 @@ static int run(struct dp_state *st)
 		return 1;
 	}
 	for (bool restart = false;;) {
-		uint64_t t = now_ms();
+		uint64_t t = k8s_now_ms();
 
 		if (t >= next_poll) {
 			poll_gpus(st);
 			next_poll = t + c->common.health_interval_ms;
+		}
+		/*
+		 * A group Allocate made within two intervals is left alone: the
+		 * kubelet lists an allocation only once Allocate returned (and a
+		 * pod whose admission then fails never holds it).
+		 */
+		if (c->gc_interval_ms && t >= next_gc) {
+			dp_collect(st, ep, DP_RESOURCES_MAX, 2ull * c->gc_interval_ms);
+			next_gc = k8s_now_ms() + c->gc_interval_ms;
 		}
 		if (restart) {
 			cs_log(CS_LOG_INFO, DP_LOG, "the kubelet restarted: registering again");
@@ -456,6 +473,7 @@ int main(int argc, char **argv)
 	rc = run(&st);
 	k8s_cusliced_close(st.cs);
 	k8s_api_close(st.api);
+	free(st.recent);
 	pthread_mutex_destroy(&st.lock);
 	return rc;
 }

@@ -347,6 +347,7 @@ static int allocate(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, s
 			st = K8S_GRPC_INTERNAL;
 			goto out;
 		}
+		dp_note_allocated(ep->st, plans[i].group);
 		container_reply(cfg, &plans[i], &x[i]);
 		rp[i] = &x[i].r;
 		cs_log(CS_LOG_INFO, DP_LOG,

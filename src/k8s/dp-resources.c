@@ -163,13 +163,24 @@ out:
 
 /* ---- allocations ---- */
 
+int dp_group_name(const struct dp_resource *r, const char *uuid, unsigned first, char *out,
+		  size_t len)
+{
+	int k = snprintf(out, len, "k8s-%s-%s-%u", r->short_name, uuid, first);
+
+	if (k < 0 || k > 63 || (size_t)k >= len ||
+	    strspn(out, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+		(size_t)k)
+		return -EINVAL;
+	return 0;
+}
+
 int dp_plan(const struct dp_resource *r, const struct k8s_gpu *gpus, unsigned ngpus,
 	    const char *const *ids, unsigned n, struct dp_plan *out, char *err, size_t errlen)
 {
 	const struct k8s_gpu *g = NULL;
 	char uuid[K8S_UUID_LEN];
 	unsigned per, num;
-	int k;
 
 	memset(out, 0, sizeof(*out));
 	if (n == 0) {
@@ -227,11 +238,7 @@ int dp_plan(const struct dp_resource *r, const struct k8s_gpu *gpus, unsigned ng
 		out->memory = r->unit * n;
 		out->core_ppm = 0;
 	}
-	k = snprintf(out->group, sizeof(out->group), "k8s-%s-%s-%u", r->short_name, out->uuid,
-		     out->first);
-	if (k < 0 || k > 63 ||
-	    strspn(out->group, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-			       "abcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(out->group)) {
+	if (dp_group_name(r, out->uuid, out->first, out->group, sizeof(out->group)) != 0) {
 		snprintf(err, errlen, "%s: GPU UUID %s does not make a valid group name", r->name,
 			 out->uuid);
 		return -EINVAL;

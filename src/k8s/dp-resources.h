@@ -67,6 +67,14 @@ int dp_prefer(const struct dp_resource *r, const char *const *avail, unsigned na
 	      const char *const *must, unsigned nmust, unsigned size, const char **out, char *err,
 	      size_t errlen);
 
+/*
+ * The group of a container holding devices of r on GPU uuid, the lowest
+ * numbered first: "k8s-<short>-<uuid>-<first>". 0, or -EINVAL when that is
+ * not a valid group name (longer than 63, characters outside A-Z a-z 0-9 . _ -).
+ */
+int dp_group_name(const struct dp_resource *r, const char *uuid, unsigned first, char *out,
+		  size_t len);
+
 /* What one container's devices of r amount to. */
 struct dp_plan {
 	char uuid[K8S_UUID_LEN];

@@ -184,14 +184,6 @@ static int parse_args(int argc, char **argv, struct dra_config *c)
 
 /* ---- the loop ---- */
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Polls cusliced; true when the GPUs changed. Unreachable: the GPUs known stay as they are. */
 static bool poll_gpus(struct dra_state *st)
 {
@@ -295,7 +287,7 @@ static int run(struct dra_state *st)
 	if (serve(st, &sv) != 0)
 		return 1;
 	while (!k8s_stop_requested(100)) {
-		uint64_t t = now_ms();
+		uint64_t t = k8s_now_ms();
 		struct k8s_gpu g[K8S_GPUS_MAX];
 		unsigned n;
 		int s;
@@ -324,7 +316,7 @@ static int run(struct dra_state *st)
 		}
 		if (t >= next_refresh) {
 			dra_refresh_shared(st);
-			next_refresh = now_ms() + cfg->claim_refresh_ms;
+			next_refresh = k8s_now_ms() + cfg->claim_refresh_ms;
 		}
 		/* The kubelet tells how registration went; a refusal is worth a line. */
 		s = k8s_reg_status(sv.reg, msg, sizeof(msg));

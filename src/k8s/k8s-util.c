@@ -16,6 +16,14 @@
 
 #include "cs-log.h"
 
+uint64_t k8s_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 int k8s_parse_duration(const char *s, unsigned min_ms, unsigned max_ms, unsigned *ms)
 {
 	unsigned long long v, mult = 1000;

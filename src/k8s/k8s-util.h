@@ -6,6 +6,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+/* CLOCK_MONOTONIC in milliseconds. */
+uint64_t k8s_now_ms(void);
 
 /* "500ms", "5s", "2m" (no unit: seconds) into milliseconds within [min_ms, max_ms]. 0 or -EINVAL.
  */

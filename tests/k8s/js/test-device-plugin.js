@@ -300,6 +300,38 @@ test('PreStartContainer binds the group to its pod; the pod may opt out of ld.so
   assert.deepEqual((await w.group(`k8s-gpu-${a}-0`)).policy.members.pods, [uid1]);
 });
 
+test('groups of containers the kubelet no longer holds are collected; others stay', async (t) => {
+  const { w, k, api, gpus, setPods } = await setup(t, 'dp-gc', ['--gc-interval', '300ms']);
+  const gpu = await registered(k, 'cuslice.io/gpu');
+  const a = gpus[0].uuid;
+  const c1 = [`${a}::0`], c2 = [`${a}::1`, `${a}::2`];
+  const uid1 = '11111111-2222-4333-8444-000000000001', uid2 = '11111111-2222-4333-8444-000000000002';
+  await gpu.allocate([c1]);
+  await gpu.allocate([c2]);
+  const held = (name, ids) => ({ name, namespace: 'ns', containers: [{ name: 'c', devices: [{ resource_name: 'cuslice.io/gpu', device_ids: ids }] }] });
+  setPods([held('one', c1), held('two', c2)]);
+  api.setPod({ metadata: { name: 'one', namespace: 'ns', uid: uid1 }, spec: { nodeName: 'node-1', containers: [{ name: 'c' }] } });
+  await gpu.preStart(c1);
+  // An operator's group named like ours but not labelled as ours, and an Allocate nobody holds yet.
+  await w.cusliced('PUT', `/v1/groups/k8s-gpu-${a}-9`, { memory_limit: '1GiB' });
+  const live = (g) => g && g.managed;
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.ok(live(await w.group(`k8s-gpu-${a}-0`)));
+  assert.ok(live(await w.group(`k8s-gpu-${a}-1`)));
+  // Pod one ends: its group and preload file go; two's stay.
+  setPods([held('two', c2)]);
+  await until(async () => !live(await w.group(`k8s-gpu-${a}-0`)), 5000, 'group 0 collected');
+  assert.equal(fs.existsSync(w.path('k8s-state', 'preload', `k8s-gpu-${a}-0`)), false);
+  assert.ok(live(await w.group(`k8s-gpu-${a}-1`)));
+  assert.ok(live(await w.group(`k8s-gpu-${a}-9`)));
+  assert.match(w.log('plugin'), new RegExp(`group k8s-gpu-${a}-0 deleted: no container holds its devices`));
+  // An allocation the kubelet never lists (its pod failed admission) goes after the grace time.
+  await gpu.allocate([[`${a}::5`]]);
+  assert.ok(live(await w.group(`k8s-gpu-${a}-5`)));
+  await until(async () => !live(await w.group(`k8s-gpu-${a}-5`)), 5000, 'the unlisted group collected');
+  void uid2;
+});
+
 test('plugin registry: GetInfo names the endpoint, which serves the device plugin', async (t) => {
   const { w, k } = await setup(t, 'dp-registry', [], { registry: true });
   const sock = w.path('registry', 'cuslice.io-gpu.sock');
