@@ -118,16 +118,6 @@ struct cd_label {
 	char value[CD_LABEL_VALUE_MAX + 1];
 };
 
-/*
- * A label: a free-form fact about a group that the daemon stores and shows
- * but never decides by (k8s.pod, k8s.namespace, slurm.job...). Limits in
- * cusliced.h.
- */
-struct cd_label {
-	char key[CD_LABEL_KEY_MAX + 1];
-	char value[CD_LABEL_VALUE_MAX + 1];
-};
-
 struct cd_policy {
 	char name[CS_GROUP_NAME_MAX + 1];
 	struct cs_limits mem;  /* sizes / percentages; n == 0: no limit */
