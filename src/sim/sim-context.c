@@ -289,6 +289,7 @@ static CUresult ctx_create(const char *name, CUcontext *pctx, unsigned int flags
 	c->device = sim_dev_index(dev);
 	c->ordinal = dev;
 	c->flags = flags;
+	c->usage = 1;
 	pthread_mutex_lock(&sim.lock);
 	r = ctx_activate_locked(c);
 	pthread_mutex_unlock(&sim.lock);
@@ -361,6 +362,68 @@ SIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)
 SIM_API CUresult cuCtxDestroy(CUcontext ctx)
 {
 	return ctx_destroy(__func__, ctx);
+}
+
+/*
+ * cuCtxAttach / cuCtxDetach: the usage count of a created context from
+ * before primary contexts (PyCUDA still ends its contexts with
+ * cuCtxDetach). Attach counts one more user of the current context and
+ * hands it back; detach, on the calling thread's current context (cuda.h),
+ * counts one fewer, and the last one destroys the context as cuCtxDestroy
+ * does. On a primary context the count is its retain count: attach and
+ * detach are a retain and a release. cuCtxDestroy ends a created context
+ * whatever its count.
+ */
+SIM_API CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!pctx || flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	c = sim_ctx_current();
+	pthread_mutex_lock(&sim.lock);
+	if (!sim_ctx_valid(c)) {
+		pthread_mutex_unlock(&sim.lock);
+		return CUDA_ERROR_INVALID_CONTEXT;
+	}
+	if (c->primary)
+		sim.primary_refs[c->ordinal]++;
+	else
+		c->usage++;
+	pthread_mutex_unlock(&sim.lock);
+	*pctx = (CUcontext)c;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxDetach(CUcontext ctx)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c = (struct sim_ctx *)ctx;
+	bool destroyed = false;
+
+	if (r)
+		return r;
+	if (c != sim_ctx_current())
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&sim.lock);
+	if (!sim_ctx_valid(c)) {
+		pthread_mutex_unlock(&sim.lock);
+		return CUDA_ERROR_INVALID_CONTEXT;
+	}
+	if (c->primary) {
+		if (--sim.primary_refs[c->ordinal] == 0)
+			ctx_deactivate_locked(c);
+	} else if (--c->usage == 0) {
+		ctx_deactivate_locked(c);
+		destroyed = true;
+	}
+	pthread_mutex_unlock(&sim.lock);
+	if (destroyed)
+		tls_remove(c);
+	return CUDA_SUCCESS;
 }
 
 static CUresult ctx_push(const char *name, CUcontext ctx)

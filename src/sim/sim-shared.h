@@ -205,6 +205,13 @@ uint64_t sim_busy_sum(const struct sim_shared *sh, const struct sim_proc_slot *s
 /* CLOCK_MONOTONIC now, in ns. */
 uint64_t sim_now_ns(void);
 
+/*
+ * At exit, before the process's slot is drained: this process's charges and
+ * uncharges fail or do nothing from now on, and the ones in flight in other
+ * threads are waited for (bounded), so none is cut in half by exit_group.
+ */
+void sim_dev_quiesce(void);
+
 /* Returns bytes charged earlier with sim_dev_charge. */
 void sim_dev_uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
 		      uint64_t bytes);

@@ -83,6 +83,7 @@ struct sim_ctx {
 	unsigned flags;
 	bool primary;
 	bool destroyed;
+	unsigned usage;			/* created contexts: cuCtxCreate + cuCtxAttach - cuCtxDetach */
 	unsigned long long id;
 	unsigned epoch;			/* sim_epoch when activated: void in a forked child */
 	uint64_t charged;		/* context footprint charged on the device */
