@@ -45,8 +45,9 @@ FUZZ_CC ?= clang
 FUZZ_CFLAGS := -std=c17 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Wshadow -Wvla \
 	-fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined \
-	-Iinclude -Isrc/common -Isrc/group -Isrc/ipc -Isrc/preload -Isrc/daemon -Isrc/daemon/http
-FUZZ_TARGETS := ipc size limits config policy http
+	-Iinclude -Isrc/common -Isrc/group -Isrc/ipc -Isrc/preload -Isrc/daemon -Isrc/daemon/http \
+	-Isrc/k8s
+FUZZ_TARGETS := ipc size limits config policy claim http
 # Sources per target. src/group and src/common are libc-only libraries, linked whole.
 FUZZ_SRC_ipc := fuzz/fuzz-ipc.c src/ipc/cs-ipc.c $(wildcard src/group/*.c src/common/*.c)
 FUZZ_SRC_size := fuzz/fuzz-size.c src/common/cs-size.c
@@ -56,6 +57,8 @@ FUZZ_LIBS_config := -linih
 FUZZ_SRC_policy := fuzz/fuzz-policy.c src/daemon/cd-policy.c src/daemon/cd-config.c \
 	src/daemon/cd-json.c src/preload/cs-limits.c $(wildcard src/common/*.c)
 FUZZ_LIBS_policy := -lcjson -linih -lm
+FUZZ_SRC_claim := fuzz/fuzz-claim.c src/k8s/dra-claim.c src/k8s/k8s-quantity.c $(FUZZ_SRC_policy:fuzz/fuzz-policy.c=)
+FUZZ_LIBS_claim := $(FUZZ_LIBS_policy)
 # The API's front door (the event loop's judgement of request bytes) and its error responses.
 FUZZ_SRC_http := fuzz/fuzz-http.c src/daemon/http/http-head.c src/daemon/http/http-errors.c
 FUZZ_LIBS_http := -lcjson -lmicrohttpd
@@ -67,6 +70,7 @@ FUZZ_MAX_LEN_size := 64
 FUZZ_MAX_LEN_limits := 2048
 FUZZ_MAX_LEN_config := 4096
 FUZZ_MAX_LEN_policy := 8192
+FUZZ_MAX_LEN_claim := 8192
 FUZZ_MAX_LEN_http := 98304
 
 fuzz: deps-fuzz $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)

@@ -21,8 +21,11 @@ set -eu
 # the programs link; @promtool (checks the metrics format); valgrind (the
 # benchmarks count instructions per call with callgrind); Slurm, munge and
 # libslurm-dev (the SPANK plugin is built against spank.h, and its tests start
-# a private single-node cluster; installed without starting their services).
-group_build="make meson ninja-build pkg-config python3 gcc libc6-dev g++ binutils util-linux libcmocka-dev libcjson-dev libmicrohttpd-dev libinih-dev libsmartcols-dev libcurl4-openssl-dev valgrind slurmd slurmctld slurm-client libslurm-dev munge @promtool"
+# a private single-node cluster; installed without starting their services);
+# gRPC C-core, protobuf-c and openssl (the Kubernetes plugins; openssl makes
+# the tests' CA); @node and @k8s_js (node and the npm packages, from the
+# committed lockfile, of the fake kubelet and API server in tests/k8s/js).
+group_build="make meson ninja-build pkg-config python3 gcc libc6-dev g++ binutils util-linux libcmocka-dev libcjson-dev libmicrohttpd-dev libinih-dev libsmartcols-dev libcurl4-openssl-dev valgrind slurmd slurmctld slurm-client libslurm-dev munge libgrpc-dev libprotobuf-c-dev protobuf-c-compiler openssl @promtool @node @k8s_js"
 # fuzz: `make fuzz`. clang, and its libFuzzer and sanitizer runtimes, which Debian 12 ships apart.
 group_fuzz="clang libclang-rt-14-dev"
 # fresh: `make fresh-check` builds a fresh Debian 12 root to run the README's commands in.
@@ -103,6 +106,34 @@ get_promtool() {
 	mkdir -p "$cache/bin"
 	mv "$tmp/usr/bin/promtool" "$cache/bin/promtool"
 	rm -rf "$tmp"
+}
+
+# node (18 or newer: Debian's is enough) runs the Kubernetes tests' fake
+# kubelet and API server. A node already installed (another distribution's
+# package, which carries its own npm) is used as it is.
+have_node() {
+	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1
+}
+
+get_node() {
+	todo="apt-get update && apt-get install -y --no-install-recommends nodejs npm"
+	need_root "$todo"
+	say "installing nodejs npm"
+	apt_get update
+	apt_get install -y --no-install-recommends nodejs npm
+}
+
+# The npm packages of tests/k8s/js, exactly as locked (npm ci); again when the
+# lockfile is newer than what npm ci left.
+k8s_js=$root/tests/k8s/js
+have_k8s_js() {
+	[ -f "$k8s_js/node_modules/.package-lock.json" ] &&
+		[ ! "$k8s_js/package-lock.json" -nt "$k8s_js/node_modules/.package-lock.json" ]
+}
+
+get_k8s_js() {
+	say "npm ci in tests/k8s/js"
+	(cd "$k8s_js" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 }
 
 [ $# -eq 0 ] && set -- build

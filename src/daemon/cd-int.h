@@ -213,6 +213,9 @@ void cd_events_files_close(struct cd_ev_files *f);
 #define CD_MEMBERS_MAX 64 /* uids, gids each */
 #define CD_CGROUPS_MAX 16
 #define CD_CGROUP_LEN 256
+/* As many pods as one Kubernetes ResourceClaim may be reserved for. */
+#define CD_PODS_MAX 256
+#define CD_POD_UID_LEN 36 /* metadata.uid: a UUID (36) or a static pod's hash (32) */
 #define CD_POLICIES_MAX 1024
 /* Largest policy text accepted (an API body, or the whole file's per-group object). */
 #define CD_POLICY_TEXT_MAX (64u * 1024)
@@ -230,6 +233,8 @@ struct cd_members {
 	unsigned ngids;
 	char cgroups[CD_CGROUPS_MAX][CD_CGROUP_LEN]; /* path prefixes, no trailing '/' */
 	unsigned ncgroups;
+	char pods[CD_PODS_MAX][CD_POD_UID_LEN + 1]; /* Kubernetes pod UIDs, lowercase */
+	unsigned npods;
 };
 
 /*
@@ -304,10 +309,30 @@ struct cd_decision {
 };
 
 /*
+ * The Kubernetes pod a cgroup path belongs to: its UID into uid (lowercase,
+ * with dashes) and the length of the path up to the end of the pod's
+ * component; 0 when the path is not inside a pod. Both cgroup drivers:
+ *   cgroupfs  /kubepods[/besteffort|/burstable]/pod<UID>/<container>
+ *   systemd   /kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-pod<UID_>.slice/...
+ *             (UID_: the UID with '_' for '-')
+ * at the hierarchy's first level, or under a kubelet cgroup root
+ * (/kubelet/kubepods..., /kubelet.slice/kubelet-kubepods.slice/...), never
+ * deeper (a user's delegated subtree could hold cgroups of any name). Only
+ * the first pod component counts: a container that creates
+ * /.../pod<A>/ctr/pod<B> inside its own cgroup is still in pod A. Paths
+ * are as the daemon's cgroup namespace shows them (run it in the host's).
+ * Pure.
+ */
+size_t cd_cgroup_pod(const char *cgroup, char uid[CD_POD_UID_LEN + 1]);
+
+/*
  * How specifically members m name peer p: 0 not at all, else a score (a
  * matching cgroup prefix beats a uid, which beats a gid; a longer prefix
  * beats a shorter one). A cgroup prefix matches whole path components:
- * "/a/b" matches "/a/b" and "/a/b/c", not "/a/bc".
+ * "/a/b" matches "/a/b" and "/a/b/c", not "/a/bc". A pods rule naming the
+ * peer's pod (cd_cgroup_pod) scores as the cgroup prefix that ends at the
+ * pod's component: a prefix naming the container is more specific, one
+ * naming /kubepods less.
  */
 unsigned cd_members_match(const struct cd_members *m, const struct cd_peer *p);
 

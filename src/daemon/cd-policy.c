@@ -282,6 +282,40 @@ static bool cgroup_form(const char *s, char *out, size_t len)
 	return true;
 }
 
+/*
+ * "pods": Kubernetes pod UIDs (metadata.uid), matched against the pod a
+ * process's cgroup path places it in (cd_cgroup_pod). Lowercase as the API
+ * server writes them: an uppercase UID would never match, so it is refused.
+ */
+static int parse_pods(const cJSON *arr, struct cd_members *m, char *err, size_t errlen)
+{
+	const cJSON *it;
+
+	m->npods = 0;
+	if (cJSON_IsNull(arr))
+		return 0;
+	if (!cJSON_IsArray(arr))
+		return fail(err, errlen, "members.pods: expected an array of pod UIDs");
+	for (it = arr->child; it; it = it->next) {
+		const char *u = cJSON_IsString(it) ? it->valuestring : "";
+		size_t n = strlen(u);
+		bool ok = n >= 32 && n <= CD_POD_UID_LEN;
+
+		if (m->npods == CD_PODS_MAX)
+			return fail(err, errlen, "members.pods: more than %d entries", CD_PODS_MAX);
+		for (size_t i = 0; ok && i < n; i++)
+			ok = (u[i] >= '0' && u[i] <= '9') || (u[i] >= 'a' && u[i] <= 'f') ||
+			     u[i] == '-';
+		if (!ok)
+			return fail(err, errlen,
+				    "members.pods: expected pod UIDs (metadata.uid: 32 to 36 "
+				    "characters of 0-9 a-f -, e.g. "
+				    "\"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\")");
+		memcpy(m->pods[m->npods++], u, n + 1);
+	}
+	return 0;
+}
+
 static int parse_members(const cJSON *v, struct cd_members *out, char *err, size_t errlen)
 {
 	char shown[160];
@@ -297,7 +331,7 @@ static int parse_members(const cJSON *v, struct cd_members *out, char *err, size
 	if (!cJSON_IsObject(v))
 		return fail(err, errlen,
 			    "members: expected an object {\"uids\": [...], \"gids\": [...], "
-			    "\"cgroups\": [...]} or null");
+			    "\"cgroups\": [...], \"pods\": [...]} or null");
 	for (it = v->child; it; it = it->next) {
 		for (const cJSON *o = v->child; o != it; o = o->next)
 			if (strcmp(o->string, it->string) == 0)
@@ -331,10 +365,12 @@ static int parse_members(const cJSON *v, struct cd_members *out, char *err, size
 					    CD_CGROUP_LEN);
 				m.ncgroups++;
 			}
+		} else if (strcmp(it->string, "pods") == 0) {
+			e = parse_pods(it, &m, err, errlen);
 		} else {
 			return fail(
 			    err, errlen,
-			    "members: unknown field \"%s\"; accepted: uids, gids, cgroups",
+			    "members: unknown field \"%s\"; accepted: uids, gids, cgroups, pods",
 			    key_text(it->string, shown));
 		}
 		if (e)
@@ -594,9 +630,23 @@ static cJSON *ids_json(const unsigned *ids, unsigned n)
 	return a;
 }
 
+/* Appends n strings stored `stride` bytes apart from `first` to array a. */
+static bool add_strings(cJSON *a, const char *first, size_t stride, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		cJSON *s = cJSON_CreateString(first + i * stride);
+
+		if (!s || !cJSON_AddItemToArray(a, s)) {
+			cJSON_Delete(s);
+			return false;
+		}
+	}
+	return true;
+}
+
 char *cd_policy_to_json(const struct cd_policy *p)
 {
-	cJSON *o = cJSON_CreateObject(), *m = NULL, *cg = NULL, *lb = NULL;
+	cJSON *o = cJSON_CreateObject(), *m = NULL, *cg = NULL, *pods = NULL, *lb = NULL;
 	char *text = NULL;
 	bool ok;
 
@@ -609,13 +659,10 @@ char *cd_policy_to_json(const struct cd_policy *p)
 	     add(m, "uids", ids_json((const unsigned *)p->members.uids, p->members.nuids)) &&
 	     add(m, "gids", ids_json((const unsigned *)p->members.gids, p->members.ngids)) &&
 	     (cg = cJSON_AddArrayToObject(m, "cgroups")) != NULL;
-	for (unsigned i = 0; ok && i < p->members.ncgroups; i++) {
-		cJSON *s = cJSON_CreateString(p->members.cgroups[i]);
-
-		ok = s && cJSON_AddItemToArray(cg, s);
-		if (!ok)
-			cJSON_Delete(s);
-	}
+	ok = ok && add_strings(cg, p->members.cgroups[0], sizeof(p->members.cgroups[0]),
+			       p->members.ncgroups);
+	ok = ok && (pods = cJSON_AddArrayToObject(m, "pods")) != NULL &&
+	     add_strings(pods, p->members.pods[0], sizeof(p->members.pods[0]), p->members.npods);
 	ok = ok && add(o, "on_violation", cJSON_CreateString(cd_action_name(p->on_violation)));
 	ok = ok && (lb = cJSON_AddObjectToObject(o, "labels")) != NULL;
 	for (unsigned i = 0; ok && i < p->nlabels; i++)

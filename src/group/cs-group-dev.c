@@ -53,6 +53,8 @@ static int claim_entry(struct cs_group *g, const char *uuid, size_t len, uint64_
 		atomic_store_explicit(&d->busy_ns, 0, memory_order_relaxed);
 		atomic_store_explicit(&d->throttled_ns, 0, memory_order_relaxed);
 		atomic_store_explicit(&d->ctl_beat_ns, 0, memory_order_relaxed);
+		atomic_store_explicit(&g->core[i].credit_ns, 0, memory_order_relaxed);
+		atomic_store_explicit(&g->core[i].cost_ns, 0, memory_order_relaxed);
 		atomic_store_explicit(&d->state, CS_GROUP_DEV_READY, memory_order_release);
 		return (int)i;
 	}

@@ -69,7 +69,8 @@
 #define CS_GROUP_UUID_LEN 48		/* buffer size for "GPU-..." + NUL */
 
 #define CS_GROUP_MAGIC "CSGP"		/* first 4 bytes of the file */
-#define CS_GROUP_VERSION 3u	/* 2: compute fields in the device entries; 3: slot flags */
+/* 2: compute fields in the device entries; 3: slot flags; 4: compute pacing */
+#define CS_GROUP_VERSION 4u
 
 /* The accepted form of a group name, for error messages. */
 #define CS_GROUP_NAME_FORMS "1 to 63 characters of [A-Za-z0-9._-], not starting with '.' or '-'"
@@ -91,6 +92,12 @@
 #define CS_CORE_PPM 1000000u
 /* cs_group_dev.core_flags */
 #define CS_CORE_BURST 1u		/* may use idle device time above the limit */
+
+/* cs_group_dev.gate: what a launch on the device does (a futex word). */
+#define CS_GATE_OPEN 0u			/* no compute limit: it goes */
+#define CS_GATE_CLOSED 1u		/* it waits until the controller opens or paces the gate */
+#define CS_GATE_PACED 2u		/* it takes its cost from core[].credit_ns; with none left it
+					   closes the gate and waits */
 
 /* cs_group_dev.state */
 #define CS_GROUP_DEV_FREE 0u
@@ -116,7 +123,7 @@ struct cs_group_dev {
 	/* compute: written by the controller (cs-core-ctl.h), read by launches */
 	_Atomic uint32_t core_limit;	/* share of device time, ppm; CS_CORE_NONE = none */
 	_Atomic uint32_t core_flags;	/* CS_CORE_* */
-	_Atomic uint32_t gate;		/* 0 open, 1 closed: launches wait (a futex word) */
+	_Atomic uint32_t gate;		/* CS_GATE_*: what launches do (a futex word) */
 	/*
 	 * The last context footprint a member measured on this GPU, KiB (0:
 	 * none yet): what a member reserves before its first context here.
@@ -142,6 +149,29 @@ struct cs_group_proc {
 	_Atomic uint64_t used[CS_GROUP_MAX_DEVICES];	/* bytes this process holds, per group device */
 } __attribute__((aligned(64)));
 
+/*
+ * Compute pacing of one group device, beside dev[] (version 4; src/preload/
+ * cs-core.c): the device time the group may still launch. Every launch takes
+ * its estimated cost from credit_ns; the controller adds the limit's share
+ * of the elapsed time and corrects the estimates from what NVML measured.
+ */
+struct cs_group_core {
+	_Atomic int64_t credit_ns;	/* may go below 0 by one launch's cost (and corrections) */
+	/*
+	 * What a launch costs from a process the controller has not measured
+	 * yet: the group's typical cost, 0 when unknown (CS_CORE_BOOT_COST_NS).
+	 */
+	_Atomic uint64_t cost_ns;
+	uint64_t reserved[6];
+} __attribute__((aligned(64)));
+
+/* One process's launches on one group device and their measured cost (version 4). */
+struct cs_group_core_proc {
+	_Atomic uint64_t launches;	/* launches that took credit; written by the process */
+	_Atomic uint64_t cost_ns;	/* device time one launch costs, as the controller measured it;
+					   0 not yet */
+};
+
 struct cs_group {
 	char magic[4];			/* CS_GROUP_MAGIC, no NUL */
 	uint32_t version;		/* CS_GROUP_VERSION */
@@ -156,14 +186,23 @@ struct cs_group {
 	uint64_t reserved[19];
 	struct cs_group_dev dev[CS_GROUP_MAX_DEVICES];
 	struct cs_group_proc proc[CS_GROUP_MAX_PROCS];
+	/* Compute pacing (version 4): per device, and per process slot and device. */
+	struct cs_group_core core[CS_GROUP_MAX_DEVICES];
+	struct cs_group_core_proc core_proc[CS_GROUP_MAX_PROCS][CS_GROUP_MAX_DEVICES];
 };
 
 _Static_assert(sizeof(struct cs_group_dev) == 128, "device entry layout");
 _Static_assert(sizeof(struct cs_group_proc) == 320, "process slot layout");
 _Static_assert(offsetof(struct cs_group_proc, used) == 64, "process slot layout");
 _Static_assert(offsetof(struct cs_group, dev) == 256, "group header layout");
+_Static_assert(sizeof(struct cs_group_core) == 64, "pacing entry layout");
+_Static_assert(sizeof(struct cs_group_core_proc) == 16, "process pacing layout");
+_Static_assert(offsetof(struct cs_group, core) ==
+		   256 + 128 * CS_GROUP_MAX_DEVICES + 320 * CS_GROUP_MAX_PROCS,
+	       "group layout");
 _Static_assert(sizeof(struct cs_group) == 256 + 128 * CS_GROUP_MAX_DEVICES +
-					  320 * CS_GROUP_MAX_PROCS,
+					  320 * CS_GROUP_MAX_PROCS + 64 * CS_GROUP_MAX_DEVICES +
+					  16 * CS_GROUP_MAX_DEVICES * CS_GROUP_MAX_PROCS,
 	       "group layout");
 /* Other processes update the counters too: they must be plain lock-free words. */
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "lock-free atomics");

@@ -341,18 +341,24 @@ void cs_graph_mem_after_fork(void);
 
 /* ---- compute limits (cs-core.c) ---- */
 
-/* Points ordinal's launch gate at group device gdev's (-1: always open). */
+/*
+ * Points ordinal's launch gate at group device gdev's (-1: always open) and
+ * resets this process's pacing entry there. After registration.
+ */
 void cs_core_bind(int ordinal, int gdev);
-/* Slow path of a launch: waits while the launch's device gate is closed. */
-void cs_core_gate_wait(void);
+/*
+ * A launch on a device whose gate is not open: takes the launch's cost from
+ * the group's credit, or waits for credit (cs-core.c).
+ */
+void cs_core_launch(void);
 /* Starts this process's controller thread (once); it takes over when it gets the lock. */
 void cs_core_start_controller(void);
 /* Fork child: no controller thread any more. */
 void cs_core_after_fork(void);
 
 /*
- * Launch fast path: a few loads. Every gate open, or not attached (no group):
- * go. Otherwise wait in cs_core_gate_wait.
+ * Launch fast path: a few loads. Every gate open (no compute limit), or not
+ * attached (no group): go. Otherwise cs_core_launch paces it.
  */
 static inline void cs_launch_gate(void)
 {
@@ -361,7 +367,7 @@ static inline void cs_launch_gate(void)
 		return;
 	for (int i = 0; i < cs.ndev; i++) {
 		if (CS_UNLIKELY(atomic_load_explicit(cs.gate[i], memory_order_relaxed))) {
-			cs_core_gate_wait();
+			cs_core_launch();
 			return;
 		}
 	}

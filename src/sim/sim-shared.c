@@ -96,6 +96,7 @@ static int build_instance(int fd, const char *inst, char *err, size_t errlen)
 	struct sim_shared *sh;
 	const char *spec = getenv("CUSIM_GPUS");
 	const char *ctx = getenv("CUSIM_CTX_MEM");
+	const char *period = getenv("CUSIM_UTIL_SAMPLE_MS");
 	struct timespec ts;
 	int n;
 
@@ -122,6 +123,24 @@ static int build_instance(int fd, const char *inst, char *err, size_t errlen)
 			goto out_unmap;
 		}
 		sh->ctx_mem = v;
+	}
+	if (period && *period) {
+		char *end;
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(period, &end, 10);
+		if (errno || *end || period[0] < '0' || period[0] > '9' ||
+		    v < SIM_UTIL_SAMPLE_MIN_MS || v > SIM_UTIL_SAMPLE_MAX_MS) {
+			snprintf(err, errlen,
+				 "CUSIM_UTIL_SAMPLE_MS=\"%s\" is invalid: expected milliseconds from %u "
+				 "to %u (a real GPU samples about every 167)",
+				 period, SIM_UTIL_SAMPLE_MIN_MS, SIM_UTIL_SAMPLE_MAX_MS);
+			n = -EINVAL;
+			goto out_unmap;
+		}
+		/* The default period is the bucket: 0 keeps today's sampling exactly. */
+		sh->util_sample_ms = v * 1000000ull == SIM_BUCKET_NS ? 0u : (uint32_t)v;
 	}
 	snprintf(sh->gpus_spec, sizeof(sh->gpus_spec), "%s",
 		 spec && *spec ? spec : SIM_DEFAULT_GPUS);
