@@ -11,11 +11,11 @@
 #include "sim.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include "sim-array.h"
 #include "sim-exec.h"
-#include <string.h>
-
 #include "sim-vram.h"
 
 #define CTX_STACK_MAX 64
@@ -45,10 +45,59 @@ struct sim_ctx *sim_ctx_current(void)
 	return tls.depth ? tls.stack[tls.depth - 1] : NULL;
 }
 
+/*
+ * Every context structure comes from one table of CTX_TABLE_MAX slots,
+ * reserved at the first allocation (address space only: a page costs memory
+ * once a context lives in it) and never freed. A CUcontext from the caller
+ * is therefore checked by address before it is read: an application that
+ * passes garbage (e.g. numba 0.56 calling the CUDA 13 cuCtxGetDevice_v2
+ * through the CUDA 12 prototype, leaving a stray register as the context)
+ * gets CUDA_ERROR_INVALID_CONTEXT, not a SIGSEGV.
+ */
+#define CTX_TABLE_MAX (1u << 18)
+
+static struct {
+	struct sim_ctx *slots;		/* CTX_TABLE_MAX structures */
+	_Atomic unsigned used;		/* slots handed out, in order */
+} ctx_table;
+
+/*
+ * A zeroed context structure with its magic set, or NULL when the table is
+ * full or cannot be mapped. Caller holds sim.lock.
+ */
+static struct sim_ctx *ctx_alloc_locked(void)
+{
+	unsigned i = atomic_load_explicit(&ctx_table.used, memory_order_relaxed);
+	struct sim_ctx *c;
+
+	if (!ctx_table.slots) {
+		void *p = mmap(NULL, CTX_TABLE_MAX * sizeof(struct sim_ctx), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED)
+			return NULL;
+		ctx_table.slots = p;
+	}
+	if (i == CTX_TABLE_MAX)
+		return NULL;
+	c = &ctx_table.slots[i];
+	c->magic = SIM_CTX_MAGIC;
+	c->destroyed = true;
+	/* The slot counts as ours once filled in (sim_ctx_valid reads `used` with acquire). */
+	atomic_store_explicit(&ctx_table.used, i + 1, memory_order_release);
+	return c;
+}
+
 bool sim_ctx_valid(const struct sim_ctx *ctx)
 {
+	uintptr_t base = (uintptr_t)ctx_table.slots, p = (uintptr_t)ctx;
+	unsigned used = atomic_load_explicit(&ctx_table.used, memory_order_acquire);
+
+	/* One of our slots, by address, before any byte of it is read. */
+	if (!ctx || !base || p < base || (p - base) % sizeof(struct sim_ctx) != 0 ||
+	    (p - base) / sizeof(struct sim_ctx) >= used)
+		return false;
 	/* A child of a CUDA process cannot use its parent's contexts. */
-	return ctx && ctx->magic == SIM_CTX_MAGIC && !ctx->destroyed &&
+	return ctx->magic == SIM_CTX_MAGIC && !ctx->destroyed &&
 	       ctx->epoch == atomic_load_explicit(&sim_epoch, memory_order_relaxed);
 }
 
@@ -89,6 +138,8 @@ static CUresult ctx_activate_locked(struct sim_ctx *c)
 	c->destroyed = false;
 	c->id = atomic_fetch_add(&sim.next_id, 1);
 	c->epoch = atomic_load(&sim_epoch);
+	c->npeers = 0;
+	c->profiling = false;
 	set_default_limits(c);
 	if (ctx_count[c->device]++ == 0)
 		atomic_fetch_or(&sim.slot->ctx_devices, 1u << c->device);
@@ -160,16 +211,14 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	c = sim.primary[dev];
 	if (!c) {
 		/* One structure per device for the process's life: handles stay stable. */
-		c = calloc(1, sizeof(*c));
+		c = ctx_alloc_locked();
 		if (!c) {
 			pthread_mutex_unlock(&sim.lock);
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
-		c->magic = SIM_CTX_MAGIC;
 		c->device = sim_dev_index(dev);
 		c->ordinal = dev;
 		c->primary = true;
-		c->destroyed = true;
 		sim.primary[dev] = c;
 	}
 	if (sim.primary_refs[dev] == 0) {
@@ -282,20 +331,21 @@ static CUresult ctx_create(const char *name, CUcontext *pctx, unsigned int flags
 		return r;
 	if (!pctx || (flags & ~(unsigned)CU_CTX_FLAGS_MASK))
 		return CUDA_ERROR_INVALID_VALUE;
-	c = calloc(1, sizeof(*c));
-	if (!c)
+	pthread_mutex_lock(&sim.lock);
+	c = ctx_alloc_locked();
+	if (!c) {
+		pthread_mutex_unlock(&sim.lock);
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	c->magic = SIM_CTX_MAGIC;
+	}
 	c->device = sim_dev_index(dev);
 	c->ordinal = dev;
 	c->flags = flags;
-	pthread_mutex_lock(&sim.lock);
+	c->usage = 1;
+	/* A failed activation leaves the slot destroyed: handles are never reused. */
 	r = ctx_activate_locked(c);
 	pthread_mutex_unlock(&sim.lock);
-	if (r) {
-		free(c);
+	if (r)
 		return r;
-	}
 	tls_sync();
 	if (tls.depth == CTX_STACK_MAX) {
 		pthread_mutex_lock(&sim.lock);
@@ -361,6 +411,64 @@ SIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)
 SIM_API CUresult cuCtxDestroy(CUcontext ctx)
 {
 	return ctx_destroy(__func__, ctx);
+}
+
+/*
+ * The pre-CUDA 4.0 usage count (PyCUDA still manages contexts with it): a
+ * created context starts at 1, cuCtxAttach adds one and cuCtxDetach takes
+ * one, destroying the context at 0. On a primary context the count is its
+ * retain count, so an attach/detach pair is a retain/release pair.
+ * cuCtxDestroy destroys a context whatever its count.
+ */
+SIM_API CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!pctx || flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&sim.lock);
+	c = sim_ctx_current();
+	if (!sim_ctx_valid(c)) {
+		pthread_mutex_unlock(&sim.lock);
+		return CUDA_ERROR_INVALID_CONTEXT;
+	}
+	if (c->primary)
+		sim.primary_refs[c->ordinal]++;
+	else
+		c->usage++;
+	pthread_mutex_unlock(&sim.lock);
+	*pctx = (CUcontext)c;
+	return CUDA_SUCCESS;
+}
+
+/* cuda.h: the context must be current to the calling thread. */
+SIM_API CUresult cuCtxDetach(CUcontext ctx)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c = (struct sim_ctx *)ctx;
+	bool destroyed = false;
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&sim.lock);
+	if (!sim_ctx_valid(c) || c != sim_ctx_current()) {
+		pthread_mutex_unlock(&sim.lock);
+		return CUDA_ERROR_INVALID_CONTEXT;
+	}
+	if (c->primary) {
+		if (--sim.primary_refs[c->ordinal] == 0)
+			ctx_deactivate_locked(c);
+	} else if (--c->usage == 0) {
+		ctx_deactivate_locked(c);
+		destroyed = true;
+	}
+	pthread_mutex_unlock(&sim.lock);
+	if (destroyed)
+		tls_remove(c);
+	return CUDA_SUCCESS;
 }
 
 static CUresult ctx_push(const char *name, CUcontext ctx)

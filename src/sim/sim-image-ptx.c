@@ -432,15 +432,15 @@ static CUresult parse_declarator(struct ptx *x, struct decl *d)
 			next(x);
 			continue;
 		}
-		if (!read_u64(x, &dim) || dim > SIM_IMAGE_MAX_BYTES ||
-		    (dim && d->count > SIM_IMAGE_MAX_BYTES / dim))
+		if (!read_u64(x, &dim) || dim > SIM_IMAGE_MAX_VAR_BYTES ||
+		    (dim && d->count > SIM_IMAGE_MAX_VAR_BYTES / dim))
 			return fail(x, "bad array dimension");
 		d->count *= dim;
 		if (!punct(x, ']'))
 			return fail(x, "expected ']'");
 		next(x);
 	}
-	if (decl_size(d) > SIM_IMAGE_MAX_BYTES)
+	if (decl_size(d) > SIM_IMAGE_MAX_VAR_BYTES)
 		return fail(x, "variable too large");
 	return CUDA_SUCCESS;
 }
@@ -601,6 +601,11 @@ static CUresult parse_var(struct ptx *x, bool is_const, bool ext)
 		goto out;
 	}
 	if (in.n) {
+		/* The initial bytes are held in host memory: a corrupt-image bound applies. */
+		if (size > SIM_IMAGE_MAX_BYTES) {
+			r = fail(x, "initialized variable too large");
+			goto out;
+		}
 		g->init = calloc(1, size);
 		if (!g->init) {
 			r = CUDA_ERROR_OUT_OF_MEMORY;

@@ -688,7 +688,8 @@ static CUresult elf_add_global(struct elf *e, struct sim_image *img, const char 
 	const unsigned char *d;
 	CUresult r;
 
-	if (!in_bounds(value, size, sec->size) || size > SIM_IMAGE_MAX_BYTES) {
+	if (!in_bounds(value, size, sec->size) ||
+	    size > (shdr_nobits(sec) ? SIM_IMAGE_MAX_VAR_BYTES : SIM_IMAGE_MAX_BYTES)) {
 		sim_image_set_err(e->err, e->errlen, "cubin: variable %s lies outside its section",
 				  name);
 		return CUDA_ERROR_INVALID_IMAGE;

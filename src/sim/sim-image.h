@@ -21,8 +21,14 @@
 
 /* The argument buffer of a kernel is at most this large (CUDA 12.1+, Volta+). */
 #define SIM_IMAGE_MAX_PARAM_BYTES 32764u
-/* Images, sections and variables larger than this are refused as corrupt. */
+/* Images, sections and initialized variables larger than this are refused as corrupt. */
 #define SIM_IMAGE_MAX_BYTES (1ull << 30)
+/*
+ * Zero-filled variables (.nv.global is NOBITS; PTX without an initializer)
+ * take no room in the image and may be as large as device memory allows: up
+ * to this, beyond any simulated device (the load then fails for memory).
+ */
+#define SIM_IMAGE_MAX_VAR_BYTES (1ull << 40)
 
 /* PTX ISA version this driver understands (CUDA 13.0: PTX ISA 9.0), as major*10+minor. */
 #define SIM_IMAGE_PTX_ISA_MAX 90

@@ -219,7 +219,13 @@ SIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
 	r = sim_check_range((uintptr_t)dptr, 1, &a);
 	if (r)
 		return CUDA_ERROR_NOT_FOUND;
-	if (a.kind == SIM_ALLOC_HOST || a.kind == SIM_ALLOC_HOST_REGISTERED)
+	/*
+	 * Pinned allocations (cuMemAllocHost, cuMemHostAlloc) are mapped into
+	 * the device's address space (always, under unified addressing), and
+	 * the driver reports their range like a device allocation's. Registered
+	 * host memory is the application's own pages: not an allocation.
+	 */
+	if (a.kind == SIM_ALLOC_HOST_REGISTERED)
 		return CUDA_ERROR_NOT_FOUND;
 	if (pbase)
 		*pbase = (CUdeviceptr)a.base;
@@ -267,8 +273,12 @@ static CUresult host_alloc(const char *name, void **pp, size_t bytesize, unsigne
 	a.kind = SIM_ALLOC_HOST;
 	a.device = -1;
 	a.ctx = c;
-	/* Every pinned allocation is mapped and portable under unified addressing. */
-	a.flags = flags | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE;
+	/*
+	 * Under unified addressing every pinned allocation is mapped, and the
+	 * driver reports DEVICEMAP even when it was not asked for (driver
+	 * 590: cuMemHostAlloc(flags 0) then cuMemHostGetFlags gives 0x2).
+	 */
+	a.flags = flags | CU_MEMHOSTALLOC_DEVICEMAP;
 	r = sim_registry_add(&a, NULL);
 	if (r) {
 		munmap(p, bytesize);
@@ -415,8 +425,11 @@ SIM_API CUresult cuMemHostUnregister(void *p)
 	pthread_mutex_lock(&sim.lock);
 	a = sim_registry_find_locked((uintptr_t)p);
 	if (!a || a->base != (uintptr_t)p || a->kind != SIM_ALLOC_HOST_REGISTERED) {
+		/* Pinned memory of cuMemHostAlloc is CUDA's, not registered: driver 590 says so. */
+		bool pinned = a && a->kind == SIM_ALLOC_HOST;
+
 		pthread_mutex_unlock(&sim.lock);
-		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+		return pinned ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 	}
 	sim_registry_take_locked(a->base);
 	pthread_mutex_unlock(&sim.lock);

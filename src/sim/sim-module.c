@@ -334,7 +334,7 @@ CUresult sim_module_create_locked(struct sim_ctx *ctx, struct sim_image *img, bo
 		if (g->init)
 			memcpy((void *)a.base, g->init, g->size);
 		else
-			memset((void *)a.base, 0, g->size);
+			sim_vram_zero(&a);
 		m->globals[m->nglobals].name = g->name;
 		m->globals[m->nglobals].base = a.base;
 		m->globals[m->nglobals].size = g->size;

@@ -76,6 +76,15 @@ struct sim_alloc {
 
 #define SIM_CTX_MAGIC 0x43545853u	/* "SXTC" */
 
+/* How many peer contexts one context may have access to (CUDA_ERROR_TOO_MANY_PEERS beyond). */
+#define SIM_CTX_MAX_PEERS 32
+
+/* A context whose memory this one may access (cuCtxEnablePeerAccess). */
+struct sim_ctx_peer {
+	struct sim_ctx *ctx;
+	unsigned long long id;		/* ctx->id when enabled: a re-created context is another */
+};
+
 struct sim_ctx {
 	uint32_t magic;
 	int device;			/* instance device index */
@@ -90,6 +99,10 @@ struct sim_ctx {
 	CUfunc_cache cache_config;
 	CUsharedconfig shmem_config;
 	void *exec;			/* execution state (streams), owned by sim-exec */
+	unsigned usage;			/* created: cuCtxCreate 1, cuCtxAttach +1, cuCtxDetach -1 */
+	bool profiling;			/* between cuProfilerStart and cuProfilerStop */
+	unsigned npeers;		/* peer access enabled to peers[0..npeers) (sim.lock) */
+	struct sim_ctx_peer peers[SIM_CTX_MAX_PEERS];
 };
 
 /* Process-wide state. */
@@ -160,6 +173,9 @@ bool sim_ctx_valid(const struct sim_ctx *ctx);
  * not fit). Caller holds no lock.
  */
 CUresult sim_vram_alloc(int dev, size_t size, bool charge, struct sim_alloc *a);
+
+/* Fills a device-kind range of sim_vram_alloc with zeros (large ones without touching RAM). */
+void sim_vram_zero(const struct sim_alloc *a);
 
 /* Unmaps, releases and uncharges what sim_vram_alloc gave. Takes sim.lock. */
 void sim_vram_free(struct sim_alloc *a);
