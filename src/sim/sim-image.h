@@ -133,6 +133,17 @@ bool sim_image_safe_read(void *dst, const void *src, size_t n);
 CUresult sim_image_parse_ptx(const char *text, size_t len, int cc, struct sim_image *img,
 			     char *err, size_t errlen);
 
+/*
+ * Writes img as a cubin for SASS architecture arch (e.g. 90) that
+ * sim_image_parse reads back with the same kernels (parameters, registers,
+ * shared and local memory, launch bounds, clusters), the same variables
+ * (initial bytes included) and the same __constant__ size (sim-image-write.c).
+ * The caller frees *ret. CUDA_ERROR_OUT_OF_MEMORY, or CUDA_ERROR_INVALID_IMAGE
+ * for more kernels than an ELF section table can index.
+ */
+CUresult sim_image_write_cubin(const struct sim_image *img, int arch, unsigned char **ret,
+			       size_t *ret_len);
+
 /* Helpers shared by the two parsers (sim-image.c). */
 void sim_image_set_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -195,16 +195,7 @@ CUresult sim_launch_check(const struct sim_launch *l, int dev)
 	return CUDA_SUCCESS;
 }
 
-struct launch_req {
-	CUfunction f;
-	unsigned grid[3], block[3], shmem;
-	CUstream stream;
-	void **params, **extra;
-	bool cooperative;
-	bool ptds;
-};
-
-static CUresult launch(const char *name, const struct launch_req *q)
+CUresult sim_launch_submit(const char *name, const struct sim_launch_req *q)
 {
 	CUresult r = sim_enter(name);
 	struct sim_stream *s;
@@ -246,10 +237,10 @@ SIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
 				unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
 				void **extra)
 {
-	struct launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
+	struct sim_launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
 			       {blockDimX, blockDimY, blockDimZ},
 			       sharedMemBytes, hStream, kernelParams, extra, false, false};
-	return launch(__func__, &q);
+	return sim_launch_submit(__func__, &q);
 }
 
 SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -258,10 +249,10 @@ SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
 				     unsigned int sharedMemBytes, CUstream hStream,
 				     void **kernelParams, void **extra)
 {
-	struct launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
+	struct sim_launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
 			       {blockDimX, blockDimY, blockDimZ},
 			       sharedMemBytes, hStream, kernelParams, extra, false, true};
-	return launch(__func__, &q);
+	return sim_launch_submit(__func__, &q);
 }
 
 SIM_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
@@ -270,10 +261,10 @@ SIM_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
 					   unsigned int blockDimZ, unsigned int sharedMemBytes,
 					   CUstream hStream, void **kernelParams)
 {
-	struct launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
+	struct sim_launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
 			       {blockDimX, blockDimY, blockDimZ},
 			       sharedMemBytes, hStream, kernelParams, NULL, true, false};
-	return launch(__func__, &q);
+	return sim_launch_submit(__func__, &q);
 }
 
 SIM_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
@@ -282,22 +273,22 @@ SIM_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
 						unsigned int blockDimZ, unsigned int sharedMemBytes,
 						CUstream hStream, void **kernelParams)
 {
-	struct launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
+	struct sim_launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
 			       {blockDimX, blockDimY, blockDimZ},
 			       sharedMemBytes, hStream, kernelParams, NULL, true, true};
-	return launch(__func__, &q);
+	return sim_launch_submit(__func__, &q);
 }
 
 static CUresult launch_ex(const char *name, const CUlaunchConfig *config, CUfunction f,
 			  void **kernelParams, void **extra, bool ptds)
 {
-	struct launch_req q;
+	struct sim_launch_req q;
 
 	if (!config || (config->numAttrs && !config->attrs)) {
 		CUresult r = sim_enter(name);
 		return r ? r : CUDA_ERROR_INVALID_VALUE;
 	}
-	q = (struct launch_req){f,
+	q = (struct sim_launch_req){f,
 				{config->gridDimX, config->gridDimY, config->gridDimZ},
 				{config->blockDimX, config->blockDimY, config->blockDimZ},
 				config->sharedMemBytes,
@@ -312,7 +303,7 @@ static CUresult launch_ex(const char *name, const CUlaunchConfig *config, CUfunc
 		if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
 			q.cooperative = a->value.cooperative != 0;
 	}
-	return launch(name, &q);
+	return sim_launch_submit(name, &q);
 }
 
 SIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
@@ -325,4 +316,60 @@ SIM_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction 
 				       void **kernelParams, void **extra)
 {
 	return launch_ex(__func__, config, f, kernelParams, extra, true);
+}
+
+/*
+ * Deprecated (CUDA 11.3) but exported: one cooperative launch per device,
+ * each on its own stream. cusim launches them one after another; the
+ * CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_*_SYNC flags only relax the
+ * ordering with other work, which submission order already satisfies.
+ */
+SIM_API CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList,
+						      unsigned int numDevices, unsigned int flags)
+{
+	const unsigned known = CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC |
+			       CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC;
+	CUresult r = sim_enter(__func__);
+	bool seen[SIM_MAX_DEVICES] = {false};
+
+	if (r)
+		return r;
+	if (!launchParamsList || numDevices == 0 || (flags & ~known))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (numDevices > (unsigned)sim.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	/* cuda.h: one launch per device, the same geometry everywhere. */
+	for (unsigned i = 0; i < numDevices; i++) {
+		const CUDA_LAUNCH_PARAMS *p = &launchParamsList[i], *p0 = &launchParamsList[0];
+		struct sim_stream *s;
+
+		r = sim_exec_stream(p->hStream, false, &s);
+		if (r)
+			return r;
+		if (s->legacy || seen[s->ctx->device])
+			return CUDA_ERROR_INVALID_VALUE;
+		seen[s->ctx->device] = true;
+		if (p->gridDimX != p0->gridDimX || p->gridDimY != p0->gridDimY ||
+		    p->gridDimZ != p0->gridDimZ || p->blockDimX != p0->blockDimX ||
+		    p->blockDimY != p0->blockDimY || p->blockDimZ != p0->blockDimZ ||
+		    p->sharedMemBytes != p0->sharedMemBytes)
+			return CUDA_ERROR_INVALID_VALUE;
+	}
+	for (unsigned i = 0; i < numDevices; i++) {
+		const CUDA_LAUNCH_PARAMS *p = &launchParamsList[i];
+		struct sim_launch_req q = {p->function,
+					   {p->gridDimX, p->gridDimY, p->gridDimZ},
+					   {p->blockDimX, p->blockDimY, p->blockDimZ},
+					   p->sharedMemBytes,
+					   p->hStream,
+					   p->kernelParams,
+					   NULL,
+					   true,
+					   false};
+
+		r = sim_launch_submit(__func__, &q);
+		if (r)
+			return r;
+	}
+	return CUDA_SUCCESS;
 }

@@ -266,6 +266,7 @@ void sim_module_destroy_locked(struct sim_module *m)
 	for (uint32_t i = 0; i < m->nfuncs; i++) {
 		sim_handle_del(&m->funcs[i]);
 		m->funcs[i].magic = 0;
+		free(m->funcs[i].legacy);
 	}
 	module_free_globals(m);
 	if (m->owns_img)
@@ -604,7 +605,7 @@ bool sim_func_cache_config_ok(CUfunc_cache c)
 	       c == CU_FUNC_CACHE_PREFER_L1 || c == CU_FUNC_CACHE_PREFER_EQUAL;
 }
 
-static const struct sim_func_attrs *func_kernel_attrs(const struct sim_function *f)
+const struct sim_func_attrs *sim_func_kernel_attrs(const struct sim_function *f)
 {
 	return f->kernel ? &f->kernel->attrs[f->mod->ctx->device] : NULL;
 }
@@ -636,7 +637,7 @@ CUresult sim_function_get_attr(const struct sim_function *f, CUfunction_attribut
 	CUresult r;
 
 	sim_module_lock();
-	r = sim_func_attr_get(f->desc, &f->attrs, func_kernel_attrs(f), attr, ret);
+	r = sim_func_attr_get(f->desc, &f->attrs, sim_func_kernel_attrs(f), attr, ret);
 	sim_module_unlock();
 	return r;
 }
@@ -647,7 +648,7 @@ CUfunc_cache sim_function_cache_config(const struct sim_function *f)
 	CUfunc_cache c = CU_FUNC_CACHE_PREFER_NONE;
 
 	sim_module_lock();
-	k = func_kernel_attrs(f);
+	k = sim_func_kernel_attrs(f);
 	if (f->attrs.set & SIM_ATTR_CACHE_BIT)
 		c = f->attrs.cache_config;
 	else if (k && (k->set & SIM_ATTR_CACHE_BIT))
@@ -1058,8 +1059,7 @@ SIM_API CUresult cuModuleGetGlobal(CUdeviceptr_v1 *dptr, unsigned int *bytes, CU
 
 /* ---- functions ---- */
 
-/* The entry prologue of the cuFunc* calls: a function, or a kernel resolved in the current context. */
-static CUresult func_enter(const char *fn, CUfunction h, struct sim_function **ret)
+CUresult sim_func_enter(const char *fn, CUfunction h, struct sim_function **ret)
 {
 	CUresult r = sim_enter(fn);
 
@@ -1089,13 +1089,13 @@ SIM_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
 		r = sim_enter(__func__);
 		return r ? r : CUDA_ERROR_INVALID_VALUE;
 	}
-	r = func_enter(__func__, hfunc, &f);
+	r = sim_func_enter(__func__, hfunc, &f);
 	if (r)
 		return r;
 	if (!f->loaded && attr_needs_load(attrib))
 		r = CUDA_ERROR_FUNCTION_NOT_LOADED;
 	else
-		r = sim_func_attr_get(f->desc, &f->attrs, func_kernel_attrs(f), attrib, pi);
+		r = sim_func_attr_get(f->desc, &f->attrs, sim_func_kernel_attrs(f), attrib, pi);
 	sim_module_unlock();
 	return r;
 }
@@ -1103,7 +1103,7 @@ SIM_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
 SIM_API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
 	struct sim_function *f;
-	CUresult r = func_enter(__func__, hfunc, &f);
+	CUresult r = sim_func_enter(__func__, hfunc, &f);
 
 	if (r)
 		return r;
@@ -1115,7 +1115,7 @@ SIM_API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attri
 SIM_API CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 {
 	struct sim_function *f;
-	CUresult r = func_enter(__func__, hfunc, &f);
+	CUresult r = sim_func_enter(__func__, hfunc, &f);
 
 	if (r)
 		return r;
@@ -1133,7 +1133,7 @@ SIM_API CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 SIM_API CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
 {
 	struct sim_function *f;
-	CUresult r = func_enter(__func__, hfunc, &f);
+	CUresult r = sim_func_enter(__func__, hfunc, &f);
 
 	if (r)
 		return r;
@@ -1154,7 +1154,7 @@ SIM_API CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
 		r = sim_enter(__func__);
 		return r ? r : CUDA_ERROR_INVALID_VALUE;
 	}
-	r = func_enter(__func__, hfunc, &f);
+	r = sim_func_enter(__func__, hfunc, &f);
 	if (r)
 		return r;
 	*hmod = (CUmodule)f->mod;
@@ -1282,7 +1282,7 @@ SIM_API CUresult cuFuncLoad(CUfunction function)
 		r = sim_enter(__func__);
 		return r ? r : CUDA_ERROR_INVALID_VALUE;
 	}
-	r = func_enter(__func__, function, &f);
+	r = sim_func_enter(__func__, function, &f);
 	if (r)
 		return r;
 	f->loaded = true;
