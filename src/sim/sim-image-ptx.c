@@ -339,6 +339,7 @@ struct decl {
 	uint64_t count;			/* product of the array dimensions */
 	bool unsized;			/* first dimension [] */
 	bool opaque;			/* .texref/.samplerref/.surfref: no memory */
+	char opaque_kind;		/* 't' texref, 's' surfref, 'm' samplerref */
 	bool ptr;			/* .ptr seen: a following .align is the pointee's */
 	const char *name;
 	size_t name_len;
@@ -404,6 +405,7 @@ static CUresult parse_declarator(struct ptx *x, struct decl *d)
 			}
 		} else if (is(x, ".texref") || is(x, ".samplerref") || is(x, ".surfref")) {
 			d->opaque = true;
+			d->opaque_kind = is(x, ".texref") ? 't' : is(x, ".surfref") ? 's' : 'm';
 		} else {
 			const struct ptype *t = NULL;
 
@@ -582,8 +584,13 @@ static CUresult parse_var(struct ptx *x, bool is_const, bool ext)
 	}
 	next(x);
 	size = decl_size(&d);
+	if (!ext && d.opaque && d.opaque_kind != 'm') {
+		/* A texture or surface reference (cuModuleGetTexRef / GetSurfRef). */
+		r = sim_image_add_ref(x->img, d.name, d.name_len, d.opaque_kind == 's');
+		goto out;
+	}
 	if (ext || size == 0)
-		goto out;	/* a declaration, an opaque handle, or nothing to allocate */
+		goto out;	/* a declaration, a sampler, or nothing to allocate */
 	for (uint32_t i = 0; i < x->img->nglobals; i++) {
 		if (strlen(x->img->globals[i].name) == d.name_len &&
 		    memcmp(x->img->globals[i].name, d.name, d.name_len) == 0) {

@@ -74,6 +74,12 @@ struct sim_image_global {
 	unsigned char *init;		/* size initial bytes, or NULL: zero-filled */
 };
 
+/* A module-scope texture or surface reference (PTX .texref / .surfref). */
+struct sim_image_ref {
+	char *name;
+	bool surface;
+};
+
 /* A parsed image: owned by whoever parsed it, freed with sim_image_free(). */
 struct sim_image {
 	enum sim_image_kind kind;	/* what the caller passed */
@@ -83,6 +89,8 @@ struct sim_image {
 	struct sim_image_func *funcs;
 	uint32_t nglobals;
 	struct sim_image_global *globals;
+	uint32_t nrefs;
+	struct sim_image_ref *refs;
 };
 
 /*
@@ -149,5 +157,7 @@ void sim_image_set_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 CUresult sim_image_add_func(struct sim_image *img, struct sim_image_func **ret);
 CUresult sim_image_add_global(struct sim_image *img, struct sim_image_global **ret);
+/* Records a texture (surface: surface) reference named name[0..len); a repeat is ignored. */
+CUresult sim_image_add_ref(struct sim_image *img, const char *name, size_t len, bool surface);
 
 #endif

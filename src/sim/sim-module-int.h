@@ -114,6 +114,14 @@ bool sim_func_cache_config_ok(CUfunc_cache c);
 CUresult sim_func_param_info(const void *h, bool kernel_only, size_t index, size_t *offset,
 			     size_t *size);
 
+/* ---- texture and surface references (sim-texref.c) ---- */
+
+/* Makes m's references (one per name in its image) and publishes their handles. */
+CUresult sim_texref_module_create_locked(struct sim_module *m);
+
+/* Unpublishes and frees m's references. */
+void sim_texref_module_destroy_locked(struct sim_module *m);
+
 /* ---- loading ---- */
 
 /* JIT options of cuModuleLoadDataEx and cuLibraryLoad*: only the logs and wall time are written. */

@@ -268,6 +268,7 @@ void sim_module_destroy_locked(struct sim_module *m)
 		m->funcs[i].magic = 0;
 		free(m->funcs[i].legacy);
 	}
+	sim_texref_module_destroy_locked(m);
 	module_free_globals(m);
 	if (m->owns_img)
 		sim_image_free(m->img);
@@ -341,6 +342,9 @@ CUresult sim_module_create_locked(struct sim_ctx *ctx, struct sim_image *img, bo
 		m->globals[m->nglobals].size = g->size;
 		m->nglobals++;
 	}
+	r = sim_texref_module_create_locked(m);
+	if (r)
+		goto fail;
 	m->nfuncs = img->nfuncs;
 	for (uint32_t i = 0; i < img->nfuncs; i++) {
 		struct sim_function *f = &m->funcs[i];

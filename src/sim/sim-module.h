@@ -57,6 +57,7 @@ struct sim_func_attrs {
 
 struct sim_library;
 struct sim_kernel;
+struct sim_texref;
 
 /* What the pre-CUDA 4.0 launch API set on a function (cuFuncSetBlockShape, cuParamSet*). */
 struct sim_func_legacy {
@@ -96,6 +97,8 @@ struct sim_module {
 	struct sim_function *funcs;
 	uint32_t nglobals;
 	struct sim_global *globals;
+	uint32_t nrefs;
+	struct sim_texref *refs;	/* texture and surface references (sim-texref.c) */
 	struct sim_module *next;	/* every module */
 	struct sim_module *lib_next;	/* the library's modules */
 };
