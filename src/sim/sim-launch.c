@@ -96,8 +96,8 @@ uint64_t sim_launch_duration(const struct sim_launch *l, int dev)
 	return waves * wave_ns;
 }
 
-/* Performs a built-in's effect on device memory; false: it would fault. */
-static bool run_builtin(const struct sim_launch *l)
+/* Performs a built-in's effect on device memory from context c; false: it would fault. */
+static bool run_builtin(struct sim_ctx *c, const struct sim_launch *l)
 {
 	uint64_t n;
 
@@ -108,7 +108,7 @@ static bool run_builtin(const struct sim_launch *l)
 		n = arg_u64(l, 2);
 		if (n == 0)
 			return true;
-		if (n > SIZE_MAX / 4 || sim_check_range(dst, n * 4, NULL))
+		if (n > SIZE_MAX / 4 || sim_peer_check_range(c, dst, n * 4))
 			return false;
 		for (uint64_t i = 0; i < n; i++)
 			memcpy((void *)(dst + i * 4), &v, 4);
@@ -116,15 +116,15 @@ static bool run_builtin(const struct sim_launch *l)
 	}
 	case SIM_BUILTIN_VECADD_F32: {
 		uintptr_t a = (uintptr_t)arg_u64(l, 0), b = (uintptr_t)arg_u64(l, 1);
-		uintptr_t c = (uintptr_t)arg_u64(l, 2);
+		uintptr_t out = (uintptr_t)arg_u64(l, 2);
 		n = arg_u64(l, 3);
 		if (n == 0)
 			return true;
-		if (n > SIZE_MAX / 4 || sim_check_range(a, n * 4, NULL) ||
-		    sim_check_range(b, n * 4, NULL) || sim_check_range(c, n * 4, NULL))
+		if (n > SIZE_MAX / 4 || sim_peer_check_range(c, a, n * 4) ||
+		    sim_peer_check_range(c, b, n * 4) || sim_peer_check_range(c, out, n * 4))
 			return false;
 		const float *fa = (const float *)a, *fb = (const float *)b;
-		float *fc = (float *)c;
+		float *fc = (float *)out;
 		for (uint64_t i = 0; i < n; i++)
 			fc[i] = fa[i] + fb[i];
 		return true;
@@ -147,7 +147,7 @@ CUresult sim_launch_run(struct sim_stream *s, const struct sim_launch *l)
 	r = sim_check_device_health(dev);
 	if (r)
 		return r;
-	if (!run_builtin(l)) {
+	if (!run_builtin(s->ctx, l)) {
 		/* As a faulting kernel: the launch succeeded, the context is now broken. */
 		int zero = 0;
 		atomic_compare_exchange_strong(&x->sticky, &zero, CUDA_ERROR_ILLEGAL_ADDRESS);

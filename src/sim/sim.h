@@ -272,6 +272,16 @@ void sim_pool_sync_release(struct sim_ctx *ctx);
 /* Destroys a context's pools' cached memory (context destruction). Caller holds sim.lock. */
 void sim_pool_ctx_destroyed_locked(struct sim_ctx *ctx);
 
+/* ---- peer access (sim-peer.c) ---- */
+
+/*
+ * Checks that kernels of context c may touch [p, p+len): inside one live
+ * range (sim_check_range), and device memory of another device only when
+ * its context is one of c's peers (cuCtxEnablePeerAccess).
+ * CUDA_ERROR_INVALID_VALUE otherwise. Takes sim.lock.
+ */
+CUresult sim_peer_check_range(struct sim_ctx *c, uintptr_t p, size_t len);
+
 /* ---- misc ---- */
 
 /* The pid under which the instance and NVML know this process (host pid). */
