@@ -128,8 +128,11 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 
 void sim_mem_release_locked(struct sim_alloc *a)
 {
-	if (a->kind == SIM_ALLOC_MANAGED)
+	if (a->kind == SIM_ALLOC_MANAGED) {
 		sim_um_free(a->device, sim_align_up(a->size, SIM_ALLOC_ALIGN));
+		sim_um_range_free(a->um);
+		a->um = NULL;
+	}
 	sim_vram_free_locked(a);
 }
 

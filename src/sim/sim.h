@@ -72,6 +72,7 @@ struct sim_alloc {
 	unsigned flags;			/* kind-specific (host alloc flags, managed attach) */
 	bool resident;			/* managed: counted on the device */
 	unsigned long long buffer_id;
+	struct sim_um_range *um;	/* managed: advice, prefetches, attachment (sim-um.h) */
 };
 
 #define SIM_CTX_MAGIC 0x43545853u	/* "SXTC" */
@@ -80,6 +81,8 @@ struct sim_alloc {
 #define SIM_CTX_MAX_PEERS 32
 
 /* A context whose memory this one may access (cuCtxEnablePeerAccess). */
+struct sim_um_range;
+
 struct sim_ctx_peer {
 	struct sim_ctx *ctx;
 	unsigned long long id;		/* ctx->id when enabled: a re-created context is another */
