@@ -152,8 +152,11 @@ CUresult sim_exec_stream(CUstream h, bool per_thread, struct sim_stream **ret)
 uint64_t sim_exec_deps(struct sim_stream *s)
 {
 	struct sim_ctx_exec *x = sim_exec_of(s->ctx);
-	uint64_t t = atomic_load_explicit(&s->tail, memory_order_acquire);
-	uint64_t other;
+	uint64_t t, other;
+
+	if (__builtin_expect(atomic_load_explicit(&s->gated, memory_order_acquire), 0))
+		sim_exec_gate_wait(s);
+	t = atomic_load_explicit(&s->tail, memory_order_acquire);
 
 	if (s->legacy)
 		other = atomic_load_explicit(&x->blocking_tail, memory_order_acquire);
@@ -445,6 +448,17 @@ CUresult sim_exec_ctx_wait(struct sim_ctx *ctx)
 	pthread_mutex_unlock(&sim.lock);
 	if (capturing)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	/* Streams held back by a memory wait first (their tails move when it is satisfied). */
+	sim_exec_gate_wait(&x->legacy);
+	pthread_mutex_lock(&sim.lock);
+	for (struct sim_stream *s = x->streams; s; s = s->next) {
+		if (!atomic_load(&s->gated))
+			continue;
+		pthread_mutex_unlock(&sim.lock);
+		sim_exec_gate_wait(s);
+		pthread_mutex_lock(&sim.lock);
+	}
+	pthread_mutex_unlock(&sim.lock);
 	sim_exec_sleep_until(atomic_load(&x->tail));
 	wait_host(&x->legacy);
 	pthread_mutex_lock(&sim.lock);

@@ -30,6 +30,24 @@
 
 struct sim_graph;
 
+/* A stream memory wait (cuStreamWaitValue*) whose condition did not hold yet. */
+struct sim_gate {
+	uintptr_t addr;
+	uint64_t value;
+	unsigned flags;			/* CU_STREAM_WAIT_VALUE_* */
+	bool wide;			/* 64-bit */
+};
+
+/* Stream attributes (cuStreamSetAttribute), zero until set. */
+struct sim_stream_attrs {
+	CUaccessPolicyWindow window;
+	CUsynchronizationPolicy sync_policy;	/* 0: CU_SYNC_POLICY_AUTO */
+	bool domain_map_set;
+	CUlaunchMemSyncDomainMap domain_map;
+	CUlaunchMemSyncDomain domain;
+	unsigned nvlink_centric;
+};
+
 struct sim_stream {
 	uint32_t magic;
 	bool destroyed;
@@ -48,6 +66,9 @@ struct sim_stream {
 	struct sim_graph *capture;	/* non-NULL while capturing (sim-graph.c) */
 	CUstreamCaptureMode capture_mode;
 	unsigned long long capture_id;
+	struct sim_stream_attrs attrs;
+	_Atomic bool gated;		/* a memory wait holds back its later work */
+	struct sim_gate gate;		/* valid while gated */
 	struct sim_stream *next;	/* in the context's list */
 };
 
@@ -92,7 +113,11 @@ struct sim_ctx_exec *sim_exec_of(struct sim_ctx *ctx);
  */
 CUresult sim_exec_stream(CUstream h, bool ptds, struct sim_stream **ret);
 
-/* Earliest start of new work on s: its own tail and the legacy-stream dependencies. */
+/*
+ * Earliest start of new work on s: its own tail and the legacy-stream
+ * dependencies. While a memory wait holds s back (sim_exec_gate_wait),
+ * blocks until it is satisfied.
+ */
 uint64_t sim_exec_deps(struct sim_stream *s);
 
 /* Records that work on s completes at end (updates s, the context, legacy sync). */
@@ -145,6 +170,15 @@ bool sim_exec_host_reached(struct sim_stream *s, unsigned long long seq);
 
 /* Waits until the first `seq` host functions queued on s have run. */
 void sim_exec_wait_host(struct sim_stream *s, unsigned long long seq);
+
+/*
+ * Stream memory waits (sim-memop.c). sim_exec_gate_poll checks the
+ * condition of s's pending wait once and, when it holds, lets the stream go
+ * on (its later work starts no earlier than now); true when nothing holds s
+ * back any more. sim_exec_gate_wait polls until then.
+ */
+bool sim_exec_gate_poll(struct sim_stream *s);
+void sim_exec_gate_wait(struct sim_stream *s);
 
 /* In a forked child: the host-function thread is gone. */
 void sim_exec_forget_after_fork(void);

@@ -53,46 +53,40 @@ static int round_up(int x, int y)
 }
 
 /*
- * The shared-memory configurations (KiB per SM) the architecture can run
- * with, smallest first; a carveout preference is rounded up to one of them.
+ * The shared-memory configurations (KiB per SM) each architecture can run
+ * with, smallest first, ended by -1; a carveout preference is rounded up to
+ * one of them. Hopper's list serves every later part cusim models.
  */
-static const int *smem_configs(int cc, int *n)
+static const int *smem_configs(int cc)
 {
-	static const int volta[] = {0, 8, 16, 32, 64, 96};
-	static const int turing[] = {32, 64};
-	static const int ga100[] = {0, 8, 16, 32, 64, 100, 132, 164};
-	static const int ga10x[] = {0, 8, 16, 32, 64, 100};
-	static const int hopper[] = {0, 8, 16, 32, 64, 100, 132, 164, 196, 228};
+	static const int volta[] = {0, 8, 16, 32, 64, 96, -1};
+	static const int turing[] = {32, 64, -1};
+	static const int ga100[] = {0, 8, 16, 32, 64, 100, 132, 164, -1};
+	static const int ga10x[] = {0, 8, 16, 32, 64, 100, -1};
+	static const int hopper[] = {0, 8, 16, 32, 64, 100, 132, 164, 196, 228, -1};
 
-#define CONFIGS(a)                                  \
-	do {                                        \
-		*n = (int)(sizeof(a) / sizeof(a[0])); \
-		return a;                           \
-	} while (0)
 	switch (cc) {
 	case 70:
-		CONFIGS(volta);
+		return volta;
 	case 75:
-		CONFIGS(turing);
+		return turing;
 	case 80:
 	case 87:
-		CONFIGS(ga100);
+		return ga100;
 	case 86:
 	case 89:
-		CONFIGS(ga10x);
+		return ga10x;
 	default:
-		CONFIGS(hopper);
+		return hopper;
 	}
-#undef CONFIGS
 }
 
 /* bytes rounded up to the next shared-memory configuration; -1 when none holds it. */
 static long smem_config_up(int cc, long bytes)
 {
-	int n;
-	const int *c = smem_configs(cc, &n);
+	const int *c = smem_configs(cc);
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; c[i] >= 0; i++)
 		if (bytes <= (long)c[i] * 1024)
 			return (long)c[i] * 1024;
 	return -1;

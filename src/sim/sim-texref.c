@@ -655,56 +655,58 @@ static CUresult get_state(struct sim_texref *t, void *arg)
 	return CUDA_SUCCESS;
 }
 
-#define GETTER(fn, what_, dim_, out_, out2_)                                              \
-	do {                                                                              \
-		struct get_arg g = {(what_), (dim_), (void *)(out_), (void *)(out2_)};    \
-		return with_ref(fn, hTexRef, SIM_TEXREF_MAGIC, get_state, &g);            \
-	} while (0)
+static CUresult getter(const char *fn, CUtexref hTexRef, enum what what, int dim, void *out,
+		       void *out2)
+{
+	struct get_arg g = {what, dim, out, out2};
+
+	return with_ref(fn, hTexRef, SIM_TEXREF_MAGIC, get_state, &g);
+}
 
 SIM_API CUresult cuTexRefGetAddressMode(CUaddress_mode *pam, CUtexref hTexRef, int dim)
 {
-	GETTER(__func__, GET_ADDRESS_MODE, dim, pam, NULL);
+	return getter(__func__, hTexRef, GET_ADDRESS_MODE, dim, pam, NULL);
 }
 
 SIM_API CUresult cuTexRefGetFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)
 {
-	GETTER(__func__, GET_FILTER, 0, pfm, NULL);
+	return getter(__func__, hTexRef, GET_FILTER, 0, pfm, NULL);
 }
 
 SIM_API CUresult cuTexRefGetMipmapFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)
 {
-	GETTER(__func__, GET_MIP_FILTER, 0, pfm, NULL);
+	return getter(__func__, hTexRef, GET_MIP_FILTER, 0, pfm, NULL);
 }
 
 SIM_API CUresult cuTexRefGetFormat(CUarray_format *pFormat, int *pNumChannels, CUtexref hTexRef)
 {
-	GETTER(__func__, GET_FORMAT, 0, pFormat, pNumChannels);
+	return getter(__func__, hTexRef, GET_FORMAT, 0, pFormat, pNumChannels);
 }
 
 SIM_API CUresult cuTexRefGetMipmapLevelBias(float *pbias, CUtexref hTexRef)
 {
-	GETTER(__func__, GET_BIAS, 0, pbias, NULL);
+	return getter(__func__, hTexRef, GET_BIAS, 0, pbias, NULL);
 }
 
 SIM_API CUresult cuTexRefGetMipmapLevelClamp(float *pminMipmapLevelClamp,
 					     float *pmaxMipmapLevelClamp, CUtexref hTexRef)
 {
-	GETTER(__func__, GET_CLAMP, 0, pminMipmapLevelClamp, pmaxMipmapLevelClamp);
+	return getter(__func__, hTexRef, GET_CLAMP, 0, pminMipmapLevelClamp, pmaxMipmapLevelClamp);
 }
 
 SIM_API CUresult cuTexRefGetMaxAnisotropy(int *pmaxAniso, CUtexref hTexRef)
 {
-	GETTER(__func__, GET_ANISO, 0, pmaxAniso, NULL);
+	return getter(__func__, hTexRef, GET_ANISO, 0, pmaxAniso, NULL);
 }
 
 SIM_API CUresult cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
 {
-	GETTER(__func__, GET_BORDER, 0, pBorderColor, NULL);
+	return getter(__func__, hTexRef, GET_BORDER, 0, pBorderColor, NULL);
 }
 
 SIM_API CUresult cuTexRefGetFlags(unsigned int *pFlags, CUtexref hTexRef)
 {
-	GETTER(__func__, GET_FLAGS, 0, pFlags, NULL);
+	return getter(__func__, hTexRef, GET_FLAGS, 0, pFlags, NULL);
 }
 
 /* ---- surface references ---- */
