@@ -140,6 +140,9 @@ CUresult sim_mem_free_ptr(CUdeviceptr ptr)
 {
 	struct sim_alloc *a;
 
+	/* cuda.h: cuMemFree also releases a pointer imported from another process's pool. */
+	if (sim_pool_import_free(ptr) == CUDA_SUCCESS)
+		return CUDA_SUCCESS;
 	pthread_mutex_lock(&sim.lock);
 	a = sim_registry_find_locked((uintptr_t)ptr);
 	/* Memory owned by something else (a module's variables) is not the caller's to free. */

@@ -275,6 +275,31 @@ void sim_pool_sync_release(struct sim_ctx *ctx);
 /* Destroys a context's pools' cached memory (context destruction). Caller holds sim.lock. */
 void sim_pool_ctx_destroyed_locked(struct sim_ctx *ctx);
 
+/* ---- another process's device memory (sim-ipc.c, sim-pool-share.c) ---- */
+
+/* Bytes [arena_off, arena_off + size) of a live process's device-memory memfd. */
+struct sim_peer_mem {
+	int32_t pid;			/* as the instance knows it */
+	int32_t fd;			/* its memfd, as it numbers it */
+	uint64_t start_time;		/* its /proc start time: a reused pid is another process */
+	uint64_t arena_off, size;
+};
+
+/*
+ * Maps w's bytes here (MAP_SHARED through /proc/<pid>/fd/<fd>): both
+ * processes then see the same bytes. Returns the mapping and where the
+ * range starts in it; CUDA_ERROR_INVALID_HANDLE when the process is gone or
+ * is not the one w names, CUDA_ERROR_MAP_FAILED when mmap fails.
+ */
+CUresult sim_ipc_map_peer(const struct sim_peer_mem *w, void **ret_map, size_t *ret_len,
+			  uintptr_t *ret_base);
+
+/*
+ * Unmaps an imported pool pointer (cuMemPoolImportPointer) starting at p:
+ * CUDA_ERROR_INVALID_VALUE when p is no such pointer.
+ */
+CUresult sim_pool_import_free(CUdeviceptr p);
+
 /* ---- peer access (sim-peer.c) ---- */
 
 /*
