@@ -368,20 +368,47 @@ SIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice de
 	return ctx_create(__func__, pctx, flags, dev);
 }
 
-/* Execution affinity (SM partitioning) is accepted and not modelled. */
+/*
+ * Execution affinity (a context limited to some SMs) is only supported under
+ * Volta+ MPS (cuda.h), and cusim runs no MPS (MPS_ENABLED 0,
+ * cuDeviceGetExecAffinitySupport 0): a request for it is
+ * CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY, as on a GPU without MPS.
+ */
 SIM_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
 				unsigned int flags, CUdevice dev)
 {
-	if (numParams < 0 || (numParams > 0 && !paramsArray))
-		return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+	CUresult r;
+
+	if (numParams < 0 || (numParams > 0 && !paramsArray)) {
+		r = sim_check_init();
+		return r ? r : CUDA_ERROR_INVALID_VALUE;
+	}
+	if (numParams > 0) {
+		r = sim_enter(__func__);
+		return r ? r : CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+	}
 	return ctx_create(__func__, pctx, flags, dev);
 }
 
 SIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
 				unsigned int flags, CUdevice dev)
 {
-	if (ctxCreateParams && ctxCreateParams->execAffinityParams && ctxCreateParams->cigParams)
-		return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+	CUresult r;
+
+	if (ctxCreateParams && ctxCreateParams->execAffinityParams && ctxCreateParams->cigParams) {
+		r = sim_check_init();
+		return r ? r : CUDA_ERROR_INVALID_VALUE;
+	}
+	if (ctxCreateParams && ctxCreateParams->execAffinityParams &&
+	    ctxCreateParams->numExecAffinityParams > 0) {
+		r = sim_enter(__func__);
+		return r ? r : CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+	}
+	/* CUDA in graphics (CIG) shares a D3D12/Vulkan context: no graphics here. */
+	if (ctxCreateParams && ctxCreateParams->cigParams) {
+		r = sim_enter(__func__);
+		return r ? r : CUDA_ERROR_NOT_SUPPORTED;
+	}
 	return ctx_create(__func__, pctx, flags, dev);
 }
 
@@ -768,4 +795,138 @@ SIM_API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPr
 	if (greatestPriority)
 		*greatestPriority = -5;
 	return CUDA_SUCCESS;
+}
+
+/* ---- shared memory bank size, execution affinity, L2 persistence ---- */
+
+/*
+ * Deprecated: bank sizes are fixed at 4 bytes since Volta, and the driver
+ * only validates and records the setting, as here.
+ */
+SIM_API CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!pConfig)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	*pConfig = c->shmem_config;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (config != CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE &&
+	    config != CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE &&
+	    config != CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	c->shmem_config = config;
+	return CUDA_SUCCESS;
+}
+
+/* No MPS in cusim: no execution affinity (see cuCtxCreate_v3). */
+SIM_API CUresult cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type, CUdevice dev)
+{
+	CUresult r = enter_device(__func__, dev);
+
+	if (r)
+		return r;
+	if (!pi || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pi = 0;
+	return CUDA_SUCCESS;
+}
+
+/* A context without affinity has every SM of its device. */
+SIM_API CUresult cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexecAffinityType type)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!pExecAffinity || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	pExecAffinity->type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+	pExecAffinity->param.smCount.val = sim.shm->desc[c->device].sm_count;
+	return CUDA_SUCCESS;
+}
+
+/*
+ * Resets every persisting L2 line to normal. cusim has no L2 cache model:
+ * no line is ever persisting (access policy windows are recorded on
+ * streams only), so the state after the call is the state the driver
+ * leaves. Needs a current context, as the driver's does.
+ */
+SIM_API CUresult cuCtxResetPersistingL2Cache(void)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	return r ? r : sim_ctx_resolve(NULL, &c);
+}
+
+/* ---- profiler control (cudaProfiler.h) ---- */
+
+/*
+ * Marks the profiled region of the current context. No profiler attaches to
+ * cusim, so, as with the driver when no tool is attached, the calls change
+ * only the context's profiling state (struct sim_ctx.profiling) and
+ * succeed; starting twice or stopping when stopped is allowed, as
+ * cudaProfiler.h documents.
+ */
+SIM_API CUresult cuProfilerStart(void)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	c->profiling = true;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuProfilerStop(void)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	c->profiling = false;
+	return CUDA_SUCCESS;
+}
+
+/* cudaProfiler.h: since CUDA 12.0 this always returns CUDA_ERROR_NOT_SUPPORTED. */
+SIM_API CUresult cuProfilerInitialize(const char *configFile, const char *outputFile,
+				      CUoutput_mode outputMode)
+{
+	CUresult r = sim_enter(__func__);
+
+	(void)configFile;
+	(void)outputFile;
+	(void)outputMode;
+	return r ? r : CUDA_ERROR_NOT_SUPPORTED;
 }

@@ -164,6 +164,9 @@ uint64_t sim_exec_deps(struct sim_stream *s)
 		other = atomic_load_explicit(&x->legacy.tail, memory_order_acquire);
 	else
 		other = 0;
+	if (t < other)
+		t = other;
+	other = atomic_load_explicit(&x->floor, memory_order_acquire);
 	return t > other ? t : other;
 }
 

@@ -79,6 +79,7 @@ struct sim_ctx_exec {
 	struct sim_stream *streams;	/* created and per-thread streams */
 	_Atomic uint64_t blocking_tail;	/* max tail over blocking streams */
 	_Atomic uint64_t tail;		/* max tail over all streams */
+	_Atomic uint64_t floor;		/* cuCtxWaitEvent: no later work starts before this */
 	_Atomic int sticky;		/* a sticky error (e.g. ILLEGAL_ADDRESS), 0 if none */
 	uint64_t launch_ends[SIM_LAUNCH_QUEUE];	/* ring of recent launches' end times */
 	unsigned long long launches;

@@ -19,6 +19,8 @@
 /* Declares the legacy and per-thread-stream prototypes we also define. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+/* cuProfilerStart & co.: driver entry points declared in their own header. */
+#include <cudaProfiler.h>
 
 #include <pthread.h>
 #include <stdatomic.h>
