@@ -287,3 +287,37 @@ SIM_API CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
 		;
 	return CUDA_SUCCESS;
 }
+
+CUresult sim_event_check(CUevent h)
+{
+	return check_live((struct sim_event *)h);
+}
+
+CUresult sim_event_record_on(CUevent h, struct sim_stream *s)
+{
+	struct sim_event *e = (struct sim_event *)h;
+	uint64_t now, deps;
+	CUresult r = check_live(e);
+
+	if (r)
+		return r;
+	now = sim_now_ns();
+	deps = sim_exec_deps(s);
+	atomic_store(&e->recorded_at, now);
+	atomic_store(&e->ts, deps > now ? deps : now);
+	atomic_store(&e->host_seq, atomic_load(&s->host_seq));
+	atomic_store(&e->host_stream, s);
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_event_wait_on(CUevent h, struct sim_stream *s)
+{
+	struct sim_event *e = (struct sim_event *)h;
+	CUresult r = check_event(e);
+
+	if (r)
+		return r;
+	/* An event never recorded (ts 0) is no dependency, as for cuStreamWaitEvent. */
+	sim_exec_complete_at(s, atomic_load(&e->ts));
+	return CUDA_SUCCESS;
+}

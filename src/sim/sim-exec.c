@@ -321,8 +321,10 @@ static void *host_thread(void *arg)
 		j->fn(j->data);
 		pthread_mutex_lock(&host.lock);
 		/* A stream's jobs run in the order queued (their times never decrease). */
-		atomic_store(&j->stream->host_done, j->seq);
-		atomic_fetch_sub(&j->stream->host_pending, 1);
+		if (j->stream) {
+			atomic_store(&j->stream->host_done, j->seq);
+			atomic_fetch_sub(&j->stream->host_pending, 1);
+		}
 		free(j);
 		pthread_cond_broadcast(&host.done);
 	}
@@ -385,6 +387,30 @@ CUresult sim_exec_host_func(struct sim_stream *s, CUhostFn fn, void *data)
 	pthread_mutex_unlock(&host.lock);
 	/* Not j->when: once unlocked, the host thread may have run and freed j. */
 	sim_exec_complete_at(s, when);
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_exec_host_call(CUhostFn fn, void *data)
+{
+	struct host_job *j = calloc(1, sizeof(*j)), **pp;
+
+	if (!j)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	j->when = sim_now_ns();
+	j->fn = fn;
+	j->data = data;
+	pthread_mutex_lock(&host.lock);
+	if (host_start_locked() < 0) {
+		pthread_mutex_unlock(&host.lock);
+		free(j);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	for (pp = &host.jobs; *pp && (*pp)->when <= j->when; pp = &(*pp)->next)
+		;
+	j->next = *pp;
+	*pp = j;
+	pthread_cond_signal(&host.wake);
+	pthread_mutex_unlock(&host.lock);
 	return CUDA_SUCCESS;
 }
 

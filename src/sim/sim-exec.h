@@ -63,9 +63,13 @@ struct sim_stream {
 	_Atomic unsigned host_pending;	/* host functions queued, not yet run */
 	_Atomic unsigned long long host_seq;	/* host functions ever queued (numbers them) */
 	_Atomic unsigned long long host_done;	/* number of the last one that has run */
-	struct sim_graph *capture;	/* non-NULL while capturing (sim-graph.c) */
+	struct sim_graph *capture;	/* non-NULL while capturing (sim-graph-capture.c) */
 	CUstreamCaptureMode capture_mode;
 	unsigned long long capture_id;
+	bool capture_to_graph;		/* cuStreamBeginCaptureToGraph: the graph is the caller's */
+	CUgraphNode *capture_deps;	/* what the next captured node depends on */
+	CUgraphEdgeData *capture_edges;
+	size_t capture_ndeps, capture_cap;
 	struct sim_stream_attrs attrs;
 	_Atomic bool gated;		/* a memory wait holds back its later work */
 	struct sim_gate gate;		/* valid while gated */
@@ -166,6 +170,12 @@ CUresult sim_exec_ctx_wait(struct sim_ctx *ctx);
  */
 CUresult sim_exec_host_func(struct sim_stream *s, CUhostFn fn, void *data);
 
+/*
+ * Runs fn(data) on cusim's host-function thread as soon as it can, outside
+ * any stream (user object destructors).
+ */
+CUresult sim_exec_host_call(CUhostFn fn, void *data);
+
 /* True when the first `seq` host functions queued on s have run. */
 bool sim_exec_host_reached(struct sim_stream *s, unsigned long long seq);
 
@@ -180,6 +190,19 @@ void sim_exec_wait_host(struct sim_stream *s, unsigned long long seq);
  */
 bool sim_exec_gate_poll(struct sim_stream *s);
 void sim_exec_gate_wait(struct sim_stream *s);
+
+/*
+ * Runs (check_only: only validates) a batch of stream memory operations on
+ * s, every one checked before any runs (cuStreamBatchMemOp, graph batch
+ * memop nodes).
+ */
+CUresult sim_memop_batch(struct sim_stream *s, unsigned count, const CUstreamBatchMemOpParams *ops,
+			 bool check_only);
+
+/* Events for graph nodes (sim-event.c): a live event; record on s; make s wait for it. */
+CUresult sim_event_check(CUevent h);
+CUresult sim_event_record_on(CUevent h, struct sim_stream *s);
+CUresult sim_event_wait_on(CUevent h, struct sim_stream *s);
 
 /* In a forked child: the host-function thread is gone. */
 void sim_exec_forget_after_fork(void);

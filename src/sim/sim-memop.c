@@ -340,20 +340,16 @@ static CUresult batch_check(unsigned count, const CUstreamBatchMemOpParams *ops)
 	return CUDA_SUCCESS;
 }
 
-static CUresult batch(const char *fn, CUstream stream, unsigned count,
-		      CUstreamBatchMemOpParams *ops, unsigned flags, bool ptds)
+CUresult sim_memop_batch(struct sim_stream *s, unsigned count, const CUstreamBatchMemOpParams *ops,
+			 bool check_only)
 {
-	struct sim_stream *s;
-	CUresult r = sim_enter(fn);
+	CUresult r;
 
-	if (r)
-		return r;
-	if (count == 0 || count > BATCH_MAX || !ops || flags != 0)
+	if (count == 0 || count > BATCH_MAX || !ops)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = memop_stream(stream, ptds, &s);
-	if (r)
-		return r;
 	r = batch_check(count, ops);
+	if (r || check_only)
+		return r;
 	for (unsigned i = 0; i < count && r == CUDA_SUCCESS; i++) {
 		const CUstreamBatchMemOpParams *o = &ops[i];
 
@@ -381,6 +377,20 @@ static CUresult batch(const char *fn, CUstream stream, unsigned count,
 		}
 	}
 	return r;
+}
+
+static CUresult batch(const char *fn, CUstream stream, unsigned count,
+		      CUstreamBatchMemOpParams *ops, unsigned flags, bool ptds)
+{
+	struct sim_stream *s;
+	CUresult r = sim_enter(fn);
+
+	if (r)
+		return r;
+	if (count == 0 || count > BATCH_MAX || !ops || flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = memop_stream(stream, ptds, &s);
+	return r ? r : sim_memop_batch(s, count, ops, false);
 }
 
 SIM_API CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count,

@@ -140,8 +140,11 @@ CUresult sim_mem_free_ptr(CUdeviceptr ptr)
 {
 	struct sim_alloc *a;
 
-	/* cuda.h: cuMemFree also releases a pointer imported from another process's pool. */
-	if (sim_pool_import_free(ptr) == CUDA_SUCCESS)
+	/*
+	 * cuda.h: cuMemFree also releases a pointer imported from another
+	 * process's pool, and graph memory allocated by a graph launch.
+	 */
+	if (sim_pool_import_free(ptr) == CUDA_SUCCESS || sim_graph_mem_free(ptr) == CUDA_SUCCESS)
 		return CUDA_SUCCESS;
 	pthread_mutex_lock(&sim.lock);
 	a = sim_registry_find_locked((uintptr_t)ptr);

@@ -492,8 +492,7 @@ static CUresult free_async(const char *name, CUdeviceptr dptr, CUstream stream, 
 	if (a->kind != SIM_ALLOC_POOL) {
 		sim_pool_unlock();
 		/* Imported pool pointers are unmapped; anything else is freed as by cuMemFree. */
-		return sim_pool_import_free(dptr) == CUDA_SUCCESS ? CUDA_SUCCESS
-								  : sim_mem_free_ptr(dptr);
+		return sim_mem_free_ptr(dptr);
 	}
 	sim_registry_take_locked(a->base);
 	pool_return_locked(a, &dead);

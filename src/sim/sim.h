@@ -54,6 +54,7 @@ enum sim_alloc_kind {
 	SIM_ALLOC_HOST_REGISTERED,	/* cuMemHostRegister */
 	SIM_ALLOC_IPC,		/* cuIpcOpenMemHandle: a peer's device memory mapped here */
 	SIM_ALLOC_VMM,		/* a cuMemMap'ed range (owner = the physical handle) */
+	SIM_ALLOC_GRAPH,	/* a graph mem alloc node's address range (owner = its memory) */
 };
 
 /*
@@ -301,6 +302,13 @@ CUresult sim_ipc_map_peer(const struct sim_peer_mem *w, void **ret_map, size_t *
  * CUDA_ERROR_INVALID_VALUE when p is no such pointer.
  */
 CUresult sim_pool_import_free(CUdeviceptr p);
+
+/*
+ * Frees graph memory (a mem alloc node's allocation) starting at p outside
+ * its graph (cuMemFree, cuMemFreeAsync): CUDA_ERROR_INVALID_VALUE when p is
+ * no such allocation, allocated now (sim-graph-exec.c).
+ */
+CUresult sim_graph_mem_free(CUdeviceptr p);
 
 /* ---- peer access (sim-peer.c) ---- */
 
