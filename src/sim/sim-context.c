@@ -131,10 +131,13 @@ static CUresult ctx_activate_locked(struct sim_ctx *c)
 
 	if (r)
 		return r;
-	r = sim_mem_charge(c->device, sim.shm->ctx_mem);
-	if (r)
+	/* A green context shares its primary context's footprint. */
+	c->charged = c->green ? 0 : sim.shm->ctx_mem;
+	r = sim_mem_charge(c->device, c->charged);
+	if (r) {
+		c->charged = 0;
 		return r;
-	c->charged = sim.shm->ctx_mem;
+	}
 	c->destroyed = false;
 	c->id = atomic_fetch_add(&sim.next_id, 1);
 	c->epoch = atomic_load(&sim_epoch);
@@ -198,6 +201,33 @@ static CUresult enter_device(const char *name, CUdevice dev)
 	return r ? r : sim_check_device(dev);
 }
 
+/* Retains dev's primary context, activating it at the first reference. Caller holds sim.lock. */
+static CUresult primary_retain_locked(CUdevice dev, struct sim_ctx **ret)
+{
+	struct sim_ctx *c = sim.primary[dev];
+	CUresult r;
+
+	if (!c) {
+		/* One structure per device for the process's life: handles stay stable. */
+		c = ctx_alloc_locked();
+		if (!c)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		c->device = sim_dev_index(dev);
+		c->ordinal = dev;
+		c->primary = true;
+		sim.primary[dev] = c;
+	}
+	if (sim.primary_refs[dev] == 0) {
+		c->flags = sim.primary_flags[dev];
+		r = ctx_activate_locked(c);
+		if (r)
+			return r;
+	}
+	sim.primary_refs[dev]++;
+	*ret = c;
+	return CUDA_SUCCESS;
+}
+
 SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
 	CUresult r = enter_device(__func__, dev);
@@ -208,31 +238,11 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	if (!pctx)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&sim.lock);
-	c = sim.primary[dev];
-	if (!c) {
-		/* One structure per device for the process's life: handles stay stable. */
-		c = ctx_alloc_locked();
-		if (!c) {
-			pthread_mutex_unlock(&sim.lock);
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		}
-		c->device = sim_dev_index(dev);
-		c->ordinal = dev;
-		c->primary = true;
-		sim.primary[dev] = c;
-	}
-	if (sim.primary_refs[dev] == 0) {
-		c->flags = sim.primary_flags[dev];
-		r = ctx_activate_locked(c);
-		if (r) {
-			pthread_mutex_unlock(&sim.lock);
-			return r;
-		}
-	}
-	sim.primary_refs[dev]++;
+	r = primary_retain_locked(dev, &c);
 	pthread_mutex_unlock(&sim.lock);
-	*pctx = (CUcontext)c;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*pctx = (CUcontext)c;
+	return r;
 }
 
 static CUresult primary_release(const char *name, CUdevice dev, bool reset)
@@ -929,4 +939,49 @@ SIM_API CUresult cuProfilerInitialize(const char *configFile, const char *output
 	(void)outputFile;
 	(void)outputMode;
 	return r ? r : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- green contexts (the API is in sim-green.c) ---- */
+
+CUresult sim_ctx_green_create(CUdevice ordinal, unsigned sm_count, void *green,
+			      struct sim_ctx **ret)
+{
+	struct sim_ctx *p, *c;
+	CUresult r;
+
+	pthread_mutex_lock(&sim.lock);
+	r = primary_retain_locked(ordinal, &p);
+	if (r) {
+		pthread_mutex_unlock(&sim.lock);
+		return r;
+	}
+	c = ctx_alloc_locked();
+	if (!c) {
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		c->device = sim_dev_index(ordinal);
+		c->ordinal = ordinal;
+		c->flags = p->flags;
+		c->usage = 1;
+		c->green = green;
+		c->sm_limit = sm_count;
+		r = ctx_activate_locked(c);
+	}
+	if (r && --sim.primary_refs[ordinal] == 0)
+		ctx_deactivate_locked(p);
+	pthread_mutex_unlock(&sim.lock);
+	if (r == CUDA_SUCCESS)
+		*ret = c;
+	return r;
+}
+
+void sim_ctx_green_destroy(struct sim_ctx *c)
+{
+	pthread_mutex_lock(&sim.lock);
+	if (sim_ctx_valid(c))
+		ctx_deactivate_locked(c);
+	if (sim.primary_refs[c->ordinal] && --sim.primary_refs[c->ordinal] == 0)
+		ctx_deactivate_locked(sim.primary[c->ordinal]);
+	pthread_mutex_unlock(&sim.lock);
+	tls_remove(c);
 }

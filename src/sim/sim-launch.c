@@ -72,7 +72,7 @@ uint64_t sim_launch_duration(const struct sim_launch *l, int dev)
 {
 	const struct sim_device_desc *d = &sim.shm->desc[dev];
 	const struct sim_model *m = sim_config_model(d);
-	uint64_t threads, blocks, per_sm, waves;
+	uint64_t threads, blocks, per_sm, waves, sms;
 
 	switch (sim_function_builtin(l->f)) {
 	case SIM_BUILTIN_SPIN:
@@ -92,7 +92,9 @@ uint64_t sim_launch_duration(const struct sim_launch *l, int dev)
 		per_sm = (uint64_t)m->max_blocks_per_sm;
 	if (per_sm == 0)
 		per_sm = 1;
-	waves = (blocks + per_sm * d->sm_count - 1) / (per_sm * d->sm_count);
+	/* A green context's kernels run on its SMs only. */
+	sms = sim_function_ctx(l->f)->sm_limit ? sim_function_ctx(l->f)->sm_limit : d->sm_count;
+	waves = (blocks + per_sm * sms - 1) / (per_sm * sms);
 	return waves * wave_ns;
 }
 
@@ -151,6 +153,8 @@ CUresult sim_launch_run(struct sim_stream *s, const struct sim_launch *l)
 		/* As a faulting kernel: the launch succeeded, the context is now broken. */
 		int zero = 0;
 		atomic_compare_exchange_strong(&x->sticky, &zero, CUDA_ERROR_ILLEGAL_ADDRESS);
+		sim_log(CU_LOG_LEVEL_ERROR, "kernel %s: illegal address: the context is unusable",
+			l->f->desc->name);
 	}
 	/* The slot first: residency decided before waiting could be evicted meanwhile. */
 	slot = sim_exec_kernel_slot(s);

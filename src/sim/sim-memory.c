@@ -43,6 +43,9 @@ static CUresult alloc_device(const char *name, CUdeviceptr *dptr, size_t bytes,
 		return r;
 	/* Managed memory is charged while resident, by the residency model (sim-um.c). */
 	r = sim_vram_alloc(c->device, bytes, kind != SIM_ALLOC_MANAGED, &a);
+	if (r == CUDA_ERROR_OUT_OF_MEMORY)
+		sim_log(CU_LOG_LEVEL_ERROR, "%s: out of memory: %zu bytes requested on device %d",
+			name, bytes, c->ordinal);
 	if (r)
 		return r;
 	if (kind == SIM_ALLOC_MANAGED)

@@ -824,6 +824,8 @@ static CUresult module_load(const struct sim_image_src *src, const struct sim_ji
 		else
 			*ret = (CUmodule)m;
 	}
+	if (r && err[0])
+		sim_log(CU_LOG_LEVEL_ERROR, "module load failed: %s", err);
 	if (jit)
 		sim_jit_report(jit, r, err);
 	return r;

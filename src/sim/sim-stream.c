@@ -322,21 +322,32 @@ static CUresult resolve(const char *name, CUstream h, bool ptds, struct sim_stre
 	return r ? r : sim_exec_stream(h, ptds, ret);
 }
 
-/* The stream's context; and its green context, which cusim does not model (NULL). */
+/*
+ * The stream's context. The CUDA 12.5 form also names its green context:
+ * then the context is the device's primary context (cuda.h).
+ */
 static CUresult get_ctx(const char *name, CUstream h, bool ptds, CUcontext *pctx,
 			CUgreenCtx *pgreen, bool green_form)
 {
 	struct sim_stream *s;
 	CUresult r = resolve(name, h, ptds, &s);
+	struct sim_ctx *c;
 
 	if (r)
 		return r;
 	if (green_form ? (!pctx && !pgreen) : !pctx)
 		return CUDA_ERROR_INVALID_VALUE;
+	c = s->ctx;
+	if (green_form && c->green) {
+		/* cuda.h: the per-thread stream of a green context is no stream of it. */
+		if (h == CU_STREAM_PER_THREAD)
+			return CUDA_ERROR_INVALID_HANDLE;
+		c = sim.primary[c->ordinal];
+	}
 	if (pctx)
-		*pctx = (CUcontext)s->ctx;
+		*pctx = (CUcontext)c;
 	if (pgreen)
-		*pgreen = NULL;
+		*pgreen = (CUgreenCtx)s->ctx->green;
 	return CUDA_SUCCESS;
 }
 

@@ -107,6 +107,8 @@ struct sim_ctx {
 	void *exec;			/* execution state (streams), owned by sim-exec */
 	unsigned usage;			/* created: cuCtxCreate 1, cuCtxAttach +1, cuCtxDetach -1 */
 	bool profiling;			/* between cuProfilerStart and cuProfilerStop */
+	unsigned sm_limit;		/* a green context's SMs; 0: every SM of the device */
+	void *green;			/* the green context it stands for (sim-green.c), or NULL */
 	unsigned npeers;		/* peer access enabled to peers[0..npeers) (sim.lock) */
 	struct sim_ctx_peer peers[SIM_CTX_MAX_PEERS];
 };
@@ -165,6 +167,17 @@ struct sim_ctx *sim_ctx_current(void);
  * current one. CUDA_ERROR_INVALID_CONTEXT when there is none or it was destroyed.
  */
 CUresult sim_ctx_resolve(CUcontext ctx, struct sim_ctx **ret);
+
+/*
+ * Green contexts (sim-green.c): a context on CUDA ordinal `ordinal` limited
+ * to sm_count SMs, standing for `green`. It retains the device's primary
+ * context (cuda.h) and shares its footprint: it charges no memory of its
+ * own. sim_ctx_green_destroy frees its allocations and releases the
+ * primary context.
+ */
+CUresult sim_ctx_green_create(CUdevice ordinal, unsigned sm_count, void *green,
+			      struct sim_ctx **ret);
+void sim_ctx_green_destroy(struct sim_ctx *c);
 
 /* Validates a context handle supplied by the caller. */
 bool sim_ctx_valid(const struct sim_ctx *ctx);
@@ -319,6 +332,16 @@ CUresult sim_graph_mem_free(CUdeviceptr p);
  * CUDA_ERROR_INVALID_VALUE otherwise. Takes sim.lock.
  */
 CUresult sim_peer_check_range(struct sim_ctx *c, uintptr_t p, size_t len);
+
+/* ---- the error log (sim-logs.c) ---- */
+
+/*
+ * Adds a message to the driver's error log (cuLogsDumpToMemory & co.) and
+ * calls the registered callbacks. For failures an error code explains
+ * badly: why an image did not load, an allocation that did not fit, a
+ * faulting kernel. Takes the log's lock only; call with no other lock held.
+ */
+void sim_log(CUlogLevel level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- misc ---- */
 
