@@ -3,7 +3,7 @@
 # and fast (one dpkg-query) when everything is present.
 set -eu
 
-PKGS="meson ninja-build pkg-config python3 gcc clang libcmocka-dev libcjson-dev libmicrohttpd-dev libinih-dev libsmartcols-dev libcurl4-openssl-dev prometheus"
+PKGS="meson ninja-build pkg-config python3 gcc clang libcmocka-dev libcjson-dev libmicrohttpd-dev libinih-dev libsmartcols-dev libcurl4-openssl-dev prometheus libgl-dev libegl-dev libvdpau-dev"
 
 missing=""
 for p in $PKGS; do
