@@ -1,9 +1,17 @@
 #!/bin/sh
 # Installs the Debian packages the build and the tests need. Idempotent: silent
 # and fast (one dpkg-query) when everything is present.
+#
+# usage: deps.sh [compat]
+# With "compat", also the third-party programs of the compatibility suite
+# (make compat, tests/compat: docs/compat.md).
 set -eu
 
 PKGS="meson ninja-build pkg-config python3 gcc clang libcmocka-dev libcjson-dev libmicrohttpd-dev libinih-dev libsmartcols-dev libcurl4-openssl-dev prometheus libgl-dev libegl-dev libvdpau-dev"
+COMPAT_PKGS="python3-numba ffmpeg hashcat"
+if [ "${1:-}" = compat ]; then
+	PKGS="$PKGS $COMPAT_PKGS"
+fi
 
 missing=""
 for p in $PKGS; do
