@@ -3,13 +3,18 @@ BUILD ?= build
 PREFIX ?= /usr/local
 MESON_OPTS ?=
 
-.PHONY: all deps setup test compat demo bench install clean fuzz
+.PHONY: all deps deps-fuzz setup test compat demo bench install clean fuzz fresh-check
 
 all: setup
 	ninja -C $(BUILD)
 
+# Debian packages by group (scripts/deps.sh): what the build and the tests need,
+# what `make fuzz` adds.
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh build
+
+deps-fuzz:
+	@scripts/deps.sh build fuzz
 
 setup: deps
 	@test -f $(BUILD)/build.ninja || meson setup $(BUILD) --werror $(MESON_OPTS)
@@ -45,8 +50,8 @@ FUZZ_CC ?= clang
 FUZZ_CFLAGS := -std=c17 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Wshadow -Wvla \
 	-fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined \
-	-Iinclude -Isrc/common -Isrc/group -Isrc/ipc -Isrc/preload -Isrc/daemon
-FUZZ_TARGETS := ipc size limits config policy
+	-Iinclude -Isrc/common -Isrc/group -Isrc/ipc -Isrc/preload -Isrc/daemon -Isrc/k8s
+FUZZ_TARGETS := ipc size limits config policy claim
 # Sources per target. src/group and src/common are libc-only libraries, linked whole.
 FUZZ_SRC_ipc := fuzz/fuzz-ipc.c src/ipc/cs-ipc.c $(wildcard src/group/*.c src/common/*.c)
 FUZZ_SRC_size := fuzz/fuzz-size.c src/common/cs-size.c
@@ -56,6 +61,8 @@ FUZZ_LIBS_config := -linih
 FUZZ_SRC_policy := fuzz/fuzz-policy.c src/daemon/cd-policy.c src/daemon/cd-config.c \
 	src/preload/cs-limits.c $(wildcard src/common/*.c)
 FUZZ_LIBS_policy := -lcjson -linih -lm
+FUZZ_SRC_claim := fuzz/fuzz-claim.c src/k8s/dra-claim.c src/k8s/k8s-quantity.c $(FUZZ_SRC_policy:fuzz/fuzz-policy.c=)
+FUZZ_LIBS_claim := $(FUZZ_LIBS_policy)
 # Longest input per target: a few IPC messages; a long limit list; a config file; a
 # policy body (the API takes up to 64 KiB, but the fields fit in far less).
 FUZZ_MAX_LEN_ipc := 4096
@@ -63,15 +70,23 @@ FUZZ_MAX_LEN_size := 64
 FUZZ_MAX_LEN_limits := 2048
 FUZZ_MAX_LEN_config := 4096
 FUZZ_MAX_LEN_policy := 8192
+FUZZ_MAX_LEN_claim := 8192
 
-fuzz: deps $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
+fuzz: deps-fuzz $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
 	@fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) \
 		$(foreach t,$(FUZZ_TARGETS),$(t):$(FUZZ_MAX_LEN_$(t)))
 
 .SECONDEXPANSION:
-$(FUZZ_BUILD)/fuzz-%: $$(FUZZ_SRC_$$*) $(wildcard src/*/*.h)
+$(FUZZ_BUILD)/fuzz-%: $$(FUZZ_SRC_$$*) $(wildcard src/*/*.h) | deps-fuzz
 	@mkdir -p $(FUZZ_BUILD)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRC_$*) $(FUZZ_LIBS_$*)
+
+# The README's two commands (make test, make demo), run as root in a fresh
+# minimal Debian 12 root made by debootstrap, from a clean clone of HEAD under
+# /root (mode 0700), the CUDA toolkit bind-mounted. Skipped with a message
+# where debootstrap cannot run. Cache: .cache/fresh (rm -r it to start over).
+fresh-check:
+	@scripts/fresh-check.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-install $(FUZZ_BUILD)

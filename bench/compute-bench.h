@@ -1,14 +1,19 @@
 /*
  * compute-bench: how accurately libcuslice's compute limits hold a group's
- * share of device time (issue 5). The pieces:
+ * share of device time (issues 5 and 18). The pieces:
  *
- *   compute-bench.c   the configurations, running them (several at a time),
- *                     the table with PASS/MISS against the issue's goals;
+ *   compute-bench.c   the driver: running the configurations (several at a
+ *                     time), the machine, the one group / two group / burst
+ *                     / limit change tables of issue 5;
+ *   compute-shared.c  the configurations and tables of issue 18: two and
+ *                     three saturating groups (with a bare cusim twin each),
+ *                     groups arriving and leaving, NVML sampling at 167 ms;
  *   compute-run.c     one configuration, in a process of its own: a private
  *                     cusim instance, cs-spin workers under libcuslice, the
- *                     device time of each group measured through NVML;
+ *                     device time of each group measured three ways (NVML
+ *                     polled, the device timeline, the workers' own reports);
  *   compute-series.c  what is computed from the measured time series
- *                     (shares over windows, settling times).
+ *                     (shares over windows, settling times, distributions).
  */
 #ifndef COMPUTE_BENCH_H
 #define COMPUTE_BENCH_H
@@ -20,9 +25,11 @@
 #define CB_BUCKET_NS 10000000ull
 /* Longest run a series holds: 20.48 s of buckets. */
 #define CB_MAX_BUCKETS 2048u
-#define CB_MAX_GROUPS 2u
+#define CB_MAX_GROUPS 3u
 #define CB_MAX_PROCS 4u		/* worker processes per group */
 #define CB_MAX_CHANGES 4u
+#define CB_MAX_EVENTS 2u	/* CB_JOIN: a group arrives, another leaves */
+#define CB_MAX_KERNELS 8u	/* kernel lengths whose cost is measured */
 
 /* What a configuration measures, and so which figures its result holds. */
 enum cb_kind {
@@ -30,6 +37,8 @@ enum cb_kind {
 	CB_PAIR,	/* two groups with hard limits: their shares and ratio */
 	CB_BURST,	/* a burst group alone, then a second, unlimited group starts */
 	CB_CHANGE,	/* one group whose core_limit is rewritten in its region at run time */
+	CB_SHARED,	/* two or three saturating groups, limits adding up to at most 100 % */
+	CB_JOIN,	/* groups arriving and leaving while others run */
 };
 
 /* One group of a configuration: its workers are cs-spin processes sharing CUSLICE_GROUP. */
@@ -39,6 +48,9 @@ struct cb_group {
 	unsigned procs;		/* worker processes, 1..CB_MAX_PROCS */
 	unsigned kernel_us;	/* cs-spin --kernel-us */
 	unsigned start_ms;	/* when its workers get the start signal, after the run's start */
+	unsigned stop_ms;	/* 0: it runs to the end; else its workers are killed then */
+	unsigned grid;		/* cs-spin --grid; 0: 1 */
+	unsigned sync_every;	/* cs-spin --sync-every; 0: 4 */
 };
 
 /* A run-time change of group 0's core_limit (CB_CHANGE). */
@@ -49,7 +61,9 @@ struct cb_change {
 
 struct cb_config {
 	enum cb_kind kind;
-	char name[48];
+	char name[64];
+	bool bare;		/* the workers run without libcuslice (cusim alone) */
+	unsigned util_sample_ms;	/* CUSIM_UTIL_SAMPLE_MS of its instance; 0: cusim's default */
 	unsigned ngroups;
 	struct cb_group g[CB_MAX_GROUPS];
 	unsigned nchanges;
@@ -63,6 +77,12 @@ struct cb_settle {
 	int stay_ms;	/* end of the first window from which on every window is inside; -1 none */
 };
 
+/* A distribution of |window share - limit| (percentage points). */
+struct cb_dist {
+	double p50, p95, max;
+	unsigned n;		/* windows */
+};
+
 /* What one configuration's run measured. Times in ms, shares in percent of device time. */
 struct cb_result {
 	int status;			/* 0: measured; otherwise error says why not */
@@ -74,12 +94,23 @@ struct cb_result {
 	struct cb_settle recover[2];	/* CB_BURST: A <= cap + 2 pp, 50 / 20 ms windows */
 	double after_share;		/* CB_BURST: group 0 once the second has run 500 ms */
 	struct cb_settle change[CB_MAX_CHANGES];	/* CB_CHANGE: settling after each change */
+	/* CB_SHARED, CB_JOIN: from WINDOWS_FROM_MS after a group's start to its end */
+	double share_nvml[CB_MAX_GROUPS];	/* NVML's samples, polled */
+	double share_client[CB_MAX_GROUPS];	/* the workers' reports x a kernel's cost */
+	double share_line[CB_MAX_GROUPS];	/* cusim's device timeline */
+	struct cb_dist win[CB_MAX_GROUPS];	/* 100 ms windows sliding by 10 ms, timeline */
+	double busy_pct;		/* the device's busy time over the span common to all groups */
+	/* CB_JOIN: per event and group, ms from the event to the start of the first
+	   100 ms window from which on their p95 error is no worse than the goal or the
+	   group's own from 500 ms after the event, + 0.5 pp; -1 never, -2 not there */
+	int absorb_ms[CB_MAX_EVENTS][CB_MAX_GROUPS];
 	/* Diagnostics. */
 	double ctl_busy_ms[CB_MAX_GROUPS];	/* device time the group's controller measured */
 	double throttled_ms[CB_MAX_GROUPS];	/* time the group's launches waited at the gate */
 	unsigned polls;			/* NVML queries that returned samples or NOT_FOUND */
 	unsigned merged;		/* samples that covered more than one bucket */
 	unsigned max_gap_ms;		/* longest sample window */
+	unsigned reports;		/* progress lines read from the workers */
 	double seconds;			/* wall time of the whole run, setup included */
 };
 
@@ -89,7 +120,14 @@ struct cb_env {
 	const char *preload;	/* libcuslice.so */
 	const char *dir;	/* private directory for instances and group regions */
 	bool verbose;		/* print each worker's command line */
+	/* a kernel's device time (cs-spin --cost, bare cusim) per kernel length */
+	unsigned nkernels;
+	unsigned kernel_us[CB_MAX_KERNELS];
+	double cost_us[CB_MAX_KERNELS];
 };
+
+/* env's measured cost of a kernel_us kernel, or kernel_us when it was not measured. */
+double cb_kernel_cost_us(const struct cb_env *env, unsigned kernel_us);
 
 /*
  * Runs configuration c (the index-th of the driver, which names its
@@ -141,5 +179,32 @@ void cb_series_settle(const struct cb_series *s, unsigned g, uint64_t event_ns, 
  */
 double cb_series_spread(const struct cb_series *s, unsigned g, unsigned from, unsigned to,
 			unsigned win, double target);
+
+/* The same windows' |share - target|: median, 95th percentile, largest. */
+struct cb_dist cb_series_dist(const struct cb_series *s, unsigned g, unsigned from, unsigned to,
+			      unsigned win, double target);
+
+/*
+ * Absorption of the event at mono time event_ns by group g: ms from the
+ * event to the start of the first window of `win` buckets (sliding by one,
+ * starting at or after the event's bucket, ending by bucket `horizon`) from
+ * which on the windows' |share - target| has a 95th percentile of at most
+ * p95 (at least 10 windows). 0: the windows from the event on already
+ * have; -1: none qualifies.
+ */
+int cb_series_absorb(const struct cb_series *s, unsigned g, uint64_t event_ns, unsigned horizon,
+		     unsigned win, double target, double p95);
+
+/* ==== compute-shared.c: issue 18's configurations and tables ==== */
+
+/* Adds the configurations (add returns a zeroed one of the kind and length). */
+void cb_shared_configs(struct cb_config *(*add)(enum cb_kind kind, unsigned duration_ms));
+
+/*
+ * Prints the tables of configurations [0, n) of kinds CB_SHARED and CB_JOIN
+ * that were selected. Returns how many failed.
+ */
+unsigned cb_shared_report(const struct cb_config *cfg, const struct cb_result *res,
+			  const bool *selected, unsigned n);
 
 #endif

@@ -82,3 +82,48 @@ double cb_series_spread(const struct cb_series *s, unsigned g, unsigned from, un
 	qsort(dev, n, sizeof(dev[0]), cmp_double);
 	return dev[(n * 95 + 99) / 100 - 1];
 }
+
+struct cb_dist cb_series_dist(const struct cb_series *s, unsigned g, unsigned from, unsigned to,
+			      unsigned win, double target)
+{
+	static double dev[CB_MAX_BUCKETS];
+	struct cb_dist d = {0};
+	unsigned n = 0;
+
+	for (unsigned w = from; w + win <= to && w + win <= s->n; w++)
+		dev[n++] = fabs(cb_series_share(s, g, w, w + win) - target);
+	if (n == 0)
+		return d;
+	qsort(dev, n, sizeof(dev[0]), cmp_double);
+	d.p50 = dev[(n * 50 + 99) / 100 - 1];
+	d.p95 = dev[(n * 95 + 99) / 100 - 1];
+	d.max = dev[n - 1];
+	d.n = n;
+	return d;
+}
+
+int cb_series_absorb(const struct cb_series *s, unsigned g, uint64_t event_ns, unsigned horizon,
+		     unsigned win, double target, double p95)
+{
+	static double dev[CB_MAX_BUCKETS];
+	unsigned first = cb_series_bucket_at(s, event_ns);
+
+	if (horizon > s->n)
+		horizon = s->n;
+	for (unsigned from = first; from + win <= horizon; from++) {
+		unsigned n = 0;
+
+		for (unsigned w = from; w + win <= horizon; w++)
+			dev[n++] = fabs(cb_series_share(s, g, w, w + win) - target);
+		/* At least 10 windows to judge by. */
+		if (n < 10)
+			break;
+		qsort(dev, n, sizeof(dev[0]), cmp_double);
+		/* Shares are sums of ns: a window exactly at the goal is at it. */
+		if (dev[(n * 95 + 99) / 100 - 1] <= p95 + 0.05)
+			return from == first ? 0
+					     : (int)(((s->k0 + from) * CB_BUCKET_NS - event_ns + 500000) /
+						     1000000);
+	}
+	return -1;
+}

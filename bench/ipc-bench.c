@@ -24,6 +24,11 @@
  *                            per process, what libcuslice sends when only
  *                            CUSLICE_MEM_LIMIT is set).
  *
+ * The daemon's memory is read from /proc/PID/status (VmRSS, RssShmem: the
+ * pages of the group regions it has touched) with its descriptors, before
+ * and while N_REG processes are registered, each in a group of its own
+ * (each group has its sealed region while it has a process).
+ *
  * Wall time throughout: the figures are latencies as a client sees them,
  * scheduling included. Besides, the daemon's own CPU time (all threads,
  * /proc/PID/task/TID/schedstat) per round trip and per registration. The targets of issue 6 are printed with PASS/MISS;
@@ -145,6 +150,36 @@ static uint64_t daemon_cpu_ns(void)
 	if (dir)
 		closedir(dir);
 	return sum;
+}
+
+/* The daemon's resident memory, its shared part (regions), in KiB, and its descriptors. */
+struct mem_figures {
+	unsigned long rss_kib, shmem_kib, fds;
+};
+
+static struct mem_figures daemon_mem(void)
+{
+	struct mem_figures m = {0};
+	char path[64], line[256];
+	struct dirent *e;
+	DIR *dir;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)daemon_.pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		sscanf(line, "VmRSS: %lu", &m.rss_kib);
+		sscanf(line, "RssShmem: %lu", &m.shmem_kib);
+	}
+	if (f)
+		fclose(f);
+	snprintf(path, sizeof(path), "/proc/%ld/fd", (long)daemon_.pid);
+	dir = opendir(path);
+	while (dir && (e = readdir(dir)))
+		m.fds += e->d_name[0] != '.';
+	if (dir)
+		closedir(dir);
+	return m;
 }
 
 /* Shared, zeroed memory that forked children write their figures into. */
@@ -370,6 +405,56 @@ static struct reg_result bench_registrations(const char *group)
 	return r;
 }
 
+/*
+ * N_REG processes registered at once, each in its own pid-<pid> group,
+ * holding their registrations: the daemon's memory then, with mem0 before.
+ */
+static struct mem_figures bench_memory(void)
+{
+	static pid_t pids[N_REG];
+	struct mem_figures m;
+	int up[2], release[2];
+	char b;
+
+	if (pipe2(up, O_CLOEXEC) != 0 || pipe2(release, O_CLOEXEC) != 0)
+		die(-errno, "pipe");
+	fflush(NULL);
+	for (unsigned i = 0; i < N_REG; i++) {
+		pids[i] = fork();
+		if (pids[i] < 0)
+			die(-errno, "fork");
+		if (pids[i] == 0) {
+			struct cs_ipc_msg reply;
+			int fd;
+
+			in_child = true;
+			close(up[0]);
+			close(release[1]);
+			fd = ipc_connect(daemon_.socket, TIMEOUT_MS);
+			b = fd >= 0 && ipc_register(fd, "", NULL, &reply) == 0 &&
+					    reply.h.type == CS_IPC_REGISTERED
+				? 'r'
+				: 'x';
+			(void)!write(up[1], &b, 1);
+			(void)!read(release[0], &b, 1);
+			_exit(0);
+		}
+	}
+	close(up[1]);
+	close(release[0]);
+	for (unsigned i = 0; i < N_REG; i++)
+		if (read(up[0], &b, 1) != 1 || b != 'r')
+			die(0, "a registration failed");
+	m = daemon_mem();
+	close(release[1]);
+	close(up[0]);
+	for (unsigned i = 0; i < N_REG; i++)
+		waitpid(pids[i], NULL, 0);
+	if (!ipc_daemon_alive(&daemon_))
+		die(0, "cusliced died");
+	return m;
+}
+
 static int cmp_reg(const void *a, const void *b)
 {
 	double x = ((const struct reg_result *)a)->total_ms;
@@ -449,6 +534,7 @@ static void bench_daemon(const char *exe)
 	struct reg_result shared_group, own_group;
 	double worst_shared, worst_own, cpu_shared, cpu_own, cpu_rt;
 	struct rt_result one, many;
+	struct mem_figures mem0, mem1;
 	uint64_t cpu0;
 	int status, e;
 
@@ -457,12 +543,14 @@ static void bench_daemon(const char *exe)
 		die(e, "cannot start cusliced %s", exe);
 	printf("daemon: %s (pid %ld)\n\n", exe, (long)daemon_.pid);
 
+	mem0 = daemon_mem();
 	cpu0 = daemon_cpu_ns();
 	one = bench_one_client();
 	cpu_rt = (double)(daemon_cpu_ns() - cpu0) / 1e3 / (N_RT + N_WARM + 1);
 	many = bench_clients(N_CLIENTS, RT_PER_CLIENT);
 	shared_group = bench_reg_reps("bench-reg", &worst_shared, &cpu_shared);
 	own_group = bench_reg_reps(NULL, &worst_own, &cpu_own);
+	mem1 = bench_memory();
 
 	printf("| figure | measured | goal | peers | |\n");
 	printf("|---|---:|---:|---:|---|\n");
@@ -492,6 +580,15 @@ static void bench_daemon(const char *exe)
 	printf("| — per process, connect to REGISTERED: median / p99 | %.2f / %.2f ms | | | |\n",
 	       own_group.median_ms, own_group.p99_ms);
 	printf("| — daemon CPU per registration (and its end) | %.1f µs | | | |\n", cpu_own);
+	printf("| daemon memory at start: RSS / of it regions / descriptors | %lu / %lu KiB / %lu "
+	       "| | | |\n",
+	       mem0.rss_kib, mem0.shmem_kib, mem0.fds);
+	printf("| daemon memory, %u processes registered in %u groups: RSS / of it regions / "
+	       "descriptors | %lu / %lu KiB / %lu | | | |\n",
+	       N_REG, N_REG, mem1.rss_kib, mem1.shmem_kib, mem1.fds);
+	printf("| — per registered process and its group | %.1f KiB, %.2f descriptors | | | |\n",
+	       (double)(mem1.rss_kib - mem0.rss_kib) / N_REG,
+	       (double)(mem1.fds - mem0.fds) / N_REG);
 	printf("\n(forking the %u processes, before the release: %.0f ms; not counted)\n\n", N_REG,
 	       shared_group.fork_ms);
 

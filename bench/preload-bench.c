@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "bench-host.h"
+#include "preload-instr.h"
 
 #define CHILD_REPS 5
 #define PROC_REPS 7
@@ -75,8 +76,14 @@
 #define TARGET_PAIR_NS 100.0
 /* Issue 5's: a launch in a group with a compute limit and budget left. */
 #define TARGET_LAUNCH_CORE_NS 20.0
-/* The compute limit of that group: never reached, so the gate stays open. */
+/* The compute limit of that group: the whole device, so the gate stays open. */
 #define CORE_LIMIT "100"
+/*
+ * A limit the launches are paced by (each takes its cost from the group's
+ * credit, issue 18) but never reach: the timed batches use less of the
+ * device than that.
+ */
+#define CORE_LIMIT_PACED "95"
 
 static const char *prog = "preload-bench";
 
@@ -504,6 +511,7 @@ static const struct run runs[] = {
 	{{"meminfo"}, NULL},
 	{{"launch"}, CORE_LIMIT},
 	{{"launch-mt"}, CORE_LIMIT},
+	{{"launch-mt"}, CORE_LIMIT_PACED},
 };
 
 enum { RUN_COUNT = sizeof(runs) / sizeof(runs[0]) };
@@ -526,6 +534,7 @@ enum row_id {
 	ROW_MEMINFO,
 	ROW_LAUNCH_CORE,
 	ROW_LAUNCH_CORE_MT,
+	ROW_LAUNCH_PACED_MT,
 	ROW_COUNT
 };
 
@@ -540,6 +549,7 @@ static const struct row rows[ROW_COUNT] = {
 	[ROW_MEMINFO] = {"cuMemGetInfo_v2", 6, 0},
 	[ROW_LAUNCH_CORE] = {"cuLaunchKernel, group with CUSLICE_CORE_LIMIT=" CORE_LIMIT, 7, 0},
 	[ROW_LAUNCH_CORE_MT] = {"  the same, both processes multi-threaded", 8, 0},
+	[ROW_LAUNCH_PACED_MT] = {"  CUSLICE_CORE_LIMIT=" CORE_LIMIT_PACED " (paced), multi-threaded", 9, 0},
 };
 
 struct driver {
@@ -592,7 +602,7 @@ static void set(const char *name, const char *value)
  * libcuslice a fresh group with a limit. The driver is single-threaded, so
  * it edits its own environment and the child inherits it.
  */
-static void child_env(unsigned run, enum config cfg)
+void pb_child_env(const char *dir, const char *preload, bool cuslice, const char *core_limit)
 {
 	static const char *const cuslice_vars[] = {
 		"LD_PRELOAD", "CUSLICE_GROUP", "CUSLICE_MEM_LIMIT", "CUSLICE_SHM_DIR",
@@ -600,25 +610,30 @@ static void child_env(unsigned run, enum config cfg)
 	};
 	char name[64];
 
-	snprintf(name, sizeof(name), "preload-bench-%ld-%u", (long)getpid(), drv.seq);
+	snprintf(name, sizeof(name), "preload-bench-%ld-%u", (long)getpid(), drv.seq++);
 	set("CUSIM_INSTANCE", name);
-	set("CUSIM_SHM_DIR", drv.dir);
+	set("CUSIM_SHM_DIR", dir);
 	set("CUSIM_GPUS", SIM_GPUS);
 	set("CUSIM_CTX_MEM", CTX_MEM);
 	unsetenv("CUSIM_FAULTS");
 	unsetenv("CUDA_VISIBLE_DEVICES");
 	for (size_t i = 0; i < sizeof(cuslice_vars) / sizeof(cuslice_vars[0]); i++)
 		unsetenv(cuslice_vars[i]);
-	if (cfg == CFG_CUSLICE) {
-		set("LD_PRELOAD", drv.preload);
+	if (cuslice) {
+		set("LD_PRELOAD", preload);
 		set("CUSLICE_GROUP", name);
 		set("CUSLICE_MEM_LIMIT", GROUP_LIMIT);
-		set("CUSLICE_SHM_DIR", drv.dir);
+		set("CUSLICE_SHM_DIR", dir);
 		/* Exact accounting without asking NVML for the context's footprint. */
 		set("CUSLICE_CTX_MEM", CTX_MEM);
-		if (runs[run].core_limit)
-			set("CUSLICE_CORE_LIMIT", runs[run].core_limit);
+		if (core_limit)
+			set("CUSLICE_CORE_LIMIT", core_limit);
 	}
+}
+
+static void child_env(unsigned run, enum config cfg)
+{
+	pb_child_env(drv.dir, drv.preload, cfg == CFG_CUSLICE, runs[run].core_limit);
 }
 
 /* Prints the child's command line with the environment that matters, for running it by hand. */
@@ -687,7 +702,6 @@ static void run_child(unsigned run, enum config cfg, unsigned rep)
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	sweep_dir();
-	drv.seq++;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
 	    sscanf(out, "result %lf %lf total=%llu interposed=%d ctl=%d", &v[0], &v[1], &total,
 		   &inter, &ctl) != 5) {
@@ -768,10 +782,12 @@ static void report(double secs)
 	printf("libcuslice interposer overhead vs bare cusim, %s\n", date);
 	printf("machine: %ld CPU(s), %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu);
 	printf("cusim %s, %s per context; libcuslice: CUSLICE_MEM_LIMIT=%s, CUSLICE_CTX_MEM=%s,"
-	       " a fresh group per child\n(the last two rows' groups also have"
-	       " CUSLICE_CORE_LIMIT=%s: the controller runs, the gate stays open;\n"
-	       " in the last row both bare and preloaded children have an idle second thread)\n",
-	       SIM_GPUS, CTX_MEM, GROUP_LIMIT, CTX_MEM, CORE_LIMIT);
+	       " a fresh group per child\n(the last three rows' groups also have a compute limit:"
+	       " CUSLICE_CORE_LIMIT=%s, the controller runs,\n the gate stays open; =%s, every"
+	       " launch takes its cost from the group's credit, which\n it never runs out of;"
+	       " in the last two rows both bare and preloaded children have an idle\n second"
+	       " thread)\n",
+	       SIM_GPUS, CTX_MEM, GROUP_LIMIT, CTX_MEM, CORE_LIMIT, CORE_LIMIT_PACED);
 	printf("figure: median of %d child processes per configuration (bare and preloaded"
 	       " alternating),\n        each the median of %d runs of >= %llu ms (launches: %llu ms"
 	       " timed) after a warm-up run;\n        single-threaded figures are the thread's CPU"
@@ -810,11 +826,15 @@ static void report(double secs)
 	       " which slows cusim's own mutexes)\n",
 	       TARGET_LAUNCH_CORE_NS, verdict(added(ROW_LAUNCH_CORE_MT), TARGET_LAUNCH_CORE_NS),
 	       added(ROW_LAUNCH_CORE_MT), added(ROW_LAUNCH_CORE));
+	printf("  cuLaunchKernel, paced by a core limit, budget left: <= +%.0f ns  %s (%+.1f ns,"
+	       " both multi-threaded)\n",
+	       TARGET_LAUNCH_CORE_NS, verdict(added(ROW_LAUNCH_PACED_MT), TARGET_LAUNCH_CORE_NS),
+	       added(ROW_LAUNCH_PACED_MT));
 	printf("  peers, for scale: +40 ns per launch; +0.9 us per pair, growing to 25 us at"
 	       " 10k live\n");
 }
 
-static int driver_main(void)
+static int driver_main(bool instr_only)
 {
 	const char *base = getenv("CUSIM_SHM_DIR");
 	uint64_t t0 = now_ns();
@@ -845,7 +865,7 @@ static int driver_main(void)
 	}
 	atexit(remove_dir);
 
-	for (unsigned rep = 0; rep < PROC_REPS; rep++) {
+	for (unsigned rep = 0; rep < PROC_REPS && !instr_only; rep++) {
 		for (unsigned run = 0; run < RUN_COUNT; run++) {
 			/* Alternate the order: neither always runs on a warmer machine. */
 			enum config first = (rep + run) % 2 ? CFG_CUSLICE : CFG_BARE;
@@ -854,22 +874,32 @@ static int driver_main(void)
 			run_child(run, first == CFG_BARE ? CFG_CUSLICE : CFG_BARE, rep);
 		}
 	}
-	report((double)(now_ns() - t0) / 1e9);
+	if (!instr_only)
+		report((double)(now_ns() - t0) / 1e9);
+	pb_instr_report(drv.self, drv.dir, drv.preload);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
+	bool instr_only = false;
+
 	if (argc >= 2 && strcmp(argv[1], "child") == 0)
 		return child_main(argc - 2, argv + 2);
+	if (argc >= 2 && strcmp(argv[1], "instr") == 0)
+		return pb_instr_child(argc - 2, argv + 2);
 	if (argc == 2 && strcmp(argv[1], "-v") == 0) {
 		drv.verbose = true;
+	} else if (argc == 2 && strcmp(argv[1], "-i") == 0) {
+		instr_only = true;
 	} else if (argc != 1) {
 		fprintf(stderr,
 			"usage: %s [-v]          (every figure, bare and under $CS_PRELOAD)\n"
-			"       %s child MODE...  (one figure in this process; see '%s child')\n",
-			prog, prog, prog);
+			"       %s -i            (only the instruction counts, under callgrind)\n"
+			"       %s child MODE...  (one figure in this process; see '%s child')\n"
+			"       %s instr OP N     (N calls of OP, counted by callgrind)\n",
+			prog, prog, prog, prog, prog);
 		return 2;
 	}
-	return driver_main();
+	return driver_main(instr_only);
 }

@@ -1,7 +1,11 @@
 /*
  * cs-nvml-query: what monitoring tools see of the GPUs through NVML -- a
  * small nvidia-smi: devices, memory, utilization and the processes using
- * each device. --json prints the same as one JSON object for tests.
+ * each device. --json prints the same as one JSON object for tests, with the
+ * per-process utilization samples of the last two seconds as both queries
+ * give them (nvmlDeviceGetProcessUtilization, "process_samples";
+ * nvmlDeviceGetProcessesUtilizationInfo, "process_utilization"; absent when
+ * the call is not there or fails, empty when NVML says nothing ran).
  *
  * Like nvidia-smi and DCGM it dlopen()s "libnvidia-ml.so.1" and resolves the
  * versioned entry points (nvmlInit_v2, nvmlDeviceGetCount_v2, ...), so it
@@ -17,12 +21,17 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define PROG "cs-nvml-query"
 #define MAX_PROCS 4096
+#define MAX_SAMPLES 1024
+/* How far back the per-process samples go. */
+#define SAMPLES_SINCE_US 2000000ull
 
 /* Entry points; the optional ones may be NULL (printed as N/A). */
 struct nvml {
@@ -40,6 +49,9 @@ struct nvml {
 	nvmlReturn_t (*processes)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
 	nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t *);	/* optional */
 	nvmlReturn_t (*capability)(nvmlDevice_t, int *, int *);		/* optional */
+	nvmlReturn_t (*proc_util)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *,
+				  unsigned long long);				/* optional */
+	nvmlReturn_t (*procs_util)(nvmlDevice_t, nvmlProcessesUtilizationInfo_t *);	/* optional */
 };
 
 struct opts {
@@ -60,6 +72,10 @@ struct device {
 	int cc_major, cc_minor;
 	unsigned nprocs;
 	nvmlProcessInfo_t procs[MAX_PROCS];
+	int nsamples;		/* -1: no answer */
+	nvmlProcessUtilizationSample_t samples[MAX_SAMPLES];
+	int ninfo;		/* -1: no answer */
+	nvmlProcessUtilizationInfo_v1_t info[MAX_SAMPLES];
 };
 
 static struct nvml nv;
@@ -111,6 +127,11 @@ static bool load(const char *lib)
 		h, "nvmlDeviceGetUtilizationRates", false, &ok);
 	nv.capability = (nvmlReturn_t(*)(nvmlDevice_t, int *, int *))sym(
 		h, "nvmlDeviceGetCudaComputeCapability", false, &ok);
+	nv.proc_util = (nvmlReturn_t(*)(nvmlDevice_t, nvmlProcessUtilizationSample_t *,
+					unsigned int *, unsigned long long))
+		sym(h, "nvmlDeviceGetProcessUtilization", false, &ok);
+	nv.procs_util = (nvmlReturn_t(*)(nvmlDevice_t, nvmlProcessesUtilizationInfo_t *))sym(
+		h, "nvmlDeviceGetProcessesUtilizationInfo", false, &ok);
 	/* The library stays loaded until exit, as in any NVML client. */
 	return ok;
 }
@@ -122,6 +143,36 @@ static bool check(nvmlReturn_t r, const char *call)
 	fprintf(stderr, PROG ": %s failed: %s (%d)\n", call,
 		nv.error_string ? nv.error_string(r) : "?", (int)r);
 	return false;
+}
+
+/* The per-process samples since SAMPLES_SINCE_US ago, through both queries. */
+static void query_samples(nvmlDevice_t h, struct device *d)
+{
+	struct timespec ts;
+	unsigned long long since;
+	unsigned int n;
+	nvmlReturn_t r;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	since = (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000u -
+		SAMPLES_SINCE_US;
+	d->nsamples = d->ninfo = -1;
+	if (nv.proc_util) {
+		n = MAX_SAMPLES;
+		r = nv.proc_util(h, d->samples, &n, since);
+		if (r == NVML_SUCCESS || r == NVML_ERROR_NOT_FOUND)
+			d->nsamples = r == NVML_SUCCESS ? (int)n : 0;
+	}
+	if (nv.procs_util) {
+		nvmlProcessesUtilizationInfo_t pi = {.version = nvmlProcessesUtilizationInfo_v1,
+						     .processSamplesCount = MAX_SAMPLES,
+						     .lastSeenTimeStamp = since,
+						     .procUtilArray = d->info};
+
+		r = nv.procs_util(h, &pi);
+		if (r == NVML_SUCCESS || r == NVML_ERROR_NOT_FOUND)
+			d->ninfo = r == NVML_SUCCESS ? (int)pi.processSamplesCount : 0;
+	}
 }
 
 /* Everything about device i; false (with a message) when a required call fails. */
@@ -140,6 +191,7 @@ static bool query_device(unsigned i, struct device *d)
 		return false;
 	d->have_util = nv.utilization && nv.utilization(h, &d->util) == NVML_SUCCESS;
 	d->have_cc = nv.capability && nv.capability(h, &d->cc_major, &d->cc_minor) == NVML_SUCCESS;
+	query_samples(h, d);
 	d->nprocs = MAX_PROCS;
 	r = nv.processes(h, &d->nprocs, d->procs);
 	if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
@@ -246,6 +298,26 @@ static void print_table(const char *driver, int cuda, const struct device *devs,
 	rule();
 }
 
+/* "key": [{pid, sm}...] for n samples of `size` bytes (pid and smUtil at the offsets). */
+static bool json_samples(cJSON *o, const char *key, const void *samples, int n, size_t size,
+			 size_t pid_off, size_t sm_off)
+{
+	cJSON *arr = n >= 0 ? cJSON_AddArrayToObject(o, key) : NULL;
+	bool ok = n < 0 || arr != NULL;
+
+	for (int k = 0; ok && k < n; k++) {
+		const char *s = (const char *)samples + (size_t)k * size;
+		unsigned int pid, sm;
+		cJSON *e = cJSON_CreateObject();
+
+		memcpy(&pid, s + pid_off, sizeof(pid));
+		memcpy(&sm, s + sm_off, sizeof(sm));
+		ok = e && cJSON_AddItemToArray(arr, e) && cJSON_AddNumberToObject(e, "pid", pid) &&
+		     cJSON_AddNumberToObject(e, "sm", sm);
+	}
+	return ok;
+}
+
 /* The same as one JSON object; false when it cannot be built. */
 static bool print_json(const char *driver, int cuda, const struct device *devs, unsigned n)
 {
@@ -276,6 +348,13 @@ static bool print_json(const char *driver, int cuda, const struct device *devs, 
 			snprintf(cc, sizeof(cc), "%d.%d", d->cc_major, d->cc_minor);
 			ok = cJSON_AddStringToObject(o, "compute_capability", cc) != NULL;
 		}
+		ok = ok &&
+		     json_samples(o, "process_samples", d->samples, d->nsamples,
+				  sizeof(d->samples[0]), offsetof(nvmlProcessUtilizationSample_t, pid),
+				  offsetof(nvmlProcessUtilizationSample_t, smUtil)) &&
+		     json_samples(o, "process_utilization", d->info, d->ninfo, sizeof(d->info[0]),
+				  offsetof(nvmlProcessUtilizationInfo_v1_t, pid),
+				  offsetof(nvmlProcessUtilizationInfo_v1_t, smUtil));
 		ok = ok && (procs = cJSON_AddArrayToObject(o, "processes")) != NULL;
 		for (unsigned k = 0; ok && k < d->nprocs; k++) {
 			const nvmlProcessInfo_t *p = &d->procs[k];

@@ -21,6 +21,16 @@
  * several processes. --linger-ms keeps the context alive that long after
  * the result line, idle.
  *
+ * --grid N launches N blocks (of one thread) instead of one: on cusim the
+ * kernel's length stays --kernel-us whatever the grid; on a real GPU a grid
+ * of more blocks than the device holds at once runs in several waves.
+ * --report-ms P prints, after a synchronization at least P ms after the
+ * previous report, `t_ms=T done=N`: N kernels had completed at T
+ * (CLOCK_MONOTONIC, ms), the client's own account of the work it got done.
+ * --cost launches nothing else: it measures one kernel's device time with
+ * events (the time between the completions of two kernels queued back to
+ * back, the shortest of 8 tries), prints `kernel_cost_us=C` and exits.
+ *
  * The module is --module PATH, else $CUSIM_TEST_KERNELS (a file, or the
  * directory of the test kernels: its test-kernels.fatbin), else a built-in
  * PTX copy of cusim_spin. On a real GPU the kernel spins for `ns` SM clock
@@ -79,6 +89,9 @@ struct opts {
 	bool wait_go;
 	uint64_t linger_ms;
 	enum { LAUNCH_KERNEL, LAUNCH_EX, LAUNCH_COOPERATIVE, LAUNCH_GRAPH } launch;
+	unsigned grid;		  /* blocks per launch */
+	uint64_t report_ms;	  /* 0: no progress lines */
+	bool cost;		  /* measure one kernel's device time and exit */
 };
 
 static void usage(FILE *f)
@@ -99,6 +112,11 @@ static void usage(FILE *f)
 	    "  --launch HOW      kernel (cuLaunchKernel, default), ex (cuLaunchKernelEx),\n"
 	    "                    cooperative (cuLaunchCooperativeKernel) or graph (a one-kernel\n"
 	    "                    graph launched with cuGraphLaunch)\n"
+	    "  --grid N          blocks per launch (default 1)\n"
+	    "  --report-ms P     after a synchronization P ms or more after the last report,\n"
+	    "                    print t_ms=T done=N (N kernels completed at T, CLOCK_MONOTONIC)\n"
+	    "  --cost            measure one kernel's device time with events, print\n"
+	    "                    kernel_cost_us=C and exit\n"
 	    "Prints: wall_ms=W device_ms=D\n");
 }
 
@@ -145,13 +163,16 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"module", required_argument, NULL, 'M'},
 	    {"wait-go", no_argument, NULL, 'w'},
 	    {"linger-ms", required_argument, NULL, 'l'},
+	    {"grid", required_argument, NULL, 'g'},
+	    {"report-ms", required_argument, NULL, 'r'},
+	    {"cost", no_argument, NULL, 'c'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	uint64_t v;
 	int c;
 
-	*o = (struct opts){.kernel_us = 1000, .total_ms = 1000};
+	*o = (struct opts){.kernel_us = 1000, .total_ms = 1000, .grid = 1};
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
@@ -189,6 +210,18 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'l':
 			if (!parse_u64("linger-ms", optarg, 0, 86400000, &o->linger_ms))
 				return -EINVAL;
+			break;
+		case 'g':
+			if (!parse_u64("grid", optarg, 1, 2147483647, &v))
+				return -EINVAL;
+			o->grid = (unsigned)v;
+			break;
+		case 'r':
+			if (!parse_u64("report-ms", optarg, 1, 86400000, &o->report_ms))
+				return -EINVAL;
+			break;
+		case 'c':
+			o->cost = true;
 			break;
 		case 'L':
 			if (strcmp(optarg, "kernel") == 0) {
@@ -265,11 +298,11 @@ static bool load_module(const struct opts *o, CUmodule *ret)
 }
 
 /* A graph of one cusim_spin(ns) kernel node, instantiated. */
-static bool make_graph(CUfunction f, void **params, CUgraphExec *ret)
+static bool make_graph(CUfunction f, unsigned grid, void **params, CUgraphExec *ret)
 {
 	CUDA_KERNEL_NODE_PARAMS kp = {
 	    .func = f,
-	    .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
+	    .gridDimX = grid, .gridDimY = 1, .gridDimZ = 1,
 	    .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1,
 	    .kernelParams = params,
 	};
@@ -285,7 +318,7 @@ static bool make_graph(CUfunction f, void **params, CUgraphExec *ret)
 static bool launch_one(const struct opts *o, CUfunction f, void **params, CUgraphExec graph)
 {
 	CUlaunchConfig cfg = {
-	    .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
+	    .gridDimX = o->grid, .gridDimY = 1, .gridDimZ = 1,
 	    .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1,
 	};
 
@@ -293,15 +326,65 @@ static bool launch_one(const struct opts *o, CUfunction f, void **params, CUgrap
 	case LAUNCH_EX:
 		return check(cuLaunchKernelEx(&cfg, f, params, NULL), "cuLaunchKernelEx(cusim_spin)");
 	case LAUNCH_COOPERATIVE:
-		return check(cuLaunchCooperativeKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params),
+		return check(cuLaunchCooperativeKernel(f, o->grid, 1, 1, 1, 1, 1, 0, NULL, params),
 			     "cuLaunchCooperativeKernel(cusim_spin)");
 	case LAUNCH_GRAPH:
 		return check(cuGraphLaunch(graph, NULL), "cuGraphLaunch(cusim_spin graph)");
 	case LAUNCH_KERNEL:
 		break;
 	}
-	return check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
+	return check(cuLaunchKernel(f, o->grid, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
 		     "cuLaunchKernel(cusim_spin)");
+}
+
+/* --report-ms: `done` kernels have completed now; prints a line when one is due. */
+static void report(const struct opts *o, uint64_t done)
+{
+	static uint64_t last;
+	uint64_t now;
+
+	if (!o->report_ms)
+		return;
+	now = now_ns();
+	if (last && now - last < o->report_ms * 1000000ull)
+		return;
+	last = now;
+	printf("t_ms=%.3f done=%llu\n", (double)now / 1e6, (unsigned long long)done);
+	fflush(stdout);
+}
+
+/*
+ * --cost: one kernel's device time. Two kernels queued back to back, an
+ * event after each: the second event completes one kernel after the first
+ * (on cusim, and on a GPU nobody else uses). Another process's work in
+ * between only lengthens a try: the shortest of several is the kernel.
+ */
+static bool measure_cost(const struct opts *o, CUfunction f)
+{
+	unsigned long long ns = (unsigned long long)o->kernel_us * 1000ull;
+	void *params[] = {&ns};
+	float best = -1, ms;
+	CUevent a, b;
+	bool ok;
+
+	if (!check(cuEventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate") ||
+	    !check(cuEventCreate(&b, CU_EVENT_DEFAULT), "cuEventCreate"))
+		return false;
+	ok = true;
+	for (int i = 0; i < 8 && ok; i++) {
+		ok = launch_one(o, f, params, NULL) && check(cuEventRecord(a, NULL), "cuEventRecord") &&
+		     launch_one(o, f, params, NULL) && check(cuEventRecord(b, NULL), "cuEventRecord") &&
+		     check(cuEventSynchronize(b), "cuEventSynchronize") &&
+		     check(cuEventElapsedTime(&ms, a, b), "cuEventElapsedTime");
+		if (ok && (best < 0 || ms < best))
+			best = ms;
+	}
+	cuEventDestroy(a);
+	cuEventDestroy(b);
+	if (!ok)
+		return false;
+	printf("kernel_cost_us=%.3f\n", (double)best * 1000.0);
+	return true;
 }
 
 /* Launches and synchronizes; on success stores the wall time in *ret_wall_ns. */
@@ -312,15 +395,17 @@ static bool spin(const struct opts *o, CUfunction f, uint64_t launches, uint64_t
 	CUgraphExec graph = NULL;
 	uint64_t t0;
 
-	if (o->launch == LAUNCH_GRAPH && !make_graph(f, params, &graph))
+	if (o->launch == LAUNCH_GRAPH && !make_graph(f, o->grid, params, &graph))
 		return false;
 	t0 = now_ns();
 	for (uint64_t i = 0; i < launches; i++) {
 		if (!launch_one(o, f, params, graph))
 			return false;
-		if (o->sync_every && (i + 1) % o->sync_every == 0 &&
-		    !check(cuStreamSynchronize(NULL), "cuStreamSynchronize"))
-			return false;
+		if (o->sync_every && (i + 1) % o->sync_every == 0) {
+			if (!check(cuStreamSynchronize(NULL), "cuStreamSynchronize"))
+				return false;
+			report(o, i + 1);
+		}
 	}
 	if (!check(cuCtxSynchronize(), "cuCtxSynchronize"))
 		return false;
@@ -364,6 +449,14 @@ int main(int argc, char **argv)
 	if (o.managed && !check(cuMemAllocManaged(&managed, o.managed, CU_MEM_ATTACH_GLOBAL),
 				"cuMemAllocManaged"))
 		goto out_unload;
+	if (o.cost) {
+		if (o.launch == LAUNCH_GRAPH) {
+			fprintf(stderr, PROG ": --cost measures kernel launches, not --launch graph\n");
+			goto out_free;
+		}
+		rc = measure_cost(&o, f) ? 0 : 1;
+		goto out_free;
+	}
 	if (o.wait_go)
 		wait_go();
 	if (!spin(&o, f, launches, &wall_ns))

@@ -407,23 +407,62 @@ typedef enum nvmlEncoderQueryType_enum {
 	NVML_ENCODER_QUERY_UNKNOWN = 0xFF
 } nvmlEncoderType_t;
 
+/* ---- per-process data: MPS, process details, accounting, sessions ---- */
+
+/* nvmlProcessDetailList_v1_t.mode */
+#define NVML_PROCESS_MODE_COMPUTE 0
+#define NVML_PROCESS_MODE_GRAPHICS 1
+#define NVML_PROCESS_MODE_MPS 2
+
+/* One process of nvmlDeviceGetRunningProcessDetailList. */
+typedef struct nvmlProcessDetail_v1_st {
+	unsigned int pid;
+	unsigned long long usedGpuMemory;	/* bytes */
+	unsigned int gpuInstanceId;		/* 0xFFFFFFFF without MIG */
+	unsigned int computeInstanceId;
+	unsigned long long usedGpuCcProtectedMemory;
+} nvmlProcessDetail_v1_t;
+
+/* The argument of nvmlDeviceGetRunningProcessDetailList. */
+typedef struct nvmlProcessDetailList_v1_st {
+	unsigned int version;			/* nvmlProcessDetailList_v1 */
+	unsigned int mode;			/* NVML_PROCESS_MODE_* */
+	unsigned int numProcArrayEntries;	/* in: capacity of procArray; out: processes */
+	nvmlProcessDetail_v1_t *procArray;
+} nvmlProcessDetailList_v1_t;
+
+typedef nvmlProcessDetailList_v1_t nvmlProcessDetailList_t;
+
+#define nvmlProcessDetailList_v1 NVML_STRUCT_VERSION(ProcessDetailList, 1)
+
+/* Accounting statistics of one process (nvmlDeviceGetAccountingStats). */
+typedef struct nvmlAccountingStats_st {
+	unsigned int gpuUtilization;		/* percent */
+	unsigned int memoryUtilization;		/* percent */
+	unsigned long long maxMemoryUsage;	/* bytes */
+	unsigned long long time;		/* ms */
+	unsigned long long startTime;		/* us since the epoch */
+	unsigned int isRunning;
+	unsigned int reserved[5];
+} nvmlAccountingStats_t;
+
 /* One encoder session (nvmlDeviceGetEncoderSessions). */
 typedef struct nvmlEncoderSessionInfo_st {
 	unsigned int sessionId;
 	unsigned int pid;
 	unsigned int vgpuInstance;
-	nvmlEncoderType_t codecType;
+	unsigned int codecType;			/* nvmlEncoderType_t */
 	unsigned int hResolution;
 	unsigned int vResolution;
 	unsigned int averageFps;
-	unsigned int averageLatency;
+	unsigned int averageLatency;		/* us */
 } nvmlEncoderSessionInfo_t;
 
-/* Frame buffer capture statistics and sessions. */
+/* Frame-capture (FBC) statistics and sessions. */
 typedef struct nvmlFBCStats_st {
 	unsigned int sessionsCount;
 	unsigned int averageFPS;
-	unsigned int averageLatency;
+	unsigned int averageLatency;		/* us */
 } nvmlFBCStats_t;
 
 typedef enum nvmlFBCSessionType_enum {
@@ -439,14 +478,14 @@ typedef struct nvmlFBCSessionInfo_st {
 	unsigned int pid;
 	unsigned int vgpuInstance;
 	unsigned int displayOrdinal;
-	nvmlFBCSessionType_t sessionType;
+	unsigned int sessionType;		/* nvmlFBCSessionType_t */
 	unsigned int sessionFlags;
 	unsigned int hMaxResolution;
 	unsigned int vMaxResolution;
 	unsigned int hResolution;
 	unsigned int vResolution;
 	unsigned int averageFPS;
-	unsigned int averageLatency;
+	unsigned int averageLatency;		/* us */
 } nvmlFBCSessionInfo_t;
 
 /* ---- initialization and errors ---- */
@@ -501,6 +540,32 @@ nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
 						      unsigned int *infoCount,
 						      nvmlProcessInfo_t *infos);
 
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device,
+						     unsigned int *infoCount,
+						     nvmlProcessInfo_v1_t *infos);
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
+							unsigned int *infoCount,
+							nvmlProcessInfo_v2_t *infos);
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
+							unsigned int *infoCount,
+							nvmlProcessInfo_t *infos);
+nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
+						   nvmlProcessDetailList_t *plist);
+
+/* ---- accounting, encoder and frame-capture sessions ---- */
+
+nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned int *count,
+					 unsigned int *pids);
+nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int pid,
+					  nvmlAccountingStats_t *stats);
+nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned int *sessionCount,
+				       unsigned int *averageFps, unsigned int *averageLatency);
+nvmlReturn_t nvmlDeviceGetEncoderSessions(nvmlDevice_t device, unsigned int *sessionCount,
+					  nvmlEncoderSessionInfo_t *sessionInfos);
+nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats_t *fbcStats);
+nvmlReturn_t nvmlDeviceGetFBCSessions(nvmlDevice_t device, unsigned int *sessionCount,
+				      nvmlFBCSessionInfo_t *sessionInfo);
+
 /* ---- utilization ---- */
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization);
@@ -510,6 +575,14 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 					     unsigned long long lastSeenTimeStamp);
 nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(
 	nvmlDevice_t device, nvmlProcessesUtilizationInfo_t *procesesUtilInfo);
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+					     unsigned int *samplingPeriodUs);
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+					     unsigned int *samplingPeriodUs);
+nvmlReturn_t nvmlDeviceGetJpgUtilization(nvmlDevice_t device, unsigned int *utilization,
+					 unsigned int *samplingPeriodUs);
+nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t device, unsigned int *utilization,
+					 unsigned int *samplingPeriodUs);
 
 /* ---- monitoring: clocks, performance state ---- */
 
@@ -647,36 +720,10 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned i
 nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
 						 nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType);
 
-/* ---- monitoring: video engines ---- */
+/* ---- monitoring: video encoder capacity, process names ---- */
 
-nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *utilization,
-					     unsigned int *samplingPeriodUs);
-nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization,
-					     unsigned int *samplingPeriodUs);
-nvmlReturn_t nvmlDeviceGetJpgUtilization(nvmlDevice_t device, unsigned int *utilization,
-					 unsigned int *samplingPeriodUs);
-nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t device, unsigned int *utilization,
-					 unsigned int *samplingPeriodUs);
 nvmlReturn_t nvmlDeviceGetEncoderCapacity(nvmlDevice_t device, nvmlEncoderType_t encoderQueryType,
 					  unsigned int *encoderCapacity);
-nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned int *sessionCount,
-				       unsigned int *averageFps, unsigned int *averageLatency);
-nvmlReturn_t nvmlDeviceGetEncoderSessions(nvmlDevice_t device, unsigned int *sessionCount,
-					  nvmlEncoderSessionInfo_t *sessionInfos);
-nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats_t *fbcStats);
-nvmlReturn_t nvmlDeviceGetFBCSessions(nvmlDevice_t device, unsigned int *sessionCount,
-				      nvmlFBCSessionInfo_t *sessionInfo);
-
-/* ---- monitoring: MPS processes, process names ---- */
-
-nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
-						     nvmlProcessInfo_v1_t *infos);
-nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
-							unsigned int *infoCount,
-							nvmlProcessInfo_v2_t *infos);
-nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
-							unsigned int *infoCount,
-							nvmlProcessInfo_t *infos);
 nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length);
 
 /* ---- layout checks (x86-64 / aarch64 LP64, as NVIDIA ships NVML) ---- */
@@ -716,11 +763,20 @@ _Static_assert(offsetof(nvmlProcessesUtilizationInfo_v1_t, lastSeenTimeStamp) ==
 _Static_assert(offsetof(nvmlProcessesUtilizationInfo_v1_t, procUtilArray) == 16,
 	       "utils info.procUtilArray");
 _Static_assert(nvmlProcessesUtilizationInfo_v1 == 0x01000018u, "utils info version word");
-_Static_assert(sizeof(nvmlBAR1Memory_t) == 24, "nvmlBAR1Memory_t size");
-_Static_assert(offsetof(nvmlBAR1Memory_t, bar1Used) == 16, "nvmlBAR1Memory_t.bar1Used");
+_Static_assert(sizeof(nvmlProcessDetail_v1_t) == 32, "nvmlProcessDetail_v1_t size");
+_Static_assert(offsetof(nvmlProcessDetail_v1_t, usedGpuCcProtectedMemory) == 24,
+	       "process detail.usedGpuCcProtectedMemory");
+_Static_assert(sizeof(nvmlProcessDetailList_v1_t) == 24, "nvmlProcessDetailList_v1_t size");
+_Static_assert(nvmlProcessDetailList_v1 == 0x01000018u, "process detail list version word");
+_Static_assert(sizeof(nvmlAccountingStats_t) == 56, "nvmlAccountingStats_t size");
+_Static_assert(offsetof(nvmlAccountingStats_t, isRunning) == 32, "accounting.isRunning");
 _Static_assert(sizeof(nvmlEncoderSessionInfo_t) == 32, "nvmlEncoderSessionInfo_t size");
+_Static_assert(offsetof(nvmlEncoderSessionInfo_t, pid) == 4, "encoder session.pid");
 _Static_assert(sizeof(nvmlFBCStats_t) == 12, "nvmlFBCStats_t size");
 _Static_assert(sizeof(nvmlFBCSessionInfo_t) == 48, "nvmlFBCSessionInfo_t size");
+_Static_assert(offsetof(nvmlFBCSessionInfo_t, pid) == 4, "FBC session.pid");
+_Static_assert(sizeof(nvmlBAR1Memory_t) == 24, "nvmlBAR1Memory_t size");
+_Static_assert(offsetof(nvmlBAR1Memory_t, bar1Used) == 16, "nvmlBAR1Memory_t.bar1Used");
 _Static_assert(sizeof(nvmlClockType_t) == 4 && sizeof(nvmlPstates_t) == 4 &&
 		       sizeof(nvmlEnableState_t) == 4 && sizeof(nvmlBrandType_t) == 4,
 	       "NVML enums are int-sized");

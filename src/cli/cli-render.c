@@ -106,6 +106,33 @@ static const char *str_or_dash(const cJSON *o, const char *key)
 	return s && *s ? s : "-";
 }
 
+/*
+ * A group's labels (its policy's "labels" object) as "k=v,k=v" in stored
+ * order, or "-" when it has none (unmanaged, no labels, an older daemon).
+ */
+static const char *fmt_labels(const cJSON *group, char *buf, size_t len)
+{
+	const cJSON *policy = cJSON_GetObjectItemCaseSensitive(group, "policy");
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, "labels"), *it;
+	const cJSON *set = cJSON_IsObject(labels) ? labels : NULL;
+	size_t o = 0;
+
+	buf[0] = '\0';
+	cJSON_ArrayForEach(it, set)
+	{
+		if (!cJSON_IsString(it))
+			continue;
+		o += (size_t)snprintf(buf + o, len - o, "%s%s=%s", o ? "," : "", it->string,
+				      it->valuestring);
+		if (o >= len) {
+			/* Cut, and say so: 16 labels of 253 characters do not fit a cell. */
+			memcpy(buf + len - 4, "...", 4);
+			break;
+		}
+	}
+	return buf[0] ? buf : "-";
+}
+
 void cli_gpu_map_init(struct cli_gpu_map *m, const cJSON *gpus_reply)
 {
 	const cJSON *g;
@@ -326,7 +353,7 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 	static const struct column cols[] = {
 	    {"GROUP", 0},	   {"PID", RIGHT},	 {"GPU", 0},
 	    {"MEM-USED", RIGHT},   {"MEM-LIMIT", RIGHT}, {"CORES", RIGHT},
-	    {"CORE-LIMIT", RIGHT}, {"STATE", 0},
+	    {"CORE-LIMIT", RIGHT}, {"STATE", 0},	 {"LABELS", 0},
 	};
 	const cJSON *list = cli_json_array(processes, "processes"), *p;
 	struct cli_gpu_map map;
@@ -336,7 +363,7 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 	if (!list)
 		return -EPROTO;
 	cli_gpu_map_init(&map, gpus);
-	t = new_table(cols, 8, true);
+	t = new_table(cols, 9, true);
 	if (!t)
 		return -ENOMEM;
 	cJSON_ArrayForEach(p, list)
@@ -345,7 +372,7 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 		const cJSON *grp = find_group(groups, group);
 		const cJSON *gl = cli_json_array(p, "gpus"), *pg;
 		const cJSON *reg = cJSON_GetObjectItemCaseSensitive(p, "registered");
-		char pid[32], state[64], b[5][64];
+		char pid[32], state[64], b[5][64], labels[1024];
 		int ngpu = gl ? cJSON_GetArraySize(gl) : 0;
 
 		fmt_int(p, "pid", pid, sizeof(pid));
@@ -368,8 +395,9 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 			    fmt_pct1(dev, "core_used", b[3], sizeof(b[3])),
 			    fmt_pct_limit(dev, "core_limit", b[4], sizeof(b[4])),
 			    state,
+			    fmt_labels(grp, labels, sizeof(labels)),
 			};
-			e = add_line(t, cells, 8);
+			e = add_line(t, cells, 9);
 		}
 		if (e)
 			break;
@@ -382,9 +410,10 @@ static int group_lines(struct libscols_table *t, const cJSON *g, const struct cl
 	const cJSON *devs = cli_json_array(g, "devices");
 	const cJSON *managed = cJSON_GetObjectItemCaseSensitive(g, "managed");
 	int ndev = devs ? cJSON_GetArraySize(devs) : 0, e = 0;
-	char procs[32], b[7][64];
+	char procs[32], b[7][64], labels[1024];
 
 	fmt_int(g, "processes", procs, sizeof(procs));
+	fmt_labels(g, labels, sizeof(labels));
 	for (int i = 0; i < (ndev ? ndev : 1) && !e; i++) {
 		const cJSON *d = ndev ? cJSON_GetArrayItem(devs, i) : NULL;
 		double thr;
@@ -405,8 +434,9 @@ static int group_lines(struct libscols_table *t, const cJSON *g, const struct cl
 		    str_or_dash(d, "mode"),
 		    fmt_int(d, "oom_denials", b[5], sizeof(b[5])),
 		    b[6],
+		    labels[0] ? labels : "-",
 		};
-		e = add_line(t, cells, 11);
+		e = add_line(t, cells, 12);
 	}
 	return e;
 }
@@ -416,7 +446,7 @@ int cli_render_groups(const cJSON *groups, const cJSON *gpus, FILE *f)
 	static const struct column cols[] = {
 	    {"GROUP", 0},	 {"MANAGED", 0},       {"PROCS", RIGHT},     {"GPU", 0},
 	    {"MEM-USED", RIGHT}, {"MEM-LIMIT", RIGHT}, {"CORES", RIGHT},     {"CORE-LIMIT", RIGHT},
-	    {"MODE", 0},	 {"OOM", RIGHT},       {"THROTTLED", RIGHT},
+	    {"MODE", 0},	 {"OOM", RIGHT},       {"THROTTLED", RIGHT}, {"LABELS", 0},
 	};
 	const cJSON *list = cli_json_array(groups, "groups"), *g;
 	struct cli_gpu_map map;
@@ -427,7 +457,7 @@ int cli_render_groups(const cJSON *groups, const cJSON *gpus, FILE *f)
 	if (!list && !cli_json_str(groups, "name"))
 		return -EPROTO;
 	cli_gpu_map_init(&map, gpus);
-	t = new_table(cols, 11, true);
+	t = new_table(cols, 12, true);
 	if (!t)
 		return -ENOMEM;
 	if (!list) {

@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <strings.h>
 
 struct unit {
@@ -90,4 +91,30 @@ char *cs_size_format(uint64_t bytes, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%.2f %s", v, names[i]);
 	return buf;
+}
+
+int cs_duration_parse(const char *s, uint64_t *ret_ms)
+{
+	uint64_t v = 0, mul;
+	const char *p = s;
+
+	if (!p || *p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		v = v * 10 + (uint64_t)(*p - '0');
+		if (v > 100000000)
+			return -EINVAL;
+	}
+	if (strcmp(p, "ms") == 0)
+		mul = 1;
+	else if (*p == '\0' || strcmp(p, "s") == 0)
+		mul = 1000;
+	else if (strcmp(p, "m") == 0)
+		mul = 60000;
+	else if (strcmp(p, "h") == 0)
+		mul = 3600000;
+	else
+		return -EINVAL;
+	*ret_ms = v * mul;
+	return 0;
 }

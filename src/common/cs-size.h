@@ -20,6 +20,16 @@
  */
 int cs_size_parse(const char *s, uint64_t *ret_bytes);
 
+/* The accepted form of a duration, for error messages. */
+#define CS_DURATION_FORMS "a whole number with unit ms, s, m or h (no unit: seconds)"
+
+/*
+ * Parses "<digits>[ms|s|m|h]" (no unit: seconds) into milliseconds.
+ * Returns 0, or -EINVAL when malformed or above 10^8 units (the caller
+ * bounds the range it accepts).
+ */
+int cs_duration_parse(const char *s, uint64_t *ret_ms);
+
 /* Formats bytes as "80.00 GiB" style text into buf; returns buf. */
 char *cs_size_format(uint64_t bytes, char *buf, size_t len);
 

@@ -1,25 +1,34 @@
 /*
  * The enforcement backstop, and GPU statistics, every backstop_interval.
  *
- * libcuslice enforces quotas inside processes; a process that does not load
- * it (static linking, a cleared LD_PRELOAD, a container without it) is
- * invisible to the groups. NVML is not: it lists every process holding GPU
- * memory. So each tick:
- *  - bypass: a pid with GPU memory that is neither registered through the
- *    socket, nor the owner of a live slot in a region, nor mapping a region
- *    (a standalone process the daemon has not heard of) is reported once
- *    (event, log, counter) and, per on_bypass (or the on_violation of a
- *    managed group whose members it matches, whichever is stricter),
- *    stopped (SIGSTOP) or killed (SIGKILL);
- *  - over quota: a group whose processes hold more GPU memory by NVML's
- *    count than its limit on that GPU is reported when it goes over, and
- *    its processes on that GPU are stopped or killed per on_violation.
- * Pids are the daemon's (host) pids on both sides: SO_PEERCRED and slots
- * translated with cs_group_proc_pid_for. A pid's identity includes its
- * start time, so a reused pid is a new process.
+ * libcuslice enforces quotas inside cooperative processes, exactly; but a
+ * process is the tenant's, and a hostile one can skip the interposer
+ * (static linking, a cleared LD_PRELOAD, CUSLICE_DAEMON=off) or scribble on
+ * its own group's region (write used = 0, open its own gate). So the
+ * daemon checks kernel truth against what it holds itself, never against
+ * region contents:
+ *  - who is who: the daemon's registrations (pidfd-verified) give each
+ *    pid's group. "Interposed" means registered: a pid that holds GPU
+ *    memory by NVML's count and is not registered bypasses libcuslice,
+ *    whatever it maps. It is reported once (event, log, counter) and, per
+ *    on_bypass or the on_violation of a managed group whose members name it
+ *    (its placement: it cannot run outside its group by configuration),
+ *    whichever is stricter, stopped (SIGSTOP) or killed (SIGKILL);
+ *  - memory: a group whose registered processes hold more GPU memory by
+ *    NVML's per-process count than the limit the daemon's policy gives it
+ *    on that GPU is reported when it goes over (with what its region's
+ *    counter claims), and its processes on that GPU are stopped or killed
+ *    per on_violation. Unmanaged groups are checked against their region's
+ *    limit (theirs to set) and reported only;
+ *  - compute: a managed group in hard mode whose processes' device time
+ *    (NVML per-process utilization) stays above its core limit by a clear
+ *    margin (CORE_MARGIN) for CORE_SUSTAIN_MS is reported and acted on the
+ *    same way: its members run the gate, and a member can hold it open.
+ * Pids are the daemon's (host) pids on both sides. A pid's identity
+ * includes its start time, so a reused pid is a new process.
  *
  * The same NVML sample gives the GPUs' memory and utilization, and each
- * group's share of device time (core_used) from per-process utilization.
+ * group's share of device time (core_used) for the listings.
  */
 #include "cd-int.h"
 
@@ -81,23 +90,23 @@ static struct cd_group *map_find(const struct pidmap *m, pid_t pid)
 	return o ? o->g : NULL;
 }
 
-/* Every pid the daemon knows a group of: registrations, then live slots. */
-static void build_map(struct cusliced *d, struct pidmap *m, struct cd_slot *slots)
+/* CORE_MARGIN: a share is over when above limit + max(10 points, a quarter of the limit). */
+#define CORE_MARGIN_MIN 0.10
+#define CORE_MARGIN_PART 0.25
+/* ... for this long (at least two windows). */
+#define CORE_SUSTAIN_MS 3000
+
+/* Every pid the daemon registered, with its group: the only "who is who" it believes. */
+static void build_map(struct cusliced *d, struct pidmap *m)
 {
 	for (unsigned i = 0; i < d->nprocs; i++)
-		map_add(m, d->procs[i]->peer.pid, cd_group_find(d, d->procs[i]->group));
-	for (unsigned gi = 0; gi < d->ngroups; gi++) {
-		struct cd_group *g = d->groups[gi];
-		unsigned n = cd_group_slots(d, g, slots, CS_GROUP_MAX_PROCS);
-
-		for (unsigned k = 0; k < n && k < CS_GROUP_MAX_PROCS; k++)
-			map_add(m, slots[k].pid, g);
-	}
+		if (cd_proc_active(d->procs[i]))
+			map_add(m, d->procs[i]->peer.pid, cd_group_find(d, d->procs[i]->group));
 	if (m->n)
 		qsort(m->v, m->n, sizeof(*m->v), owner_cmp);
 }
 
-/* The region device index of uuid in g, or -1. */
+/* The region device index of uuid in g, or -1 (for listings: a member may rename entries). */
 static int group_dev(struct cd_group *g, const char *uuid)
 {
 	if (!g || !g->h.g)
@@ -240,21 +249,12 @@ static void check_bypass(struct cusliced *d, struct cd_gpu_sample *gs, unsigned 
 		for (unsigned k = 0; k < gs[i].nprocs; k++) {
 			const struct cd_nvml_proc *np = &gs[i].procs[k];
 			struct cd_peer p = {.pid = np->pid};
-			char name[CS_GROUP_NAME_MAX + 1];
 			struct cd_seen *s;
 			int action;
 
 			if (np->pid <= 0 || np->used == 0 || np->pid == d->pid ||
 			    map_find(map, np->pid))
 				continue;
-			/* Interposed, but the daemon had not heard of it (CUSLICE_DAEMON=off). */
-			if (cd_pid_maps_region(np->pid, d->cfg->shm_dir, name, sizeof(name))) {
-				struct cd_group *g = cd_group_get(d, name, true);
-
-				if (g)
-					map_add(map, np->pid, g);
-				continue;
-			}
 			cd_pid_creds(np->pid, &p);
 			cd_pid_cgroup(np->pid, p.cgroup, sizeof(p.cgroup));
 			if (list)
@@ -269,18 +269,52 @@ static void check_bypass(struct cusliced *d, struct cd_gpu_sample *gs, unsigned 
 				action = d->cfg->on_bypass;
 			cd_event(d, "bypass", "", np->pid,
 				 "pid %d (uid %u, cgroup %.80s) holds %llu bytes on %s without "
-				 "libcuslice (not registered); action: %s",
+				 "registering with cusliced; action: %s",
 				 (int)np->pid, (unsigned)p.uid, p.cgroup[0] ? p.cgroup : "unknown",
 				 (unsigned long long)np->used, gs[i].uuid, cd_action_name(action));
-			act(d, s, action, "", "it uses a GPU without libcuslice");
+			act(d, s, action, "", "it uses a GPU without registering with cusliced");
 		}
 	}
-	/* The map may have grown (regions found through /proc/PID/maps). */
-	if (map->n)
-		qsort(map->v, map->n, sizeof(*map->v), owner_cmp);
 	free(d->bypass);
 	d->bypass = list;
 	d->nbypass = list ? n : 0;
+}
+
+/* The limit on GPU i the group is held to: the policy's (managed), else its region's. */
+static uint64_t group_limit(struct cusliced *d, struct cd_group *g, unsigned i,
+			    const struct cd_gpu_sample *gs)
+{
+	int dev;
+
+	if (g->policy)
+		return cd_policy_mem_limit(g->policy, gs->index, gs->uuid, gs->total);
+	dev = group_dev(g, gs->uuid);
+	(void)d;
+	(void)i;
+	return dev >= 0 ? atomic_load(&g->h.g->dev[dev].limit) : CS_LIMIT_NONE;
+}
+
+/* What g's region's counter claims on that GPU (a member may have forged it), or -1. */
+static long long region_used(struct cd_group *g, const char *uuid)
+{
+	int dev = group_dev(g, uuid);
+
+	return dev >= 0 ? (long long)atomic_load(&g->h.g->dev[dev].used) : -1;
+}
+
+/* Stops or kills, per on_violation, g's processes that hold memory / run on GPU sample gs. */
+static void act_on_group(struct cusliced *d, struct cd_group *g, const struct cd_gpu_sample *gs,
+			 const struct pidmap *map, bool busy, const char *why)
+{
+	const struct cd_nvml_proc *v = busy ? gs->busy : gs->procs;
+	unsigned n = busy ? gs->nbusy : gs->nprocs;
+
+	if (!g->policy || g->policy->on_violation == CD_ACTION_REPORT)
+		return;
+	for (unsigned k = 0; k < n; k++)
+		if (v[k].used && map_find(map, v[k].pid) == g)
+			act(d, seen_get(d, v[k].pid, cd_pid_start(v[k].pid)),
+			    g->policy->on_violation, g->name, why);
 }
 
 static void check_quota(struct cusliced *d, struct cd_gpu_sample *gs, unsigned ngs,
@@ -289,94 +323,157 @@ static void check_quota(struct cusliced *d, struct cd_gpu_sample *gs, unsigned n
 	for (unsigned gi = 0; gi < d->ngroups; gi++) {
 		struct cd_group *g = d->groups[gi];
 
-		for (unsigned i = 0; i < ngs; i++) {
-			int dev = group_dev(g, gs[i].uuid);
-			uint64_t used = 0, limit;
-			uint32_t bit;
+		for (unsigned i = 0; i < ngs && i < 64; i++) {
+			uint64_t used = 0, limit, bit = 1ull << i;
+			unsigned members = 0;
+			long long claimed;
+			char why[200];
 
-			if (dev < 0)
-				continue;
-			bit = 1u << dev;
-			limit = atomic_load(&g->h.g->dev[dev].limit);
-			for (unsigned k = 0; k < gs[i].nprocs; k++)
-				if (map_find(map, gs[i].procs[k].pid) == g)
-					used += gs[i].procs[k].used;
+			for (unsigned k = 0; k < gs[i].nprocs; k++) {
+				if (map_find(map, gs[i].procs[k].pid) != g)
+					continue;
+				used += gs[i].procs[k].used;
+				members++;
+			}
+			limit = members ? group_limit(d, g, i, &gs[i]) : CS_LIMIT_NONE;
 			if (limit == CS_LIMIT_NONE || used <= limit) {
 				g->over_quota &= ~bit;
 				continue;
 			}
+			claimed = region_used(g, gs[i].uuid);
+			snprintf(why, sizeof(why),
+				 "group %s holds %llu B on %s by NVML, over its limit of %llu B; "
+				 "its region's counter says %lld B",
+				 g->name, (unsigned long long)used, gs[i].uuid,
+				 (unsigned long long)limit, claimed);
 			if (!(g->over_quota & bit)) {
-				int action = g->policy ? g->policy->on_violation : CD_ACTION_REPORT;
-
 				g->over_quota |= bit;
-				cd_event(
-				    d, "over_quota", g->name, 0,
-				    "group %s holds %llu bytes on %s by NVML's count, over its "
-				    "limit of %llu; action: %s",
-				    g->name, (unsigned long long)used, gs[i].uuid,
-				    (unsigned long long)limit, cd_action_name(action));
+				cd_event(d, "over_quota", g->name, 0, "%s; action: %s", why,
+					 cd_action_name(g->policy ? g->policy->on_violation
+								  : CD_ACTION_REPORT));
 			}
-			if (!g->policy || g->policy->on_violation == CD_ACTION_REPORT)
-				continue;
-			for (unsigned k = 0; k < gs[i].nprocs; k++) {
-				const struct cd_nvml_proc *np = &gs[i].procs[k];
-
-				if (np->used && map_find(map, np->pid) == g)
-					act(d, seen_get(d, np->pid, cd_pid_start(np->pid)),
-					    g->policy->on_violation, g->name,
-					    "its group is over its memory limit");
-			}
+			act_on_group(d, g, &gs[i], map, false, why);
 		}
 	}
 }
 
-/* Each group's share of each GPU's time over the last window. */
+/*
+ * Each group's share of each GPU's time over the last window (for listings,
+ * by region device; for the backstop, by GPU), and the compute check:
+ * managed groups in hard mode whose share stays above their core limit by a
+ * clear margin for CORE_SUSTAIN_MS.
+ */
 static void core_use(struct cusliced *d, struct cd_gpu_sample *gs, unsigned ngs,
 		     const struct pidmap *map)
 {
-	for (unsigned gi = 0; gi < d->ngroups; gi++)
+	unsigned need = (CORE_SUSTAIN_MS + d->cfg->backstop_interval_ms - 1) /
+			d->cfg->backstop_interval_ms;
+
+	if (need < 2)
+		need = 2;
+	for (unsigned gi = 0; gi < d->ngroups; gi++) {
 		memset(d->groups[gi]->core_used, 0, sizeof(d->groups[gi]->core_used));
-	for (unsigned i = 0; i < ngs; i++) {
+		memset(d->groups[gi]->core_gpu, 0, sizeof(d->groups[gi]->core_gpu));
+	}
+	for (unsigned i = 0; i < ngs && i < CD_GPUS_MAX; i++) {
 		if (gs[i].window_ns == 0)
 			continue;
 		for (unsigned k = 0; k < gs[i].nbusy; k++) {
 			struct cd_group *g = map_find(map, gs[i].busy[k].pid);
-			int dev = group_dev(g, gs[i].uuid);
-			double share;
+			int dev;
 
-			if (dev < 0)
+			if (!g)
 				continue;
-			share = (double)gs[i].busy[k].used / (double)gs[i].window_ns;
-			g->core_used[dev] += share;
-			if (g->core_used[dev] > 1.0)
-				g->core_used[dev] = 1.0;
+			g->core_gpu[i] += (double)gs[i].busy[k].used / (double)gs[i].window_ns;
+			if (g->core_gpu[i] > 1.0)
+				g->core_gpu[i] = 1.0;
+			dev = group_dev(g, gs[i].uuid);
+			if (dev >= 0)
+				g->core_used[dev] = g->core_gpu[i];
 		}
 	}
+	for (unsigned gi = 0; gi < d->ngroups; gi++) {
+		struct cd_group *g = d->groups[gi];
+
+		for (unsigned i = 0; i < ngs && i < CD_GPUS_MAX; i++) {
+			uint32_t ppm = g->policy && !g->policy->burst
+					   ? cd_policy_core_limit(g->policy, gs[i].index, gs[i].uuid)
+					   : CS_CORE_NONE;
+			double lim = ppm == CS_CORE_NONE ? 2.0 : ppm / 1e6;
+			double margin = lim * CORE_MARGIN_PART > CORE_MARGIN_MIN ? lim * CORE_MARGIN_PART
+										 : CORE_MARGIN_MIN;
+			uint64_t bit = 1ull << i;
+			char why[200];
+
+			if (gs[i].window_ns == 0)
+				continue;
+			if (g->core_gpu[i] <= lim + margin) {
+				g->core_over_ticks[i] = 0;
+				g->over_core &= ~bit;
+				continue;
+			}
+			if (g->core_over_ticks[i] < 255)
+				g->core_over_ticks[i]++;
+			if (g->core_over_ticks[i] < need)
+				continue;
+			snprintf(why, sizeof(why),
+				 "group %s used %.1f%% of %s for %u s by NVML, over its hard core "
+				 "limit of %.1f%%",
+				 g->name, g->core_gpu[i] * 100, gs[i].uuid,
+				 g->core_over_ticks[i] * d->cfg->backstop_interval_ms / 1000,
+				 lim * 100);
+			if (!(g->over_core & bit)) {
+				g->over_core |= bit;
+				cd_event(d, "over_compute", g->name, 0, "%s; action: %s", why,
+					 cd_action_name(g->policy->on_violation));
+			}
+			act_on_group(d, g, &gs[i], map, true, why);
+		}
+	}
+}
+
+/* d->gpus from a sample. Lock held. */
+static void gpus_store(struct cusliced *d, const struct cd_gpu_sample *gs, int ngs)
+{
+	for (int i = 0; i < ngs; i++) {
+		struct cd_snap_gpu *g = &d->gpus[i];
+
+		g->index = gs[i].index;
+		memcpy(g->uuid, gs[i].uuid, sizeof(g->uuid));
+		memcpy(g->name, gs[i].name, sizeof(g->name));
+		g->memory_total = gs[i].total;
+		g->memory_used = gs[i].used;
+		g->utilization = gs[i].utilization;
+	}
+	d->ngpus = (unsigned)ngs;
+}
+
+void cd_gpus_refresh(struct cusliced *d)
+{
+	struct cd_gpu_sample *gs = calloc(CD_GPUS_MAX, sizeof(*gs));
+	int ngs = gs ? cd_nvml_sample(d->nvml, gs) : -1;
+
+	pthread_mutex_lock(&d->lock);
+	if (ngs >= 0)
+		gpus_store(d, gs, ngs);
+	pthread_mutex_unlock(&d->lock);
+	if (ngs > 0)
+		cd_nvml_samples_free(gs, (unsigned)ngs);
+	free(gs);
 }
 
 void cd_backstop_tick(struct cusliced *d)
 {
 	struct cd_gpu_sample *gs = calloc(CD_GPUS_MAX, sizeof(*gs));
-	struct cd_slot *slots = malloc(CS_GROUP_MAX_PROCS * sizeof(*slots));
 	struct pidmap map = {0};
 	int ngs = -1;
 
-	if (gs && slots)
+	if (gs)
 		ngs = cd_nvml_sample(d->nvml, gs); /* outside the lock: NVML may be slow */
 	pthread_mutex_lock(&d->lock);
 	if (ngs >= 0) {
-		for (int i = 0; i < ngs; i++) {
-			struct cd_snap_gpu *g = &d->gpus[i];
-
-			g->index = gs[i].index;
-			memcpy(g->uuid, gs[i].uuid, sizeof(g->uuid));
-			memcpy(g->name, gs[i].name, sizeof(g->name));
-			g->memory_total = gs[i].total;
-			g->memory_used = gs[i].used;
-			g->utilization = gs[i].utilization;
-		}
-		d->ngpus = (unsigned)ngs;
-		build_map(d, &map, slots);
+		gpus_store(d, gs, ngs);
+		build_map(d, &map);
 		check_bypass(d, gs, (unsigned)ngs, &map);
 		core_use(d, gs, (unsigned)ngs, &map);
 		check_quota(d, gs, (unsigned)ngs, &map);
@@ -386,6 +483,5 @@ void cd_backstop_tick(struct cusliced *d)
 	if (ngs > 0)
 		cd_nvml_samples_free(gs, (unsigned)ngs);
 	free(map.v);
-	free(slots);
 	free(gs);
 }

@@ -20,8 +20,9 @@
 
 #include "cd-int.h"
 #include "cs-log.h"
+#include "cs-size.h"
 
-#define DURATION_UNITS "a whole number with unit ms, s, m or h (no unit: seconds)"
+#define DURATION_UNITS CS_DURATION_FORMS
 
 const char *const cd_config_keys[] = {
 	"socket",     "socket_group", "state_dir",	   "shm_dir",	  "metrics_listen",
@@ -243,31 +244,10 @@ static int set_ids(unsigned *ids, unsigned *n, bool users, const char *value, ch
 	return 0;
 }
 
-/* "<digits>[ms|s|m|h]" into milliseconds; false when malformed or over a day. */
+/* "<digits>[ms|s|m|h]" into milliseconds; false when malformed. */
 static bool parse_duration(const char *s, uint64_t *ms)
 {
-	uint64_t v = 0, mul;
-	const char *p = s;
-
-	if (*p < '0' || *p > '9')
-		return false;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		v = v * 10 + (uint64_t)(*p - '0');
-		if (v > 100000000)
-			return false;
-	}
-	if (strcmp(p, "ms") == 0)
-		mul = 1;
-	else if (*p == '\0' || strcmp(p, "s") == 0)
-		mul = 1000;
-	else if (strcmp(p, "m") == 0)
-		mul = 60000;
-	else if (strcmp(p, "h") == 0)
-		mul = 3600000;
-	else
-		return false;
-	*ms = v * mul;
-	return true;
+	return cs_duration_parse(s, ms) == 0;
 }
 
 /* HOST:PORT (IPv6 HOST in brackets) or "none"; the HTTP side resolves it at start. */

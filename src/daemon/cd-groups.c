@@ -1,19 +1,23 @@
 /*
  * Groups and their regions: the table of groups the daemon knows, their
- * policies written into the shared regions (where running processes read
- * them on their next allocation or controller tick), reclaim of what dead
- * processes leave, and the rescan that rebuilds the table after a restart.
+ * sealed regions (created here, handed to members by cd-ipc.c), the slots
+ * assigned to registrations, the policies written into the regions (where
+ * running processes read them on their next allocation or controller tick),
+ * and the periodic hygiene of slots nobody was given.
  *
- * The regions are the truth: a process's slot, its charges and its group's
- * limits live there, not in the daemon. So a daemon that dies loses
- * nothing, and one that starts finds every running group by scanning
- * shm_dir. The table holds managed groups (a policy) and groups with
- * processes; an unmanaged group without any is forgotten after session_ttl
- * (its file stays: its next process reopens it).
+ * Trust: a region is written by every member of its group, so nothing in
+ * it decides anything here. Which slot belongs to which process is the
+ * daemon's record (cd_proc), reclaim follows the record, and the backstop
+ * compares NVML's per-process usage with the limit the daemon holds. A
+ * LIVE slot the daemon did not assign is wiped without giving its numbers
+ * back: planting one cannot lower a group's counter.
+ *
+ * The table holds managed groups (a policy) and groups with registrations;
+ * an unmanaged group without any is forgotten after session_ttl, and its
+ * region with it (a later process of that name starts a fresh one).
  */
 #include "cd-int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +27,7 @@
 
 #include "cs-log.h"
 
-/* A region that cannot be opened is logged at most this often. */
+/* A region that cannot be created is logged at most this often. */
 #define REGION_WARN_MS 60000
 
 struct cd_group *cd_group_find(struct cusliced *d, const char *name)
@@ -56,8 +60,8 @@ struct cd_group *cd_group_get(struct cusliced *d, const char *name, bool open)
 		g->h.slot = -1;
 		d->groups[d->ngroups++] = g;
 	}
-	if (open)
-		cd_group_open_region(d, g);
+	if (open && cd_group_open_region(d, g) != 0)
+		return NULL;
 	return g;
 }
 
@@ -84,61 +88,43 @@ void cd_groups_free(struct cusliced *d)
 	d->groups_cap = 0;
 }
 
-/*
- * Regions the daemon creates (managed groups) belong to it; their group is
- * the socket's, so that the members who may reach the socket may also map
- * the region (mode 0660). Best effort: an unprivileged daemon keeps its own.
- */
-static void region_owner(struct cusliced *d, struct cd_group *g)
-{
-	struct stat st;
-
-	if (fstat(g->h.fd, &st) == 0 && st.st_uid == geteuid() && st.st_gid != d->socket_gid &&
-	    fchown(g->h.fd, (uid_t)-1, d->socket_gid) != 0)
-		cs_log(CS_LOG_DEBUG, CD_LOG, "group %s: cannot give its region to gid %u: %s",
-		       g->name, (unsigned)d->socket_gid, strerror(errno));
-}
-
 int cd_group_open_region(struct cusliced *d, struct cd_group *g)
 {
-	const char *dir = d->cfg->shm_dir;
-	struct stat st;
-	char path[512];
 	int e;
 
 	if (g->h.g)
 		return 0;
-	snprintf(path, sizeof(path), "%s/%s%s", dir, CS_GROUP_FILE_PREFIX, g->name);
-	/* An unmanaged group's region is its first process's to create (it owns it then). */
-	if (!g->policy && stat(path, &st) != 0)
-		return -errno;
-	e = cs_group_open(&g->h, dir, g->name);
+	e = cs_group_create_sealed(&g->h, g->name);
 	if (e) {
 		uint64_t now = cd_now_ms();
 
 		if (!g->warned_ms || now - g->warned_ms >= REGION_WARN_MS) {
 			g->warned_ms = now;
-			cs_log(CS_LOG_WARN, CD_LOG, "group %s: cannot open its region %s: %s",
-			       g->name, path,
-			       e == -EPROTO ? "another layout (a different cuslice version?)"
-					    : strerror(-e));
+			cs_log(CS_LOG_WARN, CD_LOG, "group %s: cannot create its region: %s",
+			       g->name, strerror(-e));
 		}
 		return e;
 	}
-	if (g->policy) {
-		region_owner(d, g);
-		cd_group_apply(d, g);
-	}
+	memset(g->assigned, 0, sizeof(g->assigned));
+	cd_regions_note(d, g);
+	cd_group_apply(d, g);
 	return 0;
+}
+
+int cd_gpu_by_uuid(const struct cusliced *d, const char *uuid)
+{
+	for (unsigned i = 0; i < d->ngpus; i++)
+		if (strcmp(d->gpus[i].uuid, uuid) == 0)
+			return (int)i;
+	return -1;
 }
 
 /* The NVML index of the GPU with uuid, or -1 (the daemon may not see every GPU a process sees). */
 static int gpu_index(struct cusliced *d, const char *uuid)
 {
-	for (unsigned i = 0; i < d->ngpus; i++)
-		if (strcmp(d->gpus[i].uuid, uuid) == 0)
-			return d->gpus[i].index;
-	return -1;
+	int i = cd_gpu_by_uuid(d, uuid);
+
+	return i >= 0 ? d->gpus[i].index : -1;
 }
 
 void cd_group_apply(struct cusliced *d, struct cd_group *g)
@@ -159,9 +145,10 @@ void cd_group_apply(struct cusliced *d, struct cd_group *g)
 	for (unsigned i = 0; i < d->ngpus; i++) {
 		const struct cd_snap_gpu *gpu = &d->gpus[i];
 		uint64_t lim = cd_policy_mem_limit(p, gpu->index, gpu->uuid, gpu->memory_total);
-		int e = cs_group_device(&g->h, gpu->uuid, gpu->memory_total, lim);
+		/* Never waits: a member can hold the device lock byte of its region forever. */
+		int e = cs_group_device_nowait(&g->h, gpu->uuid, gpu->memory_total, lim);
 
-		if (e < 0 && e != -ENOSPC)
+		if (e < 0 && e != -ENOSPC && e != -EAGAIN)
 			cs_log(CS_LOG_DEBUG, CD_LOG, "group %s: device entry for %s: %s", g->name,
 			       gpu->uuid, strerror(-e));
 	}
@@ -174,6 +161,7 @@ void cd_group_apply(struct cusliced *d, struct cd_group *g)
 
 		if (atomic_load(&gd->state) != CS_GROUP_DEV_READY)
 			continue;
+		/* Members can write anything here: bounded copy. */
 		memcpy(uuid, gd->uuid, sizeof(uuid));
 		uuid[sizeof(uuid) - 1] = '\0';
 		index = gpu_index(d, uuid);
@@ -208,99 +196,119 @@ static void group_unmanage(struct cd_group *g)
 	}
 }
 
-int cd_group_reclaim(struct cusliced *d, struct cd_group *g, pid_t pid)
+bool cd_group_slot_assigned(const struct cd_group *g, int slot)
 {
-	int n;
-
-	if (!g->h.g && cd_group_open_region(d, g) != 0)
-		return 0;
-	n = cs_group_reclaim(&g->h);
-	if (n > 0)
-		cd_event(d, "reclaimed", g->name, pid,
-			 "group %s: gave back the accounting of %d dead process%s", g->name, n,
-			 n == 1 ? "" : "es");
-	return n;
+	return g->assigned[slot / 64] >> (slot % 64) & 1;
 }
 
-unsigned cd_group_slots(struct cusliced *d, struct cd_group *g, struct cd_slot *out, unsigned max)
+void cd_group_mark_slot(struct cd_group *g, int slot)
 {
-	struct cs_group *r;
-	unsigned hwm, n = 0;
+	if (slot >= 0 && slot < CS_GROUP_MAX_PROCS)
+		g->assigned[slot / 64] |= 1ull << (slot % 64);
+}
 
-	/* A group's first process creates its region after registering: open it when it exists. */
-	if (!g->h.g)
-		cd_group_open_region(d, g);
-	r = g->h.g;
+int cd_group_slot_held(struct cd_group *g, int slot)
+{
+	/* The daemon's own description holds no slot byte: "held" is somebody else. */
+	return cs_group_proc_alive(&g->h, slot);
+}
+
+int cd_group_assign_slot(struct cusliced *d, struct cd_group *g)
+{
+	int e = cd_group_open_region(d, g);
+
+	if (e)
+		return e;
+	for (int i = 0; i < CS_GROUP_MAX_PROCS; i++) {
+		if (cd_group_slot_assigned(g, i))
+			continue;
+		/*
+		 * Held by a description we did not give out this time: a process
+		 * found at start-up before it locked, or a stray fork child
+		 * keeping a dead member's description. Not this one.
+		 */
+		e = cd_group_slot_held(g, i);
+		if (e != 0)
+			continue;
+		cs_group_slot_clear(&g->h, i);
+		cd_group_mark_slot(g, i);
+		return i;
+	}
+	return -ENOSPC;
+}
+
+void cd_group_release_slot(struct cusliced *d, struct cd_group *g, int slot, pid_t pid)
+{
+	struct cs_group_proc *p;
+	uint64_t held = 0;
+
+	if (!g->h.g || slot < 0 || slot >= CS_GROUP_MAX_PROCS || !cd_group_slot_assigned(g, slot))
+		return;
+	p = &g->h.g->proc[slot];
+	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++)
+		held += atomic_load(&p->used[i]);
+	cs_group_slot_reclaim(&g->h, slot);
+	g->assigned[slot / 64] &= ~(1ull << (slot % 64));
+	if (held)
+		cd_event(d, "reclaimed", g->name, pid,
+			 "group %s: gave back %llu bytes pid %d held", g->name,
+			 (unsigned long long)held, (int)pid);
+	/*
+	 * Nobody left in the group by our records: whatever the counters still
+	 * say is an over-count (a process killed between its two counter
+	 * updates, a member's scribbles). Slots never assigned are wiped below.
+	 */
+	if (g->sessions == 0)
+		cs_group_reset_usage(&g->h);
+}
+
+/*
+ * A member may scribble on its own group's region, header included (zeros
+ * punched into the memfd read back as zeros): the daemon knows what the
+ * header says and writes it back, so that new members can still adopt the
+ * region. The counters a member zeroed are the backstop's business.
+ */
+static void repair_header(struct cusliced *d, struct cd_group *g)
+{
+	struct cs_group *r = g->h.g;
+
+	if (!r || (memcmp(r->magic, CS_GROUP_MAGIC, sizeof(r->magic)) == 0 &&
+		   r->version == CS_GROUP_VERSION && r->size == sizeof(*r) &&
+		   strncmp(r->name, g->name, sizeof(r->name)) == 0))
+		return;
+	memcpy(r->magic, CS_GROUP_MAGIC, sizeof(r->magic));
+	r->version = CS_GROUP_VERSION;
+	r->size = sizeof(*r);
+	memset(r->name, 0, sizeof(r->name));
+	memcpy(r->name, g->name, strlen(g->name));
+	cd_event(d, "region_repair", g->name, 0,
+		 "group %s: its region's header was overwritten by a member; written back",
+		 g->name);
+}
+
+/* Wipes LIVE slots of g's region that no registration of ours holds. */
+static void wipe_strays(struct cusliced *d, struct cd_group *g)
+{
+	struct cs_group *r = g->h.g;
+	uint32_t hwm;
+	unsigned n = 0;
+
 	if (!r)
-		return 0;
+		return;
 	hwm = atomic_load(&r->proc_hwm);
 	if (hwm > CS_GROUP_MAX_PROCS)
 		hwm = CS_GROUP_MAX_PROCS;
 	for (unsigned i = 0; i < hwm; i++) {
-		struct cs_group_proc *p = &r->proc[i];
-
-		if (atomic_load(&p->state) != CS_GROUP_PROC_LIVE ||
-		    cs_group_proc_alive(&g->h, (int)i) != 1)
+		if (cd_group_slot_assigned(g, (int)i) ||
+		    atomic_load(&r->proc[i].state) == CS_GROUP_PROC_FREE)
 			continue;
-		if (out && n < max) {
-			out[n].index = (int)i;
-			out[n].pid = cs_group_proc_pid_for(p, &d->self);
-		}
+		cs_group_slot_clear(&g->h, (int)i);
 		n++;
 	}
-	return n;
-}
-
-void cd_groups_rescan(struct cusliced *d)
-{
-	const size_t plen = strlen(CS_GROUP_FILE_PREFIX);
-	DIR *dir = opendir(d->cfg->shm_dir);
-	struct dirent *e;
-	unsigned found = 0;
-
-	if (!dir) {
-		cs_log(CS_LOG_WARN, CD_LOG, "cannot scan %s for group regions: %s", d->cfg->shm_dir,
-		       strerror(errno));
-		return;
-	}
-	while ((e = readdir(dir))) {
-		const char *name = e->d_name + plen;
-		struct cs_group_handle h;
-		struct cd_group *g;
-		uint32_t flags;
-
-		if (strncmp(e->d_name, CS_GROUP_FILE_PREFIX, plen) != 0 ||
-		    !cs_group_name_valid(name) || cd_group_find(d, name))
-			continue;
-		if (cs_group_open(&h, d->cfg->shm_dir, name) != 0)
-			continue;
-		flags = atomic_load(&h.g->flags);
-		/* Flags of a policy this daemon does not have (policy.json lost or edited). */
-		if (flags & CS_GROUP_MANAGED) {
-			cs_log(CS_LOG_INFO, CD_LOG,
-			       "group %s: its region says managed, but there is no policy for it: "
-			       "now unmanaged",
-			       name);
-			atomic_store(&h.g->flags, 0);
-		}
-		g = cd_group_get(d, name, false);
-		if (!g) {
-			cs_group_close(&h);
-			continue;
-		}
-		g->h = h;
-		if (cd_group_slots(d, g, NULL, 0) == 0) {
-			/* Nobody uses it: no need to keep it mapped. */
-			group_drop(d, d->ngroups - 1);
-			continue;
-		}
-		cd_group_reclaim(d, g, 0);
-		found++;
-	}
-	closedir(dir);
-	if (found)
-		cs_log(CS_LOG_INFO, CD_LOG, "found %u group%s with running processes in %s", found,
-		       found == 1 ? "" : "s", d->cfg->shm_dir);
+	if (n)
+		cd_event(d, "stray_slots", g->name, 0,
+			 "group %s: wiped %u slot%s no registration holds (never given back)",
+			 g->name, n, n == 1 ? "" : "s");
 }
 
 void cd_groups_tick(struct cusliced *d)
@@ -310,15 +318,25 @@ void cd_groups_tick(struct cusliced *d)
 	for (unsigned i = 0; i < d->ngroups; i++) {
 		struct cd_group *g = d->groups[i];
 
-		if (!g->h.g)
+		/* Managed groups have a region from the start: limits before the first process. */
+		if (g->policy && !g->h.g)
 			cd_group_open_region(d, g);
-		if (g->h.g)
-			cd_group_reclaim(d, g, 0);
+		repair_header(d, g);
+		wipe_strays(d, g);
 		if (g->policy)
 			cd_group_apply(d, g);
-		if (g->policy || g->sessions || cd_group_slots(d, g, NULL, 0)) {
+		if (g->policy || g->sessions) {
 			g->idle_since_ms = 0;
 			continue;
+		}
+		/*
+		 * An unmanaged group without processes needs no region: the next
+		 * process starts a fresh one (its limits are the processes'). So
+		 * regions, and their descriptors, are bounded by registrations.
+		 */
+		if (g->h.g) {
+			cs_group_close(&g->h);
+			memset(g->assigned, 0, sizeof(g->assigned));
 		}
 		if (!g->idle_since_ms)
 			g->idle_since_ms = now;
@@ -358,7 +376,6 @@ int cd_groups_load_policies(struct cusliced *d, char *err, size_t errlen)
 			return -ENOMEM;
 		}
 		*g->policy = ps[i];
-		cd_group_open_region(d, g);
 	}
 	free(ps);
 	if (n)
@@ -402,17 +419,21 @@ static int store(struct cusliced *d, const struct cd_policy *changed, const char
 }
 
 /*
- * A policy key naming a GPU index the node does not have is a mistake (a
- * limit that never applies): refused, like libcuslice refuses an ordinal
- * beyond the devices a process sees. Unknown before NVML answered: accepted.
+ * A policy key naming a GPU the node does not have is a mistake (a limit
+ * that never applies, a GPU left unlimited): an index beyond NVML's, or a
+ * UUID (or prefix) that matches none of NVML's UUIDs, is refused, like
+ * libcuslice refuses them. Unknown before NVML answered: accepted.
  */
 static int check_indices(const struct cusliced *d, const struct cd_policy *p, char *err,
 			 size_t errlen)
 {
 	const struct cs_limits *all[] = {&p->mem, &p->core};
+	const char *uuids[CD_GPUS_MAX];
 
 	if (d->ngpus == 0)
 		return 0;
+	for (unsigned i = 0; i < d->ngpus; i++)
+		uuids[i] = d->gpus[i].uuid;
 	for (unsigned k = 0; k < 2; k++) {
 		for (unsigned i = 0; i < all[k]->n; i++) {
 			const struct cs_limit_rule *r = &all[k]->rule[i];
@@ -426,6 +447,8 @@ static int check_indices(const struct cusliced *d, const struct cd_policy *p, ch
 				 d->ngpus == 1 ? "" : "s", d->ngpus - 1);
 			return -EINVAL;
 		}
+		if (cs_limits_check_uuid_keys(all[k], uuids, d->ngpus, err, errlen) != 0)
+			return -EINVAL;
 	}
 	return 0;
 }
@@ -483,7 +506,7 @@ int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t
 	g->policy = p;
 	g->idle_since_ms = 0;
 	if (cd_group_open_region(d, g) == 0)
-		cd_group_apply(d, g);
+		cd_group_apply(d, g);	/* a new region had it applied already; an old one now */
 	text = cd_policy_to_json(p);
 	cd_event(d, "policy", name, 0, "group %s: policy set: %.200s", name, text ? text : "");
 	free(text);

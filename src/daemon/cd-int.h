@@ -86,6 +86,9 @@ unsigned cd_ring_since(const struct cd_ring *r, uint64_t since, struct cd_event 
 #define CD_MEMBERS_MAX 64 /* uids, gids each */
 #define CD_CGROUPS_MAX 16
 #define CD_CGROUP_LEN 256
+/* As many pods as one Kubernetes ResourceClaim may be reserved for. */
+#define CD_PODS_MAX 256
+#define CD_POD_UID_LEN 36 /* metadata.uid: a UUID (36) or a static pod's hash (32) */
 #define CD_POLICIES_MAX 1024
 /* Largest policy text accepted (an API body, or the whole file's per-group object). */
 #define CD_POLICY_TEXT_MAX (64u * 1024)
@@ -101,6 +104,18 @@ struct cd_members {
 	unsigned ngids;
 	char cgroups[CD_CGROUPS_MAX][CD_CGROUP_LEN]; /* path prefixes, no trailing '/' */
 	unsigned ncgroups;
+	char pods[CD_PODS_MAX][CD_POD_UID_LEN + 1]; /* Kubernetes pod UIDs, lowercase */
+	unsigned npods;
+};
+
+/*
+ * A label: a free-form fact about a group that the daemon stores and shows
+ * but never decides by (k8s.pod, k8s.namespace, slurm.job...). Limits in
+ * cusliced.h.
+ */
+struct cd_label {
+	char key[CD_LABEL_KEY_MAX + 1];
+	char value[CD_LABEL_VALUE_MAX + 1];
 };
 
 struct cd_policy {
@@ -111,6 +126,8 @@ struct cd_policy {
 	bool daemon_required;
 	struct cd_members members;
 	int on_violation; /* CD_ACTION_* */
+	struct cd_label labels[CD_LABELS_MAX]; /* in the order given */
+	unsigned nlabels;
 };
 
 /* A policy with every field at its default (no limits, hard, report, no members). */
@@ -118,8 +135,8 @@ void cd_policy_init(struct cd_policy *p, const char *name);
 
 /*
  * Applies a JSON policy object (API form: memory_limit, core_limit, mode,
- * daemon_required, members, on_violation; every field optional, null clears
- * a limit) over *p. On error *p is untouched and err holds one line naming
+ * daemon_required, members, on_violation, labels; every field optional, null
+ * clears a limit; labels replace the previous set whole) over *p. On error *p is untouched and err holds one line naming
  * the field and the accepted form. 0 or -EINVAL. Pure.
  */
 int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err, size_t errlen);
@@ -159,10 +176,30 @@ struct cd_decision {
 };
 
 /*
+ * The Kubernetes pod a cgroup path belongs to: its UID into uid (lowercase,
+ * with dashes) and the length of the path up to the end of the pod's
+ * component; 0 when the path is not inside a pod. Both cgroup drivers:
+ *   cgroupfs  /kubepods[/besteffort|/burstable]/pod<UID>/<container>
+ *   systemd   /kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-pod<UID_>.slice/...
+ *             (UID_: the UID with '_' for '-')
+ * at the hierarchy's first level, or under a kubelet cgroup root
+ * (/kubelet/kubepods..., /kubelet.slice/kubelet-kubepods.slice/...), never
+ * deeper (a user's delegated subtree could hold cgroups of any name). Only
+ * the first pod component counts: a container that creates
+ * /.../pod<A>/ctr/pod<B> inside its own cgroup is still in pod A. Paths
+ * are as the daemon's cgroup namespace shows them (run it in the host's).
+ * Pure.
+ */
+size_t cd_cgroup_pod(const char *cgroup, char uid[CD_POD_UID_LEN + 1]);
+
+/*
  * How specifically members m name peer p: 0 not at all, else a score (a
  * matching cgroup prefix beats a uid, which beats a gid; a longer prefix
  * beats a shorter one). A cgroup prefix matches whole path components:
- * "/a/b" matches "/a/b" and "/a/b/c", not "/a/bc".
+ * "/a/b" matches "/a/b" and "/a/b/c", not "/a/bc". A pods rule naming the
+ * peer's pod (cd_cgroup_pod) scores as the cgroup prefix that ends at the
+ * pod's component: a prefix naming the container is more specific, one
+ * naming /kubepods less.
  */
 unsigned cd_members_match(const struct cd_members *m, const struct cd_peer *p);
 
@@ -171,13 +208,14 @@ bool cd_members_empty(const struct cd_members *m);
 
 /*
  * The group of a registering peer that asked for `asked` ("" = none):
- *  1. asked names a managed group the peer may join (it matches its
- *     members, or the group has none): that group;
+ *  1. asked names a managed group whose members match the peer: that group;
  *  2. else the managed group whose members match the peer most
  *     specifically (ties: the first name in byte order): that group,
- *     whatever was asked;
- *  3. else asked names a managed group: refused, EPERM;
- *  4. else asked (unmanaged), or "pid-<pid>" when nothing was asked.
+ *     whatever was asked (placement: a process its identity places in a
+ *     group cannot run outside it by asking for another, open or not);
+ *  3. else asked names an open managed group (no members): that group;
+ *  4. else asked names a managed group: refused, EPERM;
+ *  5. else asked (unmanaged), or "pid-<pid>" when nothing was asked.
  * Returns 0 with out->group / out->policy, or -EPERM with out->code and
  * out->reason. Pure.
  */
@@ -195,11 +233,12 @@ int cd_pid_creds(pid_t pid, struct cd_peer *p);
 /* 'R', 'S', 'T', ... (field 3 of /proc/PID/stat), 0 when gone. */
 char cd_pid_state(pid_t pid);
 /*
- * The group whose region (dir/cuslice-group-NAME) pid maps, into name;
- * true when found. How processes the daemon has not heard of (standalone,
- * CUSLICE_DAEMON=off) are told apart from ones that bypass libcuslice.
+ * The lowest process-slot byte (< CS_GROUP_MAX_PROCS) that descriptor fd of
+ * pid holds an OFD write lock on, from /proc/PID/fdinfo/FD's "lock:" lines
+ * (the kernel's word: the lock belongs to that descriptor's open file
+ * description), or -1 when none.
  */
-bool cd_pid_maps_region(pid_t pid, const char *dir, char *name, size_t len);
+int cd_pid_fd_slot(pid_t pid, int fd);
 
 /* ---- NVML (cd-nvml.c) ---- */
 
@@ -258,6 +297,7 @@ struct cd_proc;
 struct cd_conn {
 	struct cd_watch w; /* CD_WATCH_CONN */
 	int fd;
+	int pass_fd;  /* a descriptor that goes with the first byte of out[] (REGISTERED), or -1 */
 	bool ipc;     /* first bytes were CS_IPC_MAGIC */
 	bool closing; /* close once out[] is sent */
 	struct cd_peer peer;
@@ -271,27 +311,38 @@ struct cd_conn {
 	unsigned char out[1024]; /* replies not yet sent; full: reading pauses */
 };
 
-/* A process that registered through the socket. */
+/*
+ * A process that registered through the socket, or that a restarted daemon
+ * found holding a slot of one of its regions (recovered). The daemon's own
+ * record of who holds which slot: reclaim and the backstop trust this,
+ * never what a slot says.
+ */
 struct cd_proc {
 	struct cd_watch w;    /* CD_WATCH_PIDFD */
 	struct cd_peer peer;  /* pid in the daemon's namespace */
 	uint64_t start;	      /* cd_pid_start at registration */
 	int pidfd;	      /* -1 when the kernel has none */
-	bool pidfd_watched;   /* in the epoll set (its connection is gone) */
-	struct cd_conn *conn; /* NULL once the connection closed */
+	bool pidfd_watched;   /* in the epoll set */
+	bool recovered;	      /* found at start-up, not registered with this daemon */
+	struct cd_conn *conn; /* NULL once the connection closed (or never, when recovered) */
 	char group[CS_GROUP_NAME_MAX + 1];
-	uint64_t gone_ms; /* when the connection closed while the process lives */
+	int slot;	  /* the slot assigned to it in its group's region, -1 once let go */
 };
 
 /* One group the daemon knows: managed (has a policy) or with processes. */
 struct cd_group {
 	char name[CS_GROUP_NAME_MAX + 1];
-	struct cs_group_handle h;		/* h.g NULL: the region is not open */
+	struct cs_group_handle h;		/* the sealed region; h.g NULL: none yet */
 	struct cd_policy *policy;		/* NULL: unmanaged */
-	unsigned sessions;			/* registered processes (cd_proc) in it */
+	unsigned sessions;			/* registrations (cd_proc) in it */
+	uint64_t assigned[CS_GROUP_MAX_PROCS / 64]; /* slots given to registrations */
 	uint64_t idle_since_ms;			/* unmanaged and without processes since; 0 busy */
-	double core_used[CS_GROUP_MAX_DEVICES]; /* by region device index, 0..1 */
-	uint32_t over_quota;			/* bit i: device i reported over its quota */
+	double core_used[CS_GROUP_MAX_DEVICES]; /* by region device index, 0..1, for listings */
+	/* the backstop, by the daemon's GPU (position in d->gpus) */
+	double core_gpu[CD_GPUS_MAX];		/* share of the GPU's time, last window */
+	uint64_t over_quota;			/* bit i: GPU i reported over its memory limit */
+	uint64_t over_core;			/* bit i: GPU i reported over its core limit */
+	uint8_t core_over_ticks[CD_GPUS_MAX];	/* consecutive windows over the core limit */
 	uint64_t warned_ms;			/* last region error logged */
 };
 
@@ -332,6 +383,9 @@ struct cusliced {
 	uint64_t refusal_log_ms; /* rate limit of "refused" log lines */
 	unsigned refusal_logged, refusal_quiet;
 
+	unsigned region_notes; /* lines in state_dir/regions (compacted when far above ngroups) */
+	int notes_fd;	       /* state_dir/regions open for appending, or -1 */
+
 	/* loop thread only */
 	int epfd, lfd, sfd, tfd;
 	struct cd_conn *conns;
@@ -341,7 +395,7 @@ struct cusliced {
 	uint64_t next_reclaim_ms, next_backstop_ms;
 	bool stop;
 	bool listen_paused; /* out of fds: accepting resumes at the next tick */
-	ino_t socket_ino;   /* the socket file we bound, removed at exit if still ours */
+	ino_t socket_ino;   /* the socket file we bound */
 	void **graveyard;   /* freed after the current batch */
 	unsigned ngrave, grave_cap;
 	struct cd_handoff *handoffs; /* HTTP connections to hand over after the batch */
@@ -374,50 +428,96 @@ struct cd_group *cd_group_find(struct cusliced *d, const char *name);
 
 /*
  * The group called name, created in the table when absent (unmanaged).
- * Opens its region when `open` (creating the file only for managed groups;
- * an unmanaged group's region is created by its first process). NULL when
+ * With `open`, makes sure it has a region (cd_group_open_region). NULL when
  * out of memory.
  */
 struct cd_group *cd_group_get(struct cusliced *d, const char *name, bool open);
-/* Opens g's region when not open (and it exists, or g is managed). 0 or -errno. */
+/*
+ * Creates g's region when it has none: a sealed memfd only the daemon and
+ * the members it hands it to can reach (cs_group_create_sealed), noted in
+ * state_dir/regions so that a restarted daemon can recognise it, with g's
+ * policy applied. 0 or -errno (logged).
+ */
 int cd_group_open_region(struct cusliced *d, struct cd_group *g);
 /* Writes g's policy (or its absence) into its region: flags, limits of every GPU. */
 void cd_group_apply(struct cusliced *d, struct cd_group *g);
-/* Returns dead processes' accounting (cs_group_reclaim); logs and counts an event. */
-int cd_group_reclaim(struct cusliced *d, struct cd_group *g, pid_t pid);
-/* A live slot of a region: its index and its owner's pid as the daemon sees it (0 unknown). */
-struct cd_slot {
-	int index;
-	pid_t pid;
-};
-/* The live slots of g's region (owner alive) into out[0..max); returns how many (all, even past
- * max). */
-unsigned cd_group_slots(struct cusliced *d, struct cd_group *g, struct cd_slot *out, unsigned max);
-/* Scans shm_dir for regions and takes up the ones with live processes (at start). */
-void cd_groups_rescan(struct cusliced *d);
-/* Every second: reclaim every open region, re-apply policies, forget idle groups. */
+/*
+ * Assigns a free slot of g's region to a new registration: one no
+ * registration holds and whose lock byte nobody holds; the slot is wiped.
+ * The slot, or -ENOSPC / -errno.
+ */
+int cd_group_assign_slot(struct cusliced *d, struct cd_group *g);
+/* Marks slot assigned (recovery); whether it is. */
+void cd_group_mark_slot(struct cd_group *g, int slot);
+bool cd_group_slot_assigned(const struct cd_group *g, int slot);
+/*
+ * The registration that held slot let go of it (its process died, exec'd,
+ * or unmapped the region): gives its accounting back (the slot's own
+ * numbers: a member can only misstate its own group's), frees it, and when
+ * no registration of g remains, resets g's counters (what is left is an
+ * over-count). Logs a `reclaimed` event naming pid.
+ */
+void cd_group_release_slot(struct cusliced *d, struct cd_group *g, int slot, pid_t pid);
+/* 1 when slot's lock byte is held through some open file description, 0 not, -errno. */
+int cd_group_slot_held(struct cd_group *g, int slot);
+/* The GPU statistics index (in d->gpus) of uuid, or -1. */
+int cd_gpu_by_uuid(const struct cusliced *d, const char *uuid);
+/*
+ * Every second: wipes LIVE slots no registration was given (planted or
+ * left over: never believed, never given back), re-applies policies,
+ * forgets idle unmanaged groups.
+ */
 void cd_groups_tick(struct cusliced *d);
-/* Loads the stored policies and applies them. 0, or -errno with a message. */
+/* Loads the stored policies (regions are made by cd_groups_tick). 0, or -errno with a message. */
 int cd_groups_load_policies(struct cusliced *d, char *err, size_t errlen);
 /* The managed groups' policies into ps[] (room for d->ngroups); returns how many. */
 unsigned cd_groups_policies(struct cusliced *d, const struct cd_policy **ps);
 void cd_groups_free(struct cusliced *d);
 
+/* ---- restart: finding our regions again (cd-recover.c); lock held ---- */
+
+/* Notes g's region (its memfd's device and inode) in state_dir/regions. */
+void cd_regions_note(struct cusliced *d, struct cd_group *g);
+/* Closes the notes (at exit). */
+void cd_regions_close(struct cusliced *d);
+/*
+ * At start: reads state_dir/regions, finds in /proc/PID/fd every process
+ * holding one of those regions (the link /memfd:cuslice-group-NAME
+ * (deleted), the same device and inode, owned by us, mode 0600), adopts the
+ * region (checked: sealed, this layout, that name) and rebuilds a
+ * registration for each holder of a slot lock (from /proc/PID/fdinfo, the
+ * kernel's word) that the group's policy still places there. Rewrites the
+ * notes with the regions found.
+ */
+void cd_regions_recover(struct cusliced *d);
+
 /* ---- registered processes (cd-procs.c); all lock held ---- */
 
-/* Adds a registration for conn's peer in group g. NULL when out of memory. */
-struct cd_proc *cd_proc_add(struct cusliced *d, struct cd_conn *c, struct cd_group *g);
+/*
+ * Adds a registration for conn's peer in group g, holding slot (assigned by
+ * cd_group_assign_slot). NULL when out of memory.
+ */
+struct cd_proc *cd_proc_add(struct cusliced *d, struct cd_conn *c, struct cd_group *g, int slot);
+/*
+ * A registration found at start-up: pid (start time `start`) holds `slot`
+ * of g's region. NULL when out of memory or the process is gone.
+ */
+struct cd_proc *cd_proc_recover(struct cusliced *d, struct cd_group *g, int slot, pid_t pid,
+				uint64_t start, const struct cd_peer *peer);
 /*
  * conn's connection closed. A process that is gone is forgotten now and its
- * group reclaimed; one that lives on (exec, or it closed the socket) is kept
- * for session_ttl, watched through its pidfd.
+ * slot reclaimed. One that lives on keeps its registration while it holds
+ * its slot (it closed the socket but still maps its region); once it does
+ * not (it exec'd), its slot is reclaimed and the registration forgotten.
  */
 void cd_proc_disconnected(struct cusliced *d, struct cd_proc *p);
+/* True when p counts as registered now: connected, or holding its slot. */
+bool cd_proc_active(const struct cd_proc *p);
 /* p's pidfd became readable: the process exited. */
 void cd_proc_exited(struct cusliced *d, struct cd_proc *p);
 /* Removes p from the table, without an event (it freed after the loop's batch). */
 void cd_proc_forget(struct cusliced *d, struct cd_proc *p);
-/* Expires disconnected processes older than session_ttl, and dead ones without pidfd. */
+/* Disconnected registrations: forgets dead ones and those that let go of their slot. */
 void cd_procs_tick(struct cusliced *d);
 /* The registration of pid, or NULL. */
 struct cd_proc *cd_proc_by_pid(struct cusliced *d, pid_t pid);
@@ -447,6 +547,8 @@ int cd_ipc_input(struct cusliced *d, struct cd_conn *c);
 
 /* Samples NVML; updates GPUs and groups' core use; detects bypass and over-quota. */
 void cd_backstop_tick(struct cusliced *d);
+/* Samples NVML for the GPUs only (d->gpus), taking the lock: at start, before policies apply. */
+void cd_gpus_refresh(struct cusliced *d);
 
 /* ---- the loop (cd-loop.c) ---- */
 

@@ -8,15 +8,36 @@
  * What decides is the kernel's word about the connection (c->peer), never
  * the message: REGISTER only carries the group the process would like and
  * the shared token.
+ *
+ * REGISTERED hands the process its group's region: a new open file
+ * description of the sealed memfd (so its slot lock is its own), sent with
+ * the reply's first byte (SCM_RIGHTS), and the slot the daemon assigned it.
  */
 #include "cd-int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cs-log.h"
+
+/*
+ * A descriptor of g's region with an open file description of its own: OFD
+ * locks belong to the description, so each member's slot lock must be on
+ * one nobody else shares. -errno on failure.
+ */
+static int region_fd(struct cd_group *g)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", g->h.fd);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	return fd >= 0 ? fd : -errno;
+}
 
 /* Queues a reply; the caller made sure out[] has room (cd_ipc_input checks first). */
 static void reply(struct cd_conn *c, enum cs_ipc_type type, uint32_t seq, const void *body)
@@ -47,6 +68,7 @@ static void do_register(struct cusliced *d, struct cd_conn *c, const struct cs_i
 	struct cd_proc *old;
 	char why[CS_IPC_REASON];
 	unsigned n;
+	int slot, fd;
 
 	if (r->version != CS_IPC_VERSION) {
 		snprintf(why, sizeof(why),
@@ -92,19 +114,36 @@ static void do_register(struct cusliced *d, struct cd_conn *c, const struct cs_i
 	if (old && !old->conn && old->start == cd_pid_start(c->peer.pid))
 		cd_proc_forget(d, old);
 	g = cd_group_get(d, dec.group, true);
-	if (!g || !cd_proc_add(d, c, g)) {
-		deny(d, c, m->h.seq, EAGAIN, "cusliced is out of memory");
+	if (!g) {
+		deny(d, c, m->h.seq, EAGAIN, "cusliced cannot create the group's region");
 		return;
 	}
+	slot = cd_group_assign_slot(d, g);
+	if (slot < 0) {
+		snprintf(why, sizeof(why), "group %s: %s", dec.group,
+			 slot == -ENOSPC ? "all process slots are taken" : strerror(-slot));
+		deny(d, c, m->h.seq, slot == -ENOSPC ? ENOSPC : EAGAIN, why);
+		return;
+	}
+	fd = region_fd(g);
+	if (fd < 0 || !cd_proc_add(d, c, g, slot)) {
+		if (fd >= 0)
+			close(fd);
+		cd_group_release_slot(d, g, slot, c->peer.pid);
+		deny(d, c, m->h.seq, EAGAIN, "cusliced is out of memory or descriptors");
+		return;
+	}
+	c->pass_fd = fd;
 	c->deadline_ms = 0;
 	d->registrations_total++;
 	if (dec.policy)
 		ok.flags = CS_IPC_MANAGED | (dec.policy->daemon_required ? CS_IPC_REQUIRED : 0);
+	ok.slot = (uint32_t)slot;
 	snprintf(ok.group, sizeof(ok.group), "%s", dec.group);
-	snprintf(ok.shm_dir, sizeof(ok.shm_dir), "%s", d->cfg->shm_dir);
 	reply(c, CS_IPC_REGISTERED, m->h.seq, &ok);
-	cd_event(d, "registered", dec.group, c->peer.pid, "pid %d (uid %u) joined group %s%s%s",
-		 (int)c->peer.pid, (unsigned)c->peer.uid, dec.group, dec.policy ? " (managed)" : "",
+	cd_event(d, "registered", dec.group, c->peer.pid,
+		 "pid %d (uid %u) joined group %s (slot %d)%s%s", (int)c->peer.pid,
+		 (unsigned)c->peer.uid, dec.group, slot, dec.policy ? " (managed)" : "",
 		 r->group[0] && strcmp(r->group, dec.group) != 0 ? " instead of the group it asked"
 								 : "");
 }
@@ -127,7 +166,10 @@ static int handle(struct cusliced *d, struct cd_conn *c, const struct cs_ipc_msg
 int cd_ipc_input(struct cusliced *d, struct cd_conn *c)
 {
 	/* The largest reply must fit before a message is taken. */
-	const size_t room = CS_IPC_HEADER + sizeof(struct cs_ipc_registered);
+	const size_t room = CS_IPC_HEADER + (sizeof(struct cs_ipc_registered) >
+						     sizeof(struct cs_ipc_denied)
+						 ? sizeof(struct cs_ipc_registered)
+						 : sizeof(struct cs_ipc_denied));
 
 	while (!c->closing && sizeof(c->out) - c->out_len >= room) {
 		struct cs_ipc_msg m;

@@ -164,15 +164,17 @@ int cd_listen_open(struct cusliced *d, char *err, size_t errlen)
 
 void cd_listen_close(struct cusliced *d)
 {
-	struct stat st;
-
 	if (d->lfd < 0)
 		return;
 	close(d->lfd);
 	d->lfd = -1;
-	/* Only our own socket file: a successor may have bound the path already. */
-	if (stat(d->cfg->socket, &st) == 0 && st.st_ino == d->socket_ino)
-		unlink(d->cfg->socket);
+	/*
+	 * The socket file stays: it says that this node is managed. A process
+	 * that starts while the daemon is away finds it, waits for the daemon
+	 * (CUSLICE_DAEMON_WAIT) and fails closed rather than run without its
+	 * group's policy. The next daemon replaces it; an operator who retires
+	 * the daemon removes it.
+	 */
 }
 
 static bool id_in(const unsigned *ids, unsigned n, unsigned id)
@@ -260,6 +262,7 @@ void cd_listen_accept(struct cusliced *d)
 		}
 		c->w.kind = CD_WATCH_CONN;
 		c->fd = fd;
+		c->pass_fd = -1;
 		c->sa = sa;
 		c->salen = salen;
 		c->deadline_ms = cd_now_ms() + HANDSHAKE_MS;
@@ -307,22 +310,31 @@ void cd_conn_close(struct cusliced *d, struct cd_conn *c)
 	cd_peer_clear(d, c->fd);
 	close(c->fd);
 	c->fd = -1;
+	if (c->pass_fd >= 0)
+		close(c->pass_fd);
+	c->pass_fd = -1;
 	c->proc = NULL;
 	if (p)
 		cd_proc_disconnected(d, p);
 }
 
-/* Sends what out[] holds. 0 when all of it went, -EAGAIN when the socket is full, -errno. */
+/*
+ * Sends what out[] holds, with c->pass_fd on its first byte (then closed:
+ * the peer has its own copy). 0 when all of it went, -EAGAIN when the
+ * socket is full, -errno.
+ */
 static int flush(struct cd_conn *c)
 {
 	while (c->out_off < c->out_len) {
-		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		long n = cs_ipc_send_fd(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+					c->pass_fd);
 
-		if (n < 0 && errno == EINTR)
-			continue;
 		if (n < 0)
-			return errno == EAGAIN ? -EAGAIN : -errno;
+			return n == -EAGAIN ? -EAGAIN : (int)n;
+		if (n > 0 && c->pass_fd >= 0) {
+			close(c->pass_fd);
+			c->pass_fd = -1;
+		}
 		c->out_off += (size_t)n;
 	}
 	c->out_len = c->out_off = 0;
@@ -436,6 +448,8 @@ void cd_conns_free(struct cusliced *d)
 
 		d->conns = c->next;
 		close(c->fd);
+		if (c->pass_fd >= 0)
+			close(c->pass_fd);
 		free(c);
 	}
 	d->nconns = 0;

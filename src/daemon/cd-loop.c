@@ -190,7 +190,9 @@ static int setup(struct cusliced *d, char *err, size_t errlen)
 	};
 	sigset_t set;
 
-	d->epfd = epoll_create1(EPOLL_CLOEXEC);
+	/* main may have made it already: registrations recovered at start watch their pidfds. */
+	if (d->epfd < 0)
+		d->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (d->epfd < 0)
 		goto fail;
 	/* main blocked these in every thread; they arrive here. */

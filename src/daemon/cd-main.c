@@ -2,12 +2,14 @@
  * cusliced: the command line, start-up and shutdown.
  *
  * Start: configuration (defaults, --config FILE, then command-line options),
- * NVML, stored policies, a rescan of shm_dir for running groups, the socket,
- * the HTTP side, then "READY=1" to systemd when $NOTIFY_SOCKET is set, and
- * the event loop. SIGTERM / SIGINT stop it cleanly: the socket file is
- * removed, regions stay (running processes keep their quotas without the
- * daemon). Exit status: 0 clean stop, 1 could not start or run, 2 usage or
- * configuration error.
+ * the socket, NVML, stored policies, the regions a previous daemon left
+ * with running processes (cd-recover.c), the managed groups' regions, the
+ * HTTP side, then "READY=1" to systemd when $NOTIFY_SOCKET is set, and the
+ * event loop. SIGTERM / SIGINT stop it cleanly: the socket file stays (the
+ * node stays managed: processes that start meanwhile wait for the daemon,
+ * then fail closed), and so do the regions its members hold (running
+ * processes keep their quotas without the daemon). Exit status: 0 clean
+ * stop, 1 could not start or run, 2 usage or configuration error.
  */
 #include "cd-int.h"
 
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -43,12 +46,12 @@ static const char usage_text[] =
 	"                           on the command line override it\n"
 	"      --socket PATH        Unix socket for processes, the CLI and the API\n"
 	"                           (default /run/cuslice/cusliced.sock; mode 0660)\n"
-	"      --socket-group GROUP group owning the socket and the managed groups'\n"
-	"                           regions: name or gid (default: the daemon's group)\n"
+	"      --socket-group GROUP group owning the socket: name or gid (default: the\n"
+	"                           daemon's group)\n"
 	"      --state-dir DIR      where policies are stored, as policy.json\n"
 	"                           (default /var/lib/cuslice)\n"
-	"      --shm-dir DIR        where group regions live, told to every process\n"
-	"                           (default /dev/shm)\n"
+	"      --shm-dir DIR        ignored (regions are sealed memory files the daemon\n"
+	"                           hands to its members; kept for old configurations)\n"
 	"      --metrics-listen ADDR  Prometheus metrics on HOST:PORT ([::1]:PORT for\n"
 	"                           IPv6), or none (default 127.0.0.1:9464)\n"
 	"      --log-level LEVEL    error, warn, info (default) or debug\n"
@@ -64,9 +67,8 @@ static const char usage_text[] =
 	"                           libcuslice and groups over quota: 100ms to 1h\n"
 	"                           (default 1s; units ms, s, m, h; none: seconds)\n"
 	"      --session-ttl DURATION\n"
-	"                           how long a registration outlives its connection\n"
-	"                           while the process lives on, and an unmanaged group\n"
-	"                           its last process: 0s to 24h (default 30s)\n"
+	"                           how long an unmanaged group stays listed after its\n"
+	"                           last process: 0s to 24h (default 30s)\n"
 	"      --on-bypass ACTION   what to do with a process using a GPU without\n"
 	"                           libcuslice: report (default), stop (SIGSTOP), kill\n"
 	"  -h, --help               this text\n"
@@ -248,8 +250,12 @@ static unsigned raise_fd_limit(void)
 		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 			getrlimit(RLIMIT_NOFILE, &rl);
 	}
-	/* A registered process costs two: its connection and its pidfd. */
-	return rl.rlim_cur > 128 ? (unsigned)((rl.rlim_cur - 64) / 2) : 32;
+	/*
+	 * A registered process costs two: its connection and its pidfd; and
+	 * its group's region one more when it is alone in its group (the
+	 * default pid-<pid> groups).
+	 */
+	return rl.rlim_cur > 128 ? (unsigned)((rl.rlim_cur - 64) / 3) : 32;
 }
 
 static int mkdir_p(const char *dir)
@@ -262,7 +268,8 @@ static int mkdir_p(const char *dir)
 			char saved = *p;
 
 			*p = '\0';
-			if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+			/* The state directory itself is the daemon's alone; its parents are not. */
+			if (mkdir(buf, saved ? 0755 : 0700) != 0 && errno != EEXIST)
 				return -errno;
 			*p = saved;
 			if (!saved)
@@ -285,10 +292,12 @@ static int prepare_dirs(const struct cd_config *c)
 	if (access(c->state_dir, W_OK) != 0)
 		cs_log(CS_LOG_WARN, CD_LOG,
 		       "state_dir %s is not writable: policy changes will fail", c->state_dir);
-	if (stat(c->shm_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, PROG ": shm_dir %s: not a directory\n", c->shm_dir);
-		return -1;
-	}
+	if (st.st_uid != geteuid() || (st.st_mode & 022))
+		cs_log(CS_LOG_WARN, CD_LOG,
+		       "state_dir %s (owner uid %u, mode %04o) may be written by others: the "
+		       "policies and the regions' identities there are trusted; expected a "
+		       "directory of the daemon's own, mode 0700",
+		       c->state_dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
 	return 0;
 }
 
@@ -328,14 +337,25 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	d.nvml = cd_nvml_open();
+	d.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (d.epfd < 0) {
+		fprintf(stderr, PROG ": epoll: %s\n", strerror(errno));
+		goto out;
+	}
 
+	/*
+	 * The GPUs before any policy reaches a region: a limit keyed by GPU
+	 * index resolves only against them (without, a recovered region would
+	 * get the policy's "default" until the first backstop tick).
+	 */
+	cd_gpus_refresh(&d);
 	pthread_mutex_lock(&d.lock);
 	if (cd_groups_load_policies(&d, err, sizeof(err)) != 0) {
 		pthread_mutex_unlock(&d.lock);
 		fprintf(stderr, PROG ": %s\n", err);
 		goto out;
 	}
-	cd_groups_rescan(&d);
+	cd_regions_recover(&d);
 	pthread_mutex_unlock(&d.lock);
 	/* GPUs first, then the policies again: every GPU gets its entry and limits. */
 	cd_backstop_tick(&d);
@@ -349,8 +369,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	cs_log(CS_LOG_INFO, CD_LOG,
-	       "cusliced " CD_VERSION " ready on %s (policies in %s, regions in %s, metrics %s%s)",
-	       cfg.socket, cfg.state_dir, cfg.shm_dir, cfg.metrics_listen,
+	       "cusliced " CD_VERSION " ready on %s (policies in %s, metrics %s%s)", cfg.socket,
+	       cfg.state_dir, cfg.metrics_listen,
 	       cfg.token[0] ? ", token required" : "");
 	notify("READY=1");
 	if (cd_loop_run(&d, err, sizeof(err)) != 0)

@@ -155,33 +155,35 @@ int cd_pid_creds(pid_t pid, struct cd_peer *p)
 	return 0;
 }
 
-bool cd_pid_maps_region(pid_t pid, const char *dir, char *name, size_t len)
+int cd_pid_fd_slot(pid_t pid, int fd)
 {
-	char path[64], needle[300], *line = NULL;
-	size_t cap = 0, nlen;
-	bool found = false;
-	FILE *f;
+	char what[64], text[8192];
+	const char *line;
+	int best = -1;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	snprintf(needle, sizeof(needle), " %s/%s", dir, CS_GROUP_FILE_PREFIX);
-	nlen = strlen(needle);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (!found && getline(&line, &cap, f) > 0) {
-		char *at = strstr(line, needle), *end;
+	snprintf(what, sizeof(what), "fdinfo/%d", fd);
+	if (read_proc(pid, what, text, sizeof(text)) <= 0)
+		return -1;
+	/*
+	 * "lock:\t1: OFDLCK ADVISORY  WRITE -1 00:01:INODE START END" per lock
+	 * this descriptor's open file description owns: a slot is a one-byte
+	 * write lock below CS_GROUP_MAX_PROCS (the bytes above are the
+	 * registration, device and controller locks).
+	 */
+	for (line = strstr(text, "lock:"); line; line = strstr(line + 1, "\nlock:")) {
+		char kind[16], mode[16], type[16], dev[64];
+		long long start, end;
+		int n, owner;
 
-		if (!at)
+		if (*line == '\n')
+			line++;
+		n = sscanf(line, "lock: %*d: %15s %15s %15s %d %63s %lld %lld", kind, mode, type,
+			   &owner, dev, &start, &end);
+		if (n != 7 || strcmp(kind, "OFDLCK") != 0 || strcmp(type, "WRITE") != 0 ||
+		    start != end || start < 0 || start >= CS_GROUP_MAX_PROCS)
 			continue;
-		at += nlen;
-		end = at + strcspn(at, " \n");
-		*end = '\0';
-		if (cs_group_name_valid(at) && strlen(at) < len) {
-			strcpy(name, at);
-			found = true;
-		}
+		if (best < 0 || start < best)
+			best = (int)start;
 	}
-	free(line);
-	fclose(f);
-	return found;
+	return best;
 }

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define FIELDS "memory_limit, core_limit, mode, daemon_required, members, on_violation"
+#define FIELDS "memory_limit, core_limit, mode, daemon_required, members, on_violation, labels"
 #define MEM_FORMS                                                                                  \
 	"null (no limit), bytes (a number), a size string (e.g. \"8GiB\"), a percentage of the "   \
 	"GPU's memory (e.g. \"50%\"), or an object of such values keyed by GPU index, GPU UUID "   \
@@ -282,6 +282,40 @@ static bool cgroup_form(const char *s, char *out, size_t len)
 	return true;
 }
 
+/*
+ * "pods": Kubernetes pod UIDs (metadata.uid), matched against the pod a
+ * process's cgroup path places it in (cd_cgroup_pod). Lowercase as the API
+ * server writes them: an uppercase UID would never match, so it is refused.
+ */
+static int parse_pods(const cJSON *arr, struct cd_members *m, char *err, size_t errlen)
+{
+	const cJSON *it;
+
+	m->npods = 0;
+	if (cJSON_IsNull(arr))
+		return 0;
+	if (!cJSON_IsArray(arr))
+		return fail(err, errlen, "members.pods: expected an array of pod UIDs");
+	for (it = arr->child; it; it = it->next) {
+		const char *u = cJSON_IsString(it) ? it->valuestring : "";
+		size_t n = strlen(u);
+		bool ok = n >= 32 && n <= CD_POD_UID_LEN;
+
+		if (m->npods == CD_PODS_MAX)
+			return fail(err, errlen, "members.pods: more than %d entries", CD_PODS_MAX);
+		for (size_t i = 0; ok && i < n; i++)
+			ok = (u[i] >= '0' && u[i] <= '9') || (u[i] >= 'a' && u[i] <= 'f') ||
+			     u[i] == '-';
+		if (!ok)
+			return fail(err, errlen,
+				    "members.pods: expected pod UIDs (metadata.uid: 32 to 36 "
+				    "characters of 0-9 a-f -, e.g. "
+				    "\"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\")");
+		memcpy(m->pods[m->npods++], u, n + 1);
+	}
+	return 0;
+}
+
 static int parse_members(const cJSON *v, struct cd_members *out, char *err, size_t errlen)
 {
 	char shown[160];
@@ -297,7 +331,7 @@ static int parse_members(const cJSON *v, struct cd_members *out, char *err, size
 	if (!cJSON_IsObject(v))
 		return fail(err, errlen,
 			    "members: expected an object {\"uids\": [...], \"gids\": [...], "
-			    "\"cgroups\": [...]} or null");
+			    "\"cgroups\": [...], \"pods\": [...]} or null");
 	for (it = v->child; it; it = it->next) {
 		for (const cJSON *o = v->child; o != it; o = o->next)
 			if (strcmp(o->string, it->string) == 0)
@@ -331,16 +365,99 @@ static int parse_members(const cJSON *v, struct cd_members *out, char *err, size
 					    CD_CGROUP_LEN);
 				m.ncgroups++;
 			}
+		} else if (strcmp(it->string, "pods") == 0) {
+			e = parse_pods(it, &m, err, errlen);
 		} else {
 			return fail(
 			    err, errlen,
-			    "members: unknown field \"%s\"; accepted: uids, gids, cgroups",
+			    "members: unknown field \"%s\"; accepted: uids, gids, cgroups, pods",
 			    key_text(it->string, shown));
 		}
 		if (e)
 			return e;
 	}
 	*out = m;
+	return 0;
+}
+
+/* ---- labels ---- */
+
+#define LABEL_FORMS                                                                                \
+	"an object of at most 16 labels {\"KEY\": \"VALUE\"} (KEY: 1 to 63 characters of "         \
+	"a-z 0-9 . _ / -, starting with a letter or digit; VALUE: up to 253 printable ASCII "      \
+	"characters), or null"
+
+static bool label_key_form(const char *k)
+{
+	size_t n = strlen(k);
+
+	if (n == 0 || n > CD_LABEL_KEY_MAX ||
+	    !((k[0] >= 'a' && k[0] <= 'z') || (k[0] >= '0' && k[0] <= '9')))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') ||
+		      strchr("._/-", k[i])))
+			return false;
+	return true;
+}
+
+static bool label_value_form(const char *v)
+{
+	size_t n = strlen(v);
+
+	if (n > CD_LABEL_VALUE_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] > 0x7e)
+			return false;
+	return true;
+}
+
+/* "labels": {KEY: VALUE, ...} or null. The set given replaces the old one whole. */
+static int parse_labels(const cJSON *v, struct cd_policy *out, char *err, size_t errlen)
+{
+	char shown[160], mine[CD_LABEL_METRIC_NAME_LEN], theirs[CD_LABEL_METRIC_NAME_LEN];
+	unsigned n = 0;
+	const cJSON *it;
+
+	if (cJSON_IsNull(v)) {
+		out->nlabels = 0;
+		return 0;
+	}
+	if (!cJSON_IsObject(v))
+		return fail(err, errlen, "labels: expected %s", LABEL_FORMS);
+	for (it = v->child; it; it = it->next, n++) {
+		if (n == CD_LABELS_MAX)
+			return fail(err, errlen, "labels: more than %d labels", CD_LABELS_MAX);
+		if (!label_key_form(it->string))
+			return fail(err, errlen,
+				    "labels: key \"%s\" is not 1 to 63 characters of a-z 0-9 "
+				    ". _ / -, starting with a letter or digit",
+				    key_text(it->string, shown));
+		if (!cJSON_IsString(it) || !label_value_form(it->valuestring))
+			return fail(err, errlen,
+				    "labels.\"%s\": expected a string of up to 253 printable ASCII "
+				    "characters",
+				    it->string);
+		/* Keys that differ only in . / - _ would be one metric label. */
+		cd_label_metric_name(it->string, mine, sizeof(mine));
+		for (const cJSON *o = v->child; o != it; o = o->next) {
+			cd_label_metric_name(o->string, theirs, sizeof(theirs));
+			if (strcmp(o->string, it->string) == 0)
+				return fail(err, errlen, "labels.\"%s\": given twice", it->string);
+			if (strcmp(mine, theirs) == 0)
+				return fail(err, errlen,
+					    "labels: keys \"%s\" and \"%s\" are both the metric "
+					    "label %s; keep one",
+					    o->string, it->string, mine);
+		}
+	}
+	n = 0;
+	for (it = v->child; it; it = it->next, n++) {
+		snprintf(out->labels[n].key, sizeof(out->labels[n].key), "%s", it->string);
+		snprintf(out->labels[n].value, sizeof(out->labels[n].value), "%s", it->valuestring);
+	}
+	out->nlabels = n;
 	return 0;
 }
 
@@ -396,6 +513,8 @@ int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err
 				e = fail(err, errlen, "daemon_required: expected true or false");
 		} else if (strcmp(k, "members") == 0) {
 			e = parse_members(it, &tmp.members, err, errlen);
+		} else if (strcmp(k, "labels") == 0) {
+			e = parse_labels(it, &tmp, err, errlen);
 		} else if (strcmp(k, "on_violation") == 0) {
 			int a = cJSON_IsString(it) ? cd_action_parse(it->valuestring) : -1;
 
@@ -504,9 +623,23 @@ static cJSON *ids_json(const unsigned *ids, unsigned n)
 	return a;
 }
 
+/* Appends n strings stored `stride` bytes apart from `first` to array a. */
+static bool add_strings(cJSON *a, const char *first, size_t stride, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		cJSON *s = cJSON_CreateString(first + i * stride);
+
+		if (!s || !cJSON_AddItemToArray(a, s)) {
+			cJSON_Delete(s);
+			return false;
+		}
+	}
+	return true;
+}
+
 char *cd_policy_to_json(const struct cd_policy *p)
 {
-	cJSON *o = cJSON_CreateObject(), *m = NULL, *cg = NULL;
+	cJSON *o = cJSON_CreateObject(), *m = NULL, *cg = NULL, *pods = NULL, *lb = NULL;
 	char *text = NULL;
 	bool ok;
 
@@ -519,14 +652,14 @@ char *cd_policy_to_json(const struct cd_policy *p)
 	     add(m, "uids", ids_json((const unsigned *)p->members.uids, p->members.nuids)) &&
 	     add(m, "gids", ids_json((const unsigned *)p->members.gids, p->members.ngids)) &&
 	     (cg = cJSON_AddArrayToObject(m, "cgroups")) != NULL;
-	for (unsigned i = 0; ok && i < p->members.ncgroups; i++) {
-		cJSON *s = cJSON_CreateString(p->members.cgroups[i]);
-
-		ok = s && cJSON_AddItemToArray(cg, s);
-		if (!ok)
-			cJSON_Delete(s);
-	}
+	ok = ok && add_strings(cg, p->members.cgroups[0], sizeof(p->members.cgroups[0]),
+			       p->members.ncgroups);
+	ok = ok && (pods = cJSON_AddArrayToObject(m, "pods")) != NULL &&
+	     add_strings(pods, p->members.pods[0], sizeof(p->members.pods[0]), p->members.npods);
 	ok = ok && add(o, "on_violation", cJSON_CreateString(cd_action_name(p->on_violation)));
+	ok = ok && (lb = cJSON_AddObjectToObject(o, "labels")) != NULL;
+	for (unsigned i = 0; ok && i < p->nlabels; i++)
+		ok = add(lb, p->labels[i].key, cJSON_CreateString(p->labels[i].value));
 	if (ok)
 		text = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);

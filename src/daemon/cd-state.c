@@ -38,7 +38,7 @@ int cd_state_init(struct cusliced *d, const struct cd_config *cfg)
 {
 	memset(d, 0, sizeof(*d));
 	d->cfg = cfg;
-	d->epfd = d->lfd = d->sfd = d->tfd = -1;
+	d->epfd = d->lfd = d->sfd = d->tfd = d->notes_fd = -1;
 	d->start_time = (uint64_t)cd_now_real();
 	d->start_mono_ms = cd_now_ms();
 	cd_ring_init(&d->events);
@@ -47,6 +47,7 @@ int cd_state_init(struct cusliced *d, const struct cd_config *cfg)
 
 void cd_state_free(struct cusliced *d)
 {
+	cd_regions_close(d);
 	cd_procs_free(d);
 	cd_groups_free(d);
 	free(d->seen);
@@ -193,30 +194,17 @@ void cd_refused(struct cusliced *d, const struct cd_peer *p, const char *why)
 
 /* ---- snapshots ---- */
 
-static void snap_group(struct cusliced *d, struct cd_group *g, struct cd_snap_group *s,
-		       struct cd_slot *slots)
+static void snap_group(struct cusliced *d, struct cd_group *g, struct cd_snap_group *s)
 {
-	unsigned nslots;
-
 	memset(s, 0, sizeof(*s));
 	snprintf(s->name, sizeof(s->name), "%s", g->name);
 	s->managed = g->policy != NULL;
 	if (g->policy)
 		s->policy_json = cd_policy_to_json(g->policy);
-	nslots = cd_group_slots(d, g, slots, CS_GROUP_MAX_PROCS);	/* opens the region if need be */
-	s->processes = nslots;
-	/* Registered processes that have no slot yet (between REGISTER and cuInit's attach). */
-	for (unsigned i = 0; i < d->nprocs; i++) {
-		struct cd_proc *p = d->procs[i];
-		bool in_slots = false;
-
-		if (strcmp(p->group, g->name) != 0)
-			continue;
-		for (unsigned k = 0; k < nslots && !in_slots; k++)
-			in_slots = slots[k].pid == p->peer.pid;
-		if (!in_slots)
+	/* The daemon's registrations, not the region's slots (a member may plant those). */
+	for (unsigned i = 0; i < d->nprocs; i++)
+		if (cd_proc_active(d->procs[i]) && strcmp(d->procs[i]->group, g->name) == 0)
 			s->processes++;
-	}
 	if (!g->h.g)
 		return;
 	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++) {
@@ -245,6 +233,8 @@ static void slot_gpus(struct cd_group *g, int slot, struct cd_snap_proc *sp)
 
 	sp->ngpu = 0;
 	if (!g || !g->h.g || slot < 0)
+		return;
+	if (slot >= CS_GROUP_MAX_PROCS)
 		return;
 	pr = &g->h.g->proc[slot];
 	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES && sp->ngpu < 8; i++) {
@@ -276,15 +266,16 @@ static struct cd_snap_proc *find_proc(struct cd_snapshot *s, pid_t pid)
 	return NULL;
 }
 
-static void snap_procs(struct cusliced *d, struct cd_snapshot *s, struct cd_slot *slots,
-		       unsigned cap)
+static void snap_procs(struct cusliced *d, struct cd_snapshot *s, unsigned cap)
 {
-	/* Processes registered through the socket, then live slots nobody registered, then bypass.
-	 */
-	for (unsigned i = 0; i < d->nprocs; i++) {
+	/* Registered processes, then the bypassing ones the backstop saw. */
+	for (unsigned i = 0; i < d->nprocs && s->nprocs < cap; i++) {
 		struct cd_proc *p = d->procs[i];
-		struct cd_snap_proc *sp = &s->procs[s->nprocs++];
+		struct cd_snap_proc *sp;
 
+		if (!cd_proc_active(p))
+			continue;
+		sp = &s->procs[s->nprocs++];
 		memset(sp, 0, sizeof(*sp));
 		sp->pid = p->peer.pid;
 		snprintf(sp->group, sizeof(sp->group), "%s", p->group);
@@ -292,34 +283,7 @@ static void snap_procs(struct cusliced *d, struct cd_snapshot *s, struct cd_slot
 		sp->registered = true;
 		snprintf(sp->cgroup, sizeof(sp->cgroup), "%s", p->peer.cgroup);
 		sp->stopped = stopped(d, sp->pid);
-	}
-	for (unsigned gi = 0; gi < d->ngroups; gi++) {
-		struct cd_group *g = d->groups[gi];
-		unsigned n = cd_group_slots(d, g, slots, CS_GROUP_MAX_PROCS);
-
-		for (unsigned k = 0; k < n && k < CS_GROUP_MAX_PROCS; k++) {
-			struct cd_snap_proc *sp = find_proc(s, slots[k].pid);
-
-			if (slots[k].pid <= 0)
-				continue;
-			if (!sp && s->nprocs == cap)
-				return;
-			if (!sp) {
-				struct cd_peer peer = {0};
-
-				sp = &s->procs[s->nprocs++];
-				memset(sp, 0, sizeof(*sp));
-				sp->pid = slots[k].pid;
-				snprintf(sp->group, sizeof(sp->group), "%s", g->name);
-				if (cd_pid_creds(sp->pid, &peer) == 0)
-					sp->uid = peer.uid;
-				sp->registered = true;
-				cd_pid_cgroup(sp->pid, sp->cgroup, sizeof(sp->cgroup));
-				sp->stopped = stopped(d, sp->pid);
-			}
-			if (strcmp(sp->group, g->name) == 0)
-				slot_gpus(g, slots[k].index, sp);
-		}
+		slot_gpus(cd_group_find(d, p->group), p->slot, sp);
 	}
 	for (unsigned i = 0; i < d->nbypass && s->nprocs < cap; i++)
 		if (!find_proc(s, d->bypass[i].pid))
@@ -328,12 +292,9 @@ static void snap_procs(struct cusliced *d, struct cd_snapshot *s, struct cd_slot
 
 int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
 {
-	struct cd_slot *slots = malloc(CS_GROUP_MAX_PROCS * sizeof(*slots));
 	unsigned cap;
 
 	memset(s, 0, sizeof(*s));
-	if (!slots)
-		return -ENOMEM;
 	pthread_mutex_lock(&d->lock);
 	s->pid = d->pid;
 	s->start_time = d->start_time;
@@ -342,26 +303,21 @@ int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
 	s->bypass_total = d->bypass_total;
 	s->ipc_refused_total = d->refused_total;
 	s->registrations_total = d->registrations_total;
-	cap = d->nprocs + d->nbypass + CS_GROUP_MAX_PROCS;
-	for (unsigned i = 0; i < d->ngroups; i++)
-		cap += cd_group_slots(d, d->groups[i], NULL, 0);
+	cap = d->nprocs + d->nbypass;
 	s->gpus = calloc(d->ngpus ? d->ngpus : 1, sizeof(*s->gpus));
 	s->groups = calloc(d->ngroups ? d->ngroups : 1, sizeof(*s->groups));
-	/* Slots may go live between counting and copying: the cap bounds what is copied. */
-	s->procs = calloc(cap, sizeof(*s->procs));
+	s->procs = calloc(cap ? cap : 1, sizeof(*s->procs));
 	if (!s->gpus || !s->groups || !s->procs) {
 		pthread_mutex_unlock(&d->lock);
-		free(slots);
 		cd_snapshot_free(s);
 		return -ENOMEM;
 	}
 	s->ngpus = d->ngpus;
 	memcpy(s->gpus, d->gpus, d->ngpus * sizeof(*s->gpus));
 	for (unsigned i = 0; i < d->ngroups; i++)
-		snap_group(d, d->groups[i], &s->groups[s->ngroups++], slots);
-	snap_procs(d, s, slots, cap);
+		snap_group(d, d->groups[i], &s->groups[s->ngroups++]);
+	snap_procs(d, s, cap);
 	pthread_mutex_unlock(&d->lock);
-	free(slots);
 	return 0;
 }
 

@@ -142,6 +142,38 @@ struct cd_event {
 
 struct cusliced;
 
+/*
+ * A group's labels (policy field "labels": {KEY: VALUE}) are shown by the
+ * API (in the stored policy), the CLI and the metrics. Keys are
+ * [a-z0-9][a-z0-9._/-]{0,62}, values up to 253 printable ASCII characters,
+ * at most CD_LABELS_MAX of them.
+ */
+#define CD_LABELS_MAX 16
+#define CD_LABEL_KEY_MAX 63
+#define CD_LABEL_VALUE_MAX 253
+/* Room for the longest metric label name: "label_" + a key + NUL. */
+#define CD_LABEL_METRIC_NAME_LEN (CD_LABEL_KEY_MAX + 7)
+
+/*
+ * The Prometheus label name of a label key: "label_" and the key with '.',
+ * '/' and '-' turned into '_' ("k8s.pod" -> "label_k8s_pod"). The policy
+ * parser refuses two keys of one group that give the same name, and the
+ * daemon's own label names (group, gpu, index) cannot be produced.
+ */
+static inline void cd_label_metric_name(const char *key, char *out, size_t len)
+{
+	size_t o = 0;
+	const char *prefix = "label_";
+
+	if (!len)
+		return;
+	for (; *prefix && o + 1 < len; prefix++)
+		out[o++] = *prefix;
+	for (; *key && o + 1 < len; key++)
+		out[o++] = (*key == '.' || *key == '/' || *key == '-') ? '_' : *key;
+	out[o] = '\0';
+}
+
 /* A deep copy of the daemon's view. 0 or -ENOMEM. */
 int cd_snapshot(struct cusliced *d, struct cd_snapshot *s);
 void cd_snapshot_free(struct cd_snapshot *s);

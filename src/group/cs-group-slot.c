@@ -12,6 +12,13 @@
  * Usage is given back with atomic exchanges, so a reclaimer that dies half way
  * leaves the slot LIVE and unlocked, and the next one finishes without
  * subtracting anything twice.
+ *
+ * That is the standalone scheme, where every member may reclaim. In a
+ * sealed region (cusliced's) the daemon assigns slots (members only take
+ * the one they were given: cs_group_register_slot) and frees them from its
+ * own records (cs_group_slot_reclaim, cs_group_slot_clear): a member can
+ * write anything into any slot, so what a slot says never decides who is
+ * dead, and members neither reclaim nor heal.
  */
 #include "cs-group.h"
 
@@ -39,7 +46,18 @@ void cs_group_slot_release(struct cs_group *g, unsigned i)
 	p->proc_dev = 0;
 	p->start_ns = 0;
 	memset(p->comm, 0, sizeof(p->comm));
+	atomic_store_explicit(&p->flags, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->state, CS_GROUP_PROC_FREE, memory_order_release);
+}
+
+/* Frees slot i without giving its numbers back (they are not to be believed). */
+static void slot_wipe(struct cs_group *g, unsigned i)
+{
+	struct cs_group_proc *p = &g->proc[i];
+
+	for (unsigned d = 0; d < CS_GROUP_MAX_DEVICES; d++)
+		atomic_store_explicit(&p->used[d], 0, memory_order_relaxed);
+	cs_group_slot_release(g, i);
 }
 
 /* Slots a scan must look at: [0, proc_hwm). */
@@ -78,6 +96,7 @@ static void fill_identity(struct cs_group_proc *p)
 	(void)prctl(PR_GET_NAME, comm);
 	comm[sizeof(comm) - 1] = '\0';
 	memcpy(p->comm, comm, sizeof(p->comm));
+	atomic_store_explicit(&p->flags, 0, memory_order_relaxed);
 }
 
 /* Sets used = 0 on every ready device: the caller found itself the only live process. */
@@ -138,6 +157,8 @@ int cs_group_register(struct cs_group_handle *h)
 	r = cs_group_handle_check(h);
 	if (r < 0)
 		return r;
+	if (h->sealed)
+		return -EINVAL;
 	r = cs_group_inproc_enter();
 	if (r < 0)
 		return r;
@@ -187,6 +208,81 @@ out_inproc:
 	return r;
 }
 
+int cs_group_register_slot(struct cs_group_handle *h, int slot)
+{
+	struct cs_group_proc *p;
+	int r;
+
+	r = cs_group_handle_check(h);
+	if (r < 0)
+		return r;
+	if (slot < 0 || slot >= CS_GROUP_MAX_PROCS)
+		return -EINVAL;
+	r = cs_group_inproc_enter();
+	if (r < 0)
+		return r;
+	if (h->slot >= 0) {
+		r = h->slot == slot ? slot : -EINVAL;
+		goto out_inproc;
+	}
+	r = cs_group_lock_try(h->fd, (unsigned)slot);
+	if (r < 0) {
+		r = r == -EAGAIN ? -EBUSY : r;
+		goto out_inproc;
+	}
+	p = &h->g->proc[slot];
+	raise_hwm(h->g, (uint32_t)slot + 1);
+	fill_identity(p);
+	for (unsigned d = 0; d < CS_GROUP_MAX_DEVICES; d++)
+		atomic_store_explicit(&p->used[d], 0, memory_order_relaxed);
+	atomic_store_explicit(&p->state, CS_GROUP_PROC_LIVE, memory_order_release);
+	h->slot = slot;
+	r = slot;
+out_inproc:
+	cs_group_inproc_leave();
+	return r;
+}
+
+void cs_group_bind(struct cs_group_handle *h)
+{
+	struct cs_group_proc *p = cs_group_self(h);
+
+	if (p)
+		atomic_fetch_or_explicit(&p->flags, CS_GROUP_PROC_BOUND, memory_order_release);
+}
+
+/* The region owner frees a slot, giving its usage back or not. */
+static int owner_free(struct cs_group_handle *h, int slot, bool give_back)
+{
+	int r = cs_group_handle_check(h);
+
+	if (r < 0)
+		return r;
+	if (slot < 0 || slot >= CS_GROUP_MAX_PROCS)
+		return -EINVAL;
+	if (give_back)
+		cs_group_slot_release(h->g, (unsigned)slot);
+	else
+		slot_wipe(h->g, (unsigned)slot);
+	return 0;
+}
+
+int cs_group_slot_reclaim(struct cs_group_handle *h, int slot)
+{
+	return owner_free(h, slot, true);
+}
+
+int cs_group_slot_clear(struct cs_group_handle *h, int slot)
+{
+	return owner_free(h, slot, false);
+}
+
+void cs_group_reset_usage(struct cs_group_handle *h)
+{
+	if (cs_group_handle_check(h) == 0)
+		reset_devices(h->g);
+}
+
 int cs_group_unregister(struct cs_group_handle *h)
 {
 	int r;
@@ -215,6 +311,9 @@ int cs_group_reclaim(struct cs_group_handle *h)
 	r = cs_group_handle_check(h);
 	if (r < 0)
 		return r;
+	/* Sealed regions: the daemon reclaims from its records, never from slot contents. */
+	if (h->sealed)
+		return 0;
 	/*
 	 * Also against our own registration: a lock byte another thread of this
 	 * process just took looks free to us (same open file description).

@@ -1,9 +1,15 @@
 /*
- * Opening, creating and closing a group's region file (see cs-group.h).
+ * Opening, creating and closing a group's region (see cs-group.h).
  *
- * A region is created under a temporary name, fully initialised, then
- * link()ed to its real name: link fails with EEXIST when another process won
- * the race, so exactly one file appears, and it is never seen half-written.
+ * Standalone, a region is created under a temporary name, fully
+ * initialised, then link()ed to its real name: link fails with EEXIST when
+ * another process won the race, so exactly one file appears, and it is
+ * never seen half-written. An existing file is trusted only when it is the
+ * caller's own and private: the directory is usually world-writable
+ * /dev/shm, where anyone can plant a file under a group's name.
+ *
+ * With cusliced, the daemon creates each region as a sealed memfd (no name
+ * anywhere in the file system) and members adopt it from a descriptor.
  */
 #include "cs-group.h"
 
@@ -55,26 +61,61 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Maps fd and checks it is a region of group `name`: 0 and *ret_g, or -errno (-EPROTO). */
+/*
+ * Maps fd and checks it is a region of group `name` (NULL: of a group with a
+ * valid name): 0 and *ret_g, or -errno (-EPROTO). The caller checked the
+ * file's type and size (a file that shrinks under a mapping would SIGBUS:
+ * standalone files are the caller's own, daemon regions are sealed).
+ */
 static int map_region(int fd, const char *name, struct cs_group **ret_g)
 {
+	char have[CS_GROUP_NAME_MAX + 1];
 	struct cs_group *g;
-	struct stat st;
 
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != sizeof(struct cs_group))
-		return -EPROTO;
 	g = mmap(NULL, sizeof(*g), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (g == MAP_FAILED)
 		return -errno;
+	memcpy(have, g->name, sizeof(have));
+	have[sizeof(have) - 1] = '\0';
 	if (memcmp(g->magic, CS_GROUP_MAGIC, sizeof(g->magic)) != 0 ||
 	    g->version != CS_GROUP_VERSION || g->size != sizeof(*g) ||
-	    strncmp(g->name, name, sizeof(g->name)) != 0) {
+	    !cs_group_name_valid(have) || (name && strcmp(have, name) != 0)) {
 		munmap(g, sizeof(*g));
 		return -EPROTO;
 	}
 	*ret_g = g;
+	return 0;
+}
+
+/* Writes a fresh region's header into the zeroed mapping g. */
+static void init_region(struct cs_group *g, const char *name)
+{
+	/* The file is all zeros: free slots, free devices, proc_hwm 0. */
+	memcpy(g->magic, CS_GROUP_MAGIC, sizeof(g->magic));
+	g->version = CS_GROUP_VERSION;
+	g->size = sizeof(*g);
+	g->created_ns = realtime_ns();
+	memcpy(g->name, name, strlen(name) + 1);
+}
+
+/*
+ * An existing standalone region is trusted only when it is a regular file of
+ * our effective uid that nobody else may read or write: otherwise whoever
+ * planted it controls our limits and counters, and can truncate it under
+ * our mapping. 0, -EPERM (owner, mode) or -EPROTO (type, size).
+ */
+static int check_standalone(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EPROTO;
+	if (st.st_uid != geteuid() || (st.st_mode & 077) != 0)
+		return -EPERM;
+	if ((uint64_t)st.st_size != sizeof(struct cs_group))
+		return -EPROTO;
 	return 0;
 }
 
@@ -99,11 +140,14 @@ static int create_region(const char *dir, const char *name, const char *path, in
 		     (long)getpid(), (unsigned long long)realtime_ns());
 	if (n < 0 || (size_t)n >= sizeof(tmp))
 		return -ENAMETOOLONG;
-	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0660);
+	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return errno == EEXIST ? 1 : -errno;
-	/* 0660 whatever the umask: a group's processes may be different users. */
-	if (fchmod(fd, 0660) < 0 || ftruncate(fd, sizeof(*g)) < 0) {
+	/*
+	 * 0600 whatever the umask: a standalone group is one user's. Processes
+	 * of several users share a group through cusliced.
+	 */
+	if (fchmod(fd, 0600) < 0 || ftruncate(fd, sizeof(*g)) < 0) {
 		r = -errno;
 		goto out_unlink;
 	}
@@ -112,12 +156,7 @@ static int create_region(const char *dir, const char *name, const char *path, in
 		r = -errno;
 		goto out_unlink;
 	}
-	/* The file is all zeros: free slots, free devices, proc_hwm 0. */
-	memcpy(g->magic, CS_GROUP_MAGIC, sizeof(g->magic));
-	g->version = CS_GROUP_VERSION;
-	g->size = sizeof(*g);
-	g->created_ns = realtime_ns();
-	memcpy(g->name, name, strlen(name) + 1);
+	init_region(g, name);
 	if (link(tmp, path) < 0) {
 		r = errno == EEXIST ? 1 : -errno;
 		munmap(g, sizeof(*g));
@@ -151,10 +190,15 @@ int cs_group_open(struct cs_group_handle *h, const char *dir, const char *name)
 		return -ENAMETOOLONG;
 
 	for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
-		/* O_NOFOLLOW: the directory is usually world-writable /dev/shm. */
-		fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		/*
+		 * O_NOFOLLOW: the directory is usually world-writable /dev/shm.
+		 * O_NONBLOCK: a planted FIFO must not block the open.
+		 */
+		fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 		if (fd >= 0) {
-			r = map_region(fd, name, &g);
+			r = check_standalone(fd);
+			if (r == 0)
+				r = map_region(fd, name, &g);
 			if (r < 0) {
 				close(fd);
 				return r;
@@ -178,6 +222,96 @@ out_ok:
 	return 0;
 }
 
+const char *cs_group_describe(const char *dir, const char *name, char *buf, size_t len)
+{
+	char path[PATH_MAX];
+	const char *type;
+	struct stat st;
+
+	if (!dir)
+		dir = cs_group_default_dir();
+	snprintf(path, sizeof(path), "%s/" CS_GROUP_FILE_PREFIX "%s", dir, name);
+	if (lstat(path, &st) != 0) {
+		snprintf(buf, len, "%s (cannot stat: %s)", path, strerror(errno));
+		return buf;
+	}
+	type = S_ISREG(st.st_mode)    ? "regular file"
+	       : S_ISLNK(st.st_mode)  ? "symbolic link"
+	       : S_ISDIR(st.st_mode)  ? "directory"
+	       : S_ISFIFO(st.st_mode) ? "FIFO"
+	       : S_ISSOCK(st.st_mode) ? "socket"
+				      : "device or other";
+	snprintf(buf, len, "%s (%s, owner uid %u, mode %04o, %llu bytes)", path, type,
+		 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+		 (unsigned long long)st.st_size);
+	return buf;
+}
+
+int cs_group_create_sealed(struct cs_group_handle *h, const char *name)
+{
+	char label[sizeof(CS_GROUP_FILE_PREFIX) + CS_GROUP_NAME_MAX];
+	struct cs_group *g;
+	int fd, r;
+
+	if (!cs_group_name_valid(name))
+		return -EINVAL;
+	snprintf(label, sizeof(label), CS_GROUP_FILE_PREFIX "%s", name);
+	fd = memfd_create(label, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	/*
+	 * 0600: members hold it through the descriptor they were given; nobody
+	 * reopens it through /proc/PID/fd but its owner (root, the daemon).
+	 */
+	if (fchmod(fd, 0600) < 0 || ftruncate(fd, sizeof(*g)) < 0) {
+		r = -errno;
+		goto out_close;
+	}
+	g = mmap(NULL, sizeof(*g), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (g == MAP_FAILED) {
+		r = -errno;
+		goto out_close;
+	}
+	init_region(g, name);
+	/* Sealed before anyone else can see it: its size never changes again. */
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		r = -errno;
+		munmap(g, sizeof(*g));
+		goto out_close;
+	}
+	*h = (struct cs_group_handle){
+		.g = g, .fd = fd, .slot = -1, .opener = getpid(), .sealed = true};
+	return 0;
+
+out_close:
+	close(fd);
+	return r;
+}
+
+int cs_group_attach_fd(struct cs_group_handle *h, int fd, const char *name)
+{
+	struct cs_group *g;
+	struct stat st;
+	int seals, r;
+
+	if (name && !cs_group_name_valid(name))
+		return -EINVAL;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return fd < 0 ? -EBADF : -errno;
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != sizeof(struct cs_group))
+		return -EPROTO;
+	/* Unsealed, whoever else holds it could truncate it under our mapping. */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+		return -EPROTO;
+	r = map_region(fd, name, &g);
+	if (r < 0)
+		return r;
+	*h = (struct cs_group_handle){
+		.g = g, .fd = fd, .slot = -1, .opener = getpid(), .sealed = true};
+	return 0;
+}
+
 void cs_group_close(struct cs_group_handle *h)
 {
 	if (h->g)
@@ -187,6 +321,7 @@ void cs_group_close(struct cs_group_handle *h)
 	h->g = NULL;
 	h->fd = -1;
 	h->slot = -1;
+	h->sealed = false;
 }
 
 void cs_group_forget_after_fork(struct cs_group_handle *h)

@@ -1,11 +1,26 @@
 /*
  * The shared accounting region of one cuslice group.
  *
- * Every process of a group (libcuslice inside the user's program, later the
- * daemon and the CLI) maps one file, <dir>/cuslice-group-<name>, with dir from
- * CUSLICE_SHM_DIR (default /dev/shm). It holds, per GPU, the group's limit and
- * the bytes charged to the group, and per process the bytes that process holds,
+ * Every process of a group (libcuslice inside the user's program, and
+ * cusliced) maps one region. It holds, per GPU, the group's limit and the
+ * bytes charged to the group, and per process the bytes that process holds,
  * so the usage of a process that dies can be given back.
+ *
+ * Where regions come from (docs/security.md):
+ * - With cusliced, only the daemon creates regions: anonymous memfds
+ *   ("cuslice-group-<name>") sealed against shrinking and growing, so no
+ *   process can truncate one under another's mapping (SIGBUS), and reachable
+ *   only through a descriptor the daemon hands to a registered member over
+ *   its socket (SCM_RIGHTS): a member can reach its own group's region, no
+ *   other. Such a handle is *sealed*: its slots are the daemon's to assign
+ *   (cs_group_register_slot) and to reclaim (from its own records, never
+ *   from slot contents), so a member never reclaims another's slot nor
+ *   heals the counters.
+ * - Standalone (no daemon), <dir>/cuslice-group-<name> with dir from
+ *   CUSLICE_SHM_DIR (default /dev/shm), created exclusively with mode 0600.
+ *   An existing file is adopted only when it is a regular file of the
+ *   caller's effective uid that no one else may read or write (-EPERM
+ *   otherwise), of this layout (-EPROTO otherwise).
  *
  * Concurrency:
  * - Charging is lock-free: a compare-and-swap loop on dev[].used against
@@ -14,23 +29,27 @@
  *   byte `slot` of the file. The kernel drops it when the owner dies, SIGKILL
  *   included, so liveness needs no PID: PID reuse and PID namespaces cannot
  *   fool it. A slot whose state is LIVE but whose byte nobody locks belongs to
- *   a dead process and is reclaimed by whoever locks it first.
+ *   a dead process and, in a standalone region, is reclaimed by whoever locks
+ *   it first.
  *   The lock lives as long as the open file description, which every
  *   inherited fd *and every inherited mapping* of it keeps alive: a fork child
  *   that does not call cs_group_forget_after_fork keeps its parent's slot
- *   alive until it exits or execs.
+ *   alive until it exits or execs. cusliced gives every registration its own
+ *   open file description, so locks stay per process.
  * - Two more lock bytes serialize the rare slow paths across processes:
  *   CS_GROUP_LOCK_REGISTER (registration, so the "alone" reset cannot race a
  *   newcomer's first charge) and CS_GROUP_LOCK_DEVICES (claiming a device
- *   entry). A dead holder's lock is released by the kernel; a living holder is
- *   waited for a bounded time only, so no caller can hang on another process.
+ *   entry, adopting a limit). A dead holder's lock is released by the kernel;
+ *   a living holder is waited for a bounded time only, so no caller can hang
+ *   on another process.
  * - CS_GROUP_LOCK_CONTROLLER elects the group's compute controller: whoever
  *   holds it measures the group's device time and opens and closes the
  *   gates of devices with a core limit; the others wait for it (F_OFD_SETLKW)
  *   and take over when its holder dies.
  *
  * The layout is fixed-width and versioned (magic, version, size checked on
- * open). A file of another layout is refused with -EPROTO.
+ * open). A file of another layout is refused with -EPROTO. Every field may
+ * have been written by a hostile member: readers bound what they read.
  *
  * The library links only libc, never allocates with malloc and never logs:
  * callers decide what to report.
@@ -50,7 +69,8 @@
 #define CS_GROUP_UUID_LEN 48		/* buffer size for "GPU-..." + NUL */
 
 #define CS_GROUP_MAGIC "CSGP"		/* first 4 bytes of the file */
-#define CS_GROUP_VERSION 2u	/* 2: compute fields in the device entries */
+/* 2: compute fields in the device entries; 3: slot flags; 4: compute pacing */
+#define CS_GROUP_VERSION 4u
 
 /* The accepted form of a group name, for error messages. */
 #define CS_GROUP_NAME_FORMS "1 to 63 characters of [A-Za-z0-9._-], not starting with '.' or '-'"
@@ -73,6 +93,12 @@
 /* cs_group_dev.core_flags */
 #define CS_CORE_BURST 1u		/* may use idle device time above the limit */
 
+/* cs_group_dev.gate: what a launch on the device does (a futex word). */
+#define CS_GATE_OPEN 0u			/* no compute limit: it goes */
+#define CS_GATE_CLOSED 1u		/* it waits until the controller opens or paces the gate */
+#define CS_GATE_PACED 2u		/* it takes its cost from core[].credit_ns; with none left it
+					   closes the gate and waits */
+
 /* cs_group_dev.state */
 #define CS_GROUP_DEV_FREE 0u
 #define CS_GROUP_DEV_CLAIMING 1u	/* being written by a holder of CS_GROUP_LOCK_DEVICES */
@@ -81,6 +107,9 @@
 /* cs_group_proc.state */
 #define CS_GROUP_PROC_FREE 0u
 #define CS_GROUP_PROC_LIVE 1u		/* registered; alive while its lock byte is held */
+
+/* cs_group_proc.flags */
+#define CS_GROUP_PROC_BOUND 1u		/* its devices are mapped and their limits adopted */
 
 /* One GPU, keyed by UUID (processes may number GPUs differently). */
 struct cs_group_dev {
@@ -94,8 +123,12 @@ struct cs_group_dev {
 	/* compute: written by the controller (cs-core-ctl.h), read by launches */
 	_Atomic uint32_t core_limit;	/* share of device time, ppm; CS_CORE_NONE = none */
 	_Atomic uint32_t core_flags;	/* CS_CORE_* */
-	_Atomic uint32_t gate;		/* 0 open, 1 closed: launches wait (a futex word) */
-	uint32_t pad1;
+	_Atomic uint32_t gate;		/* CS_GATE_*: what launches do (a futex word) */
+	/*
+	 * The last context footprint a member measured on this GPU, KiB (0:
+	 * none yet): what a member reserves before its first context here.
+	 */
+	_Atomic uint32_t ctx_kib;
 	_Atomic uint64_t busy_ns;	/* device time the group used, as measured */
 	_Atomic uint64_t throttled_ns;	/* time the group's launches waited at the gate */
 	_Atomic uint64_t ctl_beat_ns;	/* the controller's last tick, CLOCK_MONOTONIC; 0 none */
@@ -111,9 +144,33 @@ struct cs_group_proc {
 	uint64_t proc_dev;		/* st_dev of "/proc" as the owner saw it */
 	uint64_t start_ns;		/* CLOCK_REALTIME at registration */
 	char comm[16];			/* the owner's thread name at registration */
-	uint64_t reserved[1];
+	_Atomic uint32_t flags;		/* CS_GROUP_PROC_* flags */
+	uint32_t pad0;
 	_Atomic uint64_t used[CS_GROUP_MAX_DEVICES];	/* bytes this process holds, per group device */
 } __attribute__((aligned(64)));
+
+/*
+ * Compute pacing of one group device, beside dev[] (version 4; src/preload/
+ * cs-core.c): the device time the group may still launch. Every launch takes
+ * its estimated cost from credit_ns; the controller adds the limit's share
+ * of the elapsed time and corrects the estimates from what NVML measured.
+ */
+struct cs_group_core {
+	_Atomic int64_t credit_ns;	/* may go below 0 by one launch's cost (and corrections) */
+	/*
+	 * What a launch costs from a process the controller has not measured
+	 * yet: the group's typical cost, 0 when unknown (CS_CORE_BOOT_COST_NS).
+	 */
+	_Atomic uint64_t cost_ns;
+	uint64_t reserved[6];
+} __attribute__((aligned(64)));
+
+/* One process's launches on one group device and their measured cost (version 4). */
+struct cs_group_core_proc {
+	_Atomic uint64_t launches;	/* launches that took credit; written by the process */
+	_Atomic uint64_t cost_ns;	/* device time one launch costs, as the controller measured it;
+					   0 not yet */
+};
 
 struct cs_group {
 	char magic[4];			/* CS_GROUP_MAGIC, no NUL */
@@ -129,14 +186,23 @@ struct cs_group {
 	uint64_t reserved[19];
 	struct cs_group_dev dev[CS_GROUP_MAX_DEVICES];
 	struct cs_group_proc proc[CS_GROUP_MAX_PROCS];
+	/* Compute pacing (version 4): per device, and per process slot and device. */
+	struct cs_group_core core[CS_GROUP_MAX_DEVICES];
+	struct cs_group_core_proc core_proc[CS_GROUP_MAX_PROCS][CS_GROUP_MAX_DEVICES];
 };
 
 _Static_assert(sizeof(struct cs_group_dev) == 128, "device entry layout");
 _Static_assert(sizeof(struct cs_group_proc) == 320, "process slot layout");
 _Static_assert(offsetof(struct cs_group_proc, used) == 64, "process slot layout");
 _Static_assert(offsetof(struct cs_group, dev) == 256, "group header layout");
+_Static_assert(sizeof(struct cs_group_core) == 64, "pacing entry layout");
+_Static_assert(sizeof(struct cs_group_core_proc) == 16, "process pacing layout");
+_Static_assert(offsetof(struct cs_group, core) ==
+		   256 + 128 * CS_GROUP_MAX_DEVICES + 320 * CS_GROUP_MAX_PROCS,
+	       "group layout");
 _Static_assert(sizeof(struct cs_group) == 256 + 128 * CS_GROUP_MAX_DEVICES +
-					  320 * CS_GROUP_MAX_PROCS,
+					  320 * CS_GROUP_MAX_PROCS + 64 * CS_GROUP_MAX_DEVICES +
+					  16 * CS_GROUP_MAX_DEVICES * CS_GROUP_MAX_PROCS,
 	       "group layout");
 /* Other processes update the counters too: they must be plain lock-free words. */
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "lock-free atomics");
@@ -153,6 +219,12 @@ struct cs_group_handle {
 	 * reclaim or unlock the parent's live slot.
 	 */
 	int opener;
+	/*
+	 * A sealed region from cusliced: its slots are assigned and reclaimed
+	 * by the daemon only (cs_group_register refuses, cs_group_reclaim does
+	 * nothing).
+	 */
+	bool sealed;
 };
 
 /* True when name is 1..63 characters of [A-Za-z0-9._-] not starting with '.' or '-'. */
@@ -162,18 +234,47 @@ bool cs_group_name_valid(const char *name);
 const char *cs_group_default_dir(void);
 
 /*
- * Opens the region of group `name` in `dir` (NULL: cs_group_default_dir()),
- * creating it when it does not exist. Creation is atomic: a fully initialised
- * temporary file is link()ed into place, so no process ever sees a
- * half-written region, and of concurrent creators exactly one file wins.
- * The file is created with mode 0660 (fchmod, so not subject to the umask: the
- * processes of a group may run as different users of one Unix group).
+ * Opens the standalone region of group `name` in `dir` (NULL:
+ * cs_group_default_dir()), creating it when it does not exist. Creation is
+ * exclusive and atomic: a fully initialised temporary file (O_EXCL,
+ * O_NOFOLLOW, mode 0600 whatever the umask) is link()ed into place, so no
+ * process ever sees a half-written region, and of concurrent creators
+ * exactly one file wins. An existing file is adopted only when it is a
+ * regular file owned by geteuid() with no group or other permission bits;
+ * cs_group_describe says what it is when it is not.
  * Does not register. On success fills *h (slot -1) and returns 0; on failure
- * returns -errno and leaves *h untouched: -EINVAL bad name, -EPROTO a file of
- * another magic/version/size or of another group name, -ENAMETOOLONG dir too
- * long, others from open/mmap.
+ * returns -errno and leaves *h untouched: -EINVAL bad name, -EPERM a file of
+ * another owner or readable/writable by others, -EPROTO not a regular file,
+ * another magic/version/size or another group name, -ENAMETOOLONG dir too
+ * long, -ELOOP a symbolic link, others from open/mmap.
  */
 int cs_group_open(struct cs_group_handle *h, const char *dir, const char *name);
+
+/*
+ * One line describing what is at <dir>/cuslice-group-<name>, for messages
+ * about a refused region: "PATH (regular file, owner uid U, mode 0644,
+ * N bytes)" or "PATH (cannot stat: ...)". Returns buf.
+ */
+const char *cs_group_describe(const char *dir, const char *name, char *buf, size_t len);
+
+/*
+ * For cusliced: creates group `name`'s region as an anonymous memfd
+ * ("cuslice-group-<name>", close-on-exec, mode 0600), initialised, then
+ * sealed (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL): nobody can change its
+ * size any more. Fills *h (sealed, slot -1). 0 or -errno (-EINVAL bad name).
+ */
+int cs_group_create_sealed(struct cs_group_handle *h, const char *name);
+
+/*
+ * Adopts a sealed region from descriptor fd (received from cusliced, or
+ * opened by it through /proc): checks that it is a regular file of the
+ * region's size, sealed at least against shrinking and growing, with this
+ * layout's header and group name `name` (NULL: any valid name), and maps it.
+ * On success takes ownership of fd, fills *h (sealed, slot -1) and returns
+ * 0; otherwise returns -errno (fd left open): -EPROTO wrong type, size,
+ * seals or header; -EINVAL bad name.
+ */
+int cs_group_attach_fd(struct cs_group_handle *h, int fd, const char *name);
 
 /*
  * Unmaps and closes. That releases the slot lock (unless a fork child still
@@ -184,20 +285,62 @@ int cs_group_open(struct cs_group_handle *h, const char *dir, const char *name);
 void cs_group_close(struct cs_group_handle *h);
 
 /*
- * Claims a process slot: ownership is an OFD write lock on byte `slot` of the
- * file, which the kernel releases when the process dies. Reclaims the dead
- * slots it meets; if the caller is then the only live process, resets every
- * device's `used` to 0 (heals over-counts). Fills the identity fields.
+ * Claims a process slot of a standalone region: ownership is an OFD write
+ * lock on byte `slot` of the file, which the kernel releases when the
+ * process dies. Reclaims the dead slots it meets; if the caller is then the
+ * only live process, resets every device's `used` to 0 (heals over-counts).
+ * Fills the identity fields.
  * Returns the slot index (also in h->slot; an already registered handle
  * returns its slot), or -errno: -ENOSPC all slots live, -EBADF closed or
- * forgotten handle, -ETIMEDOUT another thread of this process held the
- * library's internal lock for seconds.
+ * forgotten handle, -EINVAL a sealed handle (the daemon assigns its slots),
+ * -ETIMEDOUT another thread of this process held the library's internal
+ * lock for seconds.
  * Threads of one process may call it concurrently (they serialize on an
  * internal lock). A fork child must not use its parent's handle (it would
  * share the lock bytes): it calls cs_group_forget_after_fork, and gets -EBADF
  * if it does not.
  */
 int cs_group_register(struct cs_group_handle *h);
+
+/*
+ * Registers in the slot cusliced assigned (sealed handles): takes the slot's
+ * lock byte, clears the slot and fills the identity fields; reclaims
+ * nothing, resets nothing. Returns the slot, or -errno: -EBUSY another open
+ * file description holds that byte, -EINVAL slot out of range or a handle
+ * already registered in another slot, -EBADF.
+ */
+int cs_group_register_slot(struct cs_group_handle *h, int slot);
+
+/*
+ * Marks the caller's slot CS_GROUP_PROC_BOUND: its devices are mapped and
+ * their limits adopted, so it counts as a live member for
+ * cs_group_adopt_limit. No-op when not registered.
+ */
+void cs_group_bind(struct cs_group_handle *h);
+
+/*
+ * The limit rule of a newcomer (not for groups whose policy cusliced owns):
+ * a process never runs under a looser limit than its own configuration asks.
+ * Under the device lock, compares device dev's limit with `want`:
+ *   limit <= want: 0, nothing changes (the group's tighter or equal limit
+ *     applies);
+ *   limit > want and no other bound member lives: the entry is a leftover
+ *     of an earlier run; its limit becomes `want`: 1;
+ *   limit > want and another bound member lives (its lock byte is held):
+ *     -EBUSY, nothing changes.
+ * *ret_have is the limit in force afterwards (before, for -EBUSY).
+ * Other returns: -EINVAL dev out of range or not ready, -ETIMEDOUT, -EBADF.
+ */
+int cs_group_adopt_limit(struct cs_group_handle *h, unsigned dev, uint64_t want,
+			 uint64_t *ret_have);
+
+/*
+ * The same rule for the compute share (ppm, CS_CORE_NONE: none) and its
+ * CS_CORE_* flags: the flags are written with the share when it is set
+ * (limit was none, or a leftover's looser one).
+ */
+int cs_group_adopt_core(struct cs_group_handle *h, unsigned dev, uint32_t want, uint32_t flags,
+			uint32_t *ret_have);
 
 /*
  * Gives back the caller's own slot: subtracts its used[] from the devices
@@ -208,12 +351,31 @@ int cs_group_register(struct cs_group_handle *h);
 int cs_group_unregister(struct cs_group_handle *h);
 
 /*
- * Returns the accounting of every dead process (slot LIVE but its lock not
- * held) to the group: subtracts its used[] from dev[].used (never below 0),
- * zeroes and frees the slot. Skips the caller's own slot. Costs a syscall or
- * two per LIVE slot only. Returns how many slots were reclaimed, or -errno.
+ * Returns the accounting of every dead process of a standalone region (slot
+ * LIVE but its lock not held) to the group: subtracts its used[] from
+ * dev[].used (never below 0), zeroes and frees the slot. Skips the caller's
+ * own slot. Costs a syscall or two per LIVE slot only. Returns how many
+ * slots were reclaimed, or -errno. Returns 0 for a sealed handle: there the
+ * daemon reclaims, from its own records.
  */
 int cs_group_reclaim(struct cs_group_handle *h);
+
+/*
+ * For cusliced, which assigned `slot` and knows its process is gone (or has
+ * let go of it): gives the slot's usage back to the devices (never below 0)
+ * and frees it. Takes no lock byte. -EINVAL slot out of range, -EBADF.
+ */
+int cs_group_slot_reclaim(struct cs_group_handle *h, int slot);
+
+/*
+ * For cusliced: frees a slot it did not assign (planted or stale) without
+ * giving anything back: its numbers were written by someone the daemon
+ * never registered. -EINVAL, -EBADF.
+ */
+int cs_group_slot_clear(struct cs_group_handle *h, int slot);
+
+/* For cusliced, when no process of the group is registered: used = 0 on every ready device. */
+void cs_group_reset_usage(struct cs_group_handle *h);
 
 /*
  * 1 when slot's owner is alive (its lock byte is held through another open
@@ -246,6 +408,14 @@ void cs_group_forget_after_fork(struct cs_group_handle *h);
  */
 int cs_group_device(struct cs_group_handle *h, const char *uuid, uint64_t total,
 		    uint64_t limit_if_new);
+
+/*
+ * cs_group_device that never waits: -EAGAIN when another open file
+ * description holds the device lock. For cusliced, which must not wait on
+ * a lock byte a member can hold forever.
+ */
+int cs_group_device_nowait(struct cs_group_handle *h, const char *uuid, uint64_t total,
+			   uint64_t limit_if_new);
 
 /* The caller's own slot, or NULL when h is not registered. */
 static inline struct cs_group_proc *cs_group_self(const struct cs_group_handle *h)

@@ -3,11 +3,13 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "cs-group.h"
 
 _Static_assert(sizeof(struct cs_ipc_register) == 200, "register layout");
-_Static_assert(sizeof(struct cs_ipc_registered) == 328, "registered layout");
+_Static_assert(sizeof(struct cs_ipc_registered) == 80, "registered layout");
 _Static_assert(sizeof(struct cs_ipc_denied) == 264, "denied layout");
 _Static_assert(sizeof(struct cs_ipc_ping) == 8, "ping layout");
 _Static_assert(CS_IPC_NAME == CS_GROUP_NAME_MAX + 1, "group names fit");
@@ -89,8 +91,8 @@ static int valid_body(const struct cs_ipc_msg *m)
 		       (m->u.reg.group[0] == '\0' || cs_group_name_valid(m->u.reg.group));
 	case CS_IPC_REGISTERED:
 		return terminated(m->u.ok.group, sizeof(m->u.ok.group)) &&
-		       terminated(m->u.ok.shm_dir, sizeof(m->u.ok.shm_dir)) &&
-		       cs_group_name_valid(m->u.ok.group) && m->u.ok.shm_dir[0] == '/';
+		       cs_group_name_valid(m->u.ok.group) && m->u.ok.slot < CS_GROUP_MAX_PROCS &&
+		       m->u.ok.reserved == 0;
 	case CS_IPC_DENIED:
 		return terminated(m->u.denied.reason, sizeof(m->u.denied.reason));
 	default:
@@ -122,4 +124,74 @@ long cs_ipc_decode(const void *buf, size_t len, struct cs_ipc_msg *msg)
 	if (!valid_body(msg))
 		return -EPROTO;
 	return (long)(CS_IPC_HEADER + want);
+}
+
+long cs_ipc_send_fd(int sock, const void *buf, size_t len, int fd)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t n;
+
+	if (fd >= 0) {
+		struct cmsghdr *c;
+
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : (long)n;
+}
+
+long cs_ipc_recv_fd(int sock, void *buf, size_t len, int *fd, unsigned *extra)
+{
+	/* Room for a few: a peer sending more must not have them leak into us unseen. */
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(8 * sizeof(int))];
+	} ctl;
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+	ssize_t n;
+
+	do
+		n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		size_t k;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0))
+			continue;
+		k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int got;
+
+			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*fd < 0) {
+				*fd = got;
+			} else {
+				close(got);
+				(*extra)++;
+			}
+		}
+	}
+	/* Descriptors the kernel dropped for want of room count as extra too. */
+	if (mh.msg_flags & MSG_CTRUNC)
+		(*extra)++;
+	return (long)n;
 }

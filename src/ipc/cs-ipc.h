@@ -17,10 +17,15 @@
  *
  * Conversation (one connection per process, kept open for the process's
  * lifetime, so the daemon sees its death as end-of-file):
- *     client REGISTER  -> daemon REGISTERED | DENIED
+ *     client REGISTER  -> daemon REGISTERED (+ the region's descriptor) | DENIED
  *     client PING      -> daemon PONG        (any time after REGISTERED)
  * The client's identity is what the kernel says of the connection
  * (SO_PEERCRED, /proc/<pid>/cgroup), never what the body claims.
+ *
+ * REGISTERED carries, as SCM_RIGHTS ancillary data on its first byte, one
+ * descriptor: a new open file description of the group's sealed region
+ * (src/group/cs-group.h), the process's own, on which it locks the slot the
+ * body names. A REGISTERED without exactly one descriptor is malformed.
  */
 #ifndef CS_IPC_H
 #define CS_IPC_H
@@ -29,7 +34,7 @@
 #include <stdint.h>
 
 #define CS_IPC_MAGIC "CSL1"
-#define CS_IPC_VERSION 1u
+#define CS_IPC_VERSION 2u	/* 2: REGISTERED passes the region, names the slot */
 #define CS_IPC_HEADER 16u
 #define CS_IPC_MAX_BODY 1024u
 
@@ -47,7 +52,6 @@ enum cs_ipc_type {
 
 #define CS_IPC_NAME 64		/* group name field (63 characters + NUL) */
 #define CS_IPC_TOKEN 128	/* shared token field */
-#define CS_IPC_PATH 256		/* directory field */
 #define CS_IPC_REASON 256	/* refusal reason field */
 
 struct cs_ipc_header {
@@ -65,12 +69,13 @@ struct cs_ipc_register {
 	char token[CS_IPC_TOKEN];	/* the shared token, "" if none */
 };
 
-/* daemon -> client */
+/* daemon -> client, with the region's descriptor (SCM_RIGHTS) */
 struct cs_ipc_registered {
 	uint32_t version;
 	uint32_t flags;			/* CS_IPC_MANAGED, CS_IPC_REQUIRED */
+	uint32_t slot;			/* the process slot assigned to it, < CS_GROUP_MAX_PROCS */
+	uint32_t reserved;
 	char group[CS_IPC_NAME];	/* the group the process belongs to */
-	char shm_dir[CS_IPC_PATH];	/* where its region is */
 };
 
 struct cs_ipc_denied {
@@ -112,5 +117,21 @@ long cs_ipc_decode(const void *buf, size_t len, struct cs_ipc_msg *msg);
 
 /* The body size of a type, 0 for an unknown type. */
 size_t cs_ipc_body_size(uint32_t type);
+
+/*
+ * Socket I/O that carries descriptors (SCM_RIGHTS); non-blocking
+ * (MSG_DONTWAIT), no SIGPIPE.
+ *
+ * cs_ipc_send_fd sends buf[0..len) with fd attached to its first byte
+ * (fd < 0: none). Returns the bytes sent (the descriptor went with the
+ * first byte when > 0) or -errno.
+ *
+ * cs_ipc_recv_fd receives up to len bytes. A descriptor that arrives is
+ * stored in *fd when *fd is -1 on entry (close-on-exec); any other (a
+ * second one, or more in one message) is closed, and *extra counts them.
+ * Returns the bytes received (0 at end of file) or -errno.
+ */
+long cs_ipc_send_fd(int sock, const void *buf, size_t len, int fd);
+long cs_ipc_recv_fd(int sock, void *buf, size_t len, int *fd, unsigned *extra);
 
 #endif

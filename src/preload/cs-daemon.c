@@ -5,15 +5,27 @@
  * default /run/cuslice/cusliced.sock) and sends REGISTER with the group it
  * was given (CUSLICE_GROUP) and the shared token (CUSLICE_TOKEN). The daemon
  * decides from the kernel's word about the connection (SO_PEERCRED, the
- * peer's cgroup) which group the process belongs to and where its region
- * is, and answers REGISTERED or DENIED. The connection stays open for the
+ * peer's cgroup) which group the process belongs to, and answers DENIED, or
+ * REGISTERED with the group, the slot it assigned, and the group's region:
+ * a descriptor of a sealed memfd, the process's own open file description
+ * (SCM_RIGHTS). The region is checked (sealed, the right size and layout,
+ * that group's name) before it is mapped. The connection stays open for the
  * process's lifetime (close-on-exec; a fork child closes its copy), so the
  * daemon learns of its death at once.
  *
- * No daemon (no socket, nobody listening): the process runs standalone on
- * its environment, unless CUSLICE_DAEMON=required, or the group's region
- * says its policy requires the daemon; then it fails closed. A DENIED
- * answer fails closed with the daemon's reason.
+ * Whether the node has a daemon is what its socket file says
+ * (CUSLICE_DAEMON=optional, the default):
+ *   - no socket file: standalone, on the environment's limits;
+ *   - a socket nobody answers on (the daemon restarts, or is stopped): the
+ *     node is managed, so the process waits for it with a growing backoff,
+ *     up to CUSLICE_DAEMON_WAIT (default 10 s), then fails closed: it never
+ *     runs on a fresh, unlimited region while its group's policy is away;
+ *   - a socket the process may not use (EACCES: not in its group):
+ *     standalone, unregistered (the backstop counts its GPU use as a
+ *     bypass), with a warning.
+ * CUSLICE_DAEMON=required fails closed without a daemon; =off never asks
+ * (the process is then unregistered: a bypass to a running daemon).
+ * A DENIED answer fails closed with the daemon's reason.
  */
 #include "cs-preload.h"
 
@@ -28,10 +40,17 @@
 
 #include "cs-ipc.h"
 #include "cs-log.h"
+#include "cs-size.h"
 
 #define DEFAULT_SOCKET "/run/cuslice/cusliced.sock"
-/* How long registration may take before the daemon counts as unreachable. */
+/* How long one registration attempt may take before it counts as unanswered. */
 #define REGISTER_TIMEOUT_MS 2000
+/* CUSLICE_DAEMON_WAIT: default and largest value. */
+#define DEFAULT_WAIT_MS 10000
+#define MAX_WAIT_MS 3600000
+/* Backoff between attempts while the daemon does not answer. */
+#define BACKOFF_FIRST_MS 20
+#define BACKOFF_MAX_MS 500
 
 static uint64_t mono_ms(void)
 {
@@ -39,6 +58,14 @@ static uint64_t mono_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
 }
 
 const char *cs_daemon_socket(void)
@@ -91,32 +118,34 @@ static int send_all(int fd, const void *buf, size_t len, uint64_t deadline)
 	return 0;
 }
 
-/* Reads one whole message within the deadline. */
-static int recv_msg(int fd, struct cs_ipc_msg *msg, uint64_t deadline)
+/*
+ * Reads one whole message within the deadline, and the descriptor that
+ * came with it (*rfd, -1 when none; more than one is -EPROTO).
+ */
+static int recv_msg(int fd, struct cs_ipc_msg *msg, int *rfd, uint64_t deadline)
 {
 	unsigned char buf[CS_IPC_HEADER + CS_IPC_MAX_BODY];
+	unsigned extra = 0;
 	size_t have = 0;
 
+	*rfd = -1;
 	for (;;) {
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
 		uint64_t now = mono_ms();
 		long r = cs_ipc_decode(buf, have, msg);
-		ssize_t n;
 
 		if (r > 0)
-			return 0;
-		if (r < 0)
-			return -EPROTO;
-		if (have == sizeof(buf))
+			return extra ? -EPROTO : 0;
+		if (r < 0 || have == sizeof(buf))
 			return -EPROTO;
 		if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) <= 0)
 			return -ETIMEDOUT;
-		n = recv(fd, buf + have, sizeof(buf) - have, MSG_DONTWAIT);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		r = cs_ipc_recv_fd(fd, buf + have, sizeof(buf) - have, rfd, &extra);
+		if (r == -EINTR || r == -EAGAIN)
 			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -ECONNRESET;
-		have += (size_t)n;
+		if (r <= 0)
+			return r < 0 ? (int)r : -ECONNRESET;
+		have += (size_t)r;
 	}
 }
 
@@ -135,16 +164,72 @@ static int daemon_mode(const char **value)
 	return -1;
 }
 
+/* CUSLICE_DAEMON_WAIT in ms; false (failed closed) when malformed. */
+static bool daemon_wait(uint64_t *ms)
+{
+	const char *v = getenv("CUSLICE_DAEMON_WAIT");
+
+	*ms = DEFAULT_WAIT_MS;
+	if (!v)
+		return true;
+	if (cs_duration_parse(v, ms) != 0 || *ms > MAX_WAIT_MS) {
+		cs_fail_closed("CUSLICE_DAEMON_WAIT=\"%s\": expected a duration from 0 to 1h: %s, "
+			       "e.g. 10s, 500ms",
+			       v, CS_DURATION_FORMS);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * One attempt: REGISTER on a connected socket. 0 with the reply in *msg
+ * and its descriptor in *rfd (REGISTERED); 1 DENIED (msg holds it); -errno
+ * when the daemon did not answer properly.
+ */
+static int attempt(int fd, const struct cs_ipc_register *reg, struct cs_ipc_msg *msg, int *rfd)
+{
+	unsigned char buf[CS_IPC_HEADER + sizeof(*reg)];
+	uint64_t deadline = mono_ms() + REGISTER_TIMEOUT_MS;
+	size_t n = cs_ipc_encode(CS_IPC_REGISTER, 1, reg, buf, sizeof(buf));
+	int e = send_all(fd, buf, n, deadline);
+
+	if (e == 0)
+		e = recv_msg(fd, msg, rfd, deadline);
+	if (e)
+		return e;
+	if (msg->h.type == CS_IPC_DENIED)
+		return 1;
+	if (msg->h.type != CS_IPC_REGISTERED || msg->u.ok.version != CS_IPC_VERSION)
+		return -EPROTO;
+	/* A region must come with it: without one there is nothing to enforce with. */
+	return *rfd >= 0 ? 0 : -EPROTO;
+}
+
+/* Takes the region cusliced handed over; false (failed closed) when it is not one. */
+static bool adopt_region(int rfd, const struct cs_ipc_registered *ok)
+{
+	int e = cs_group_attach_fd(&cs.gh, rfd, ok->group);
+
+	if (e == 0) {
+		cs.daemon_slot = (int)ok->slot;
+		return true;
+	}
+	close(rfd);
+	cs_fail_closed("cusliced handed over a region for group %s that is not a sealed cuslice "
+		       "region of this version: %s",
+		       ok->group, e == -EPROTO ? "wrong size, seals or layout" : strerror(-e));
+	return false;
+}
+
 int cs_daemon_register(void)
 {
 	const char *path = cs_daemon_socket(), *mode_text;
 	struct cs_ipc_register reg = {.version = CS_IPC_VERSION};
-	unsigned char buf[CS_IPC_HEADER + sizeof(reg)];
 	const char *token = getenv("CUSLICE_TOKEN");
-	int mode = daemon_mode(&mode_text), fd, e;
-	uint64_t deadline = mono_ms() + REGISTER_TIMEOUT_MS;
+	int mode = daemon_mode(&mode_text), fd, rfd, e;
+	unsigned backoff = BACKOFF_FIRST_MS;
+	uint64_t wait_ms, deadline;
 	struct cs_ipc_msg msg;
-	size_t n;
 
 	if (mode < 0) {
 		cs_fail_closed("CUSLICE_DAEMON=\"%s\": accepted: off, optional (default), required",
@@ -153,21 +238,11 @@ int cs_daemon_register(void)
 	}
 	if (mode == 0)
 		return 1;
+	if (!daemon_wait(&wait_ms))
+		return -1;
 	if (token && strlen(token) >= sizeof(reg.token)) {
 		cs_fail_closed("CUSLICE_TOKEN: longer than %zu characters", sizeof(reg.token) - 1);
 		return -1;
-	}
-	fd = connect_daemon(path);
-	if (fd < 0) {
-		if (mode == 2) {
-			cs_fail_closed("CUSLICE_DAEMON=required: cusliced is not reachable at %s "
-				       "(CUSLICE_SOCKET): %s",
-				       path, strerror(-fd));
-			return -1;
-		}
-		cs_log(CS_LOG_INFO, CS_LOG_NAME, "no cusliced at %s (%s): standalone", path,
-		       strerror(-fd));
-		return 1;
 	}
 	/*
 	 * Always the name we run under: CUSLICE_GROUP, or the pid-<pid> default
@@ -178,37 +253,74 @@ int cs_daemon_register(void)
 	strcpy(reg.group, cs.group_name);
 	if (token)
 		strcpy(reg.token, token);
-	n = cs_ipc_encode(CS_IPC_REGISTER, 1, &reg, buf, sizeof(buf));
-	e = send_all(fd, buf, n, deadline);
-	if (e == 0)
-		e = recv_msg(fd, &msg, deadline);
-	if (e == 0 && msg.h.type == CS_IPC_DENIED) {
-		close(fd);
-		cs_fail_closed("cusliced refused this process: %s", msg.u.denied.reason);
-		return -1;
-	}
-	if (e == 0 && msg.h.type != CS_IPC_REGISTERED)
-		e = -EPROTO;
-	if (e == 0 && strlen(msg.u.ok.shm_dir) >= sizeof(cs.shm_dir))
-		e = -ENAMETOOLONG;
-	if (e) {
-		close(fd);
-		if (mode == 2) {
-			cs_fail_closed("CUSLICE_DAEMON=required: registration with cusliced at %s "
-				       "failed: %s",
-				       path, strerror(-e));
+	deadline = mono_ms() + wait_ms;
+	for (;;) {
+		fd = connect_daemon(path);
+		if ((fd == -ENOENT || fd == -ENOTDIR) && mode == 1) {
+			cs_log(CS_LOG_INFO, CS_LOG_NAME, "no cusliced socket at %s: standalone",
+			       path);
+			return 1;
+		}
+		if ((fd == -EACCES || fd == -EPERM) && mode == 1) {
+			cs_log(CS_LOG_WARN, CS_LOG_NAME,
+			       "may not use cusliced's socket %s (%s): running unregistered; "
+			       "cusliced counts this process's GPU use as a bypass",
+			       path, strerror(-fd));
+			return 1;
+		}
+		if (fd < 0 && fd != -ECONNREFUSED && fd != -EAGAIN && fd != -ENOENT) {
+			e = fd;
+			break;	/* not a daemon that is away: a broken path */
+		}
+		e = fd < 0 ? fd : attempt(fd, &reg, &msg, &rfd);
+		if (e == 0) {
+			if (!adopt_region(rfd, &msg.u.ok)) {
+				close(fd);
+				return -1;
+			}
+			break;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (e == 1) {
+			cs_fail_closed("cusliced refused this process: %s", msg.u.denied.reason);
 			return -1;
 		}
-		cs_log(CS_LOG_WARN, CS_LOG_NAME,
-		       "registration with cusliced at %s failed (%s): standalone", path,
-		       strerror(-e));
-		return 1;
+		if (e == -EPROTO)
+			break;	/* a daemon that answers nonsense will not get better */
+		/* Away (restarting, stopped, overloaded): the node is managed, so wait. */
+		{
+			uint64_t now = mono_ms();
+
+			if (now >= deadline)
+				break;
+			sleep_ms((unsigned)(deadline - now < backoff ? deadline - now : backoff));
+		}
+		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+	}
+	if (e == -ENOENT || e == -ENOTDIR) {
+		cs_fail_closed("CUSLICE_DAEMON=required: cusliced is not reachable at %s "
+			       "(CUSLICE_SOCKET): no socket there after waiting %llu ms "
+			       "(CUSLICE_DAEMON_WAIT)",
+			       path, (unsigned long long)wait_ms);
+		return -1;
+	}
+	if (e) {
+		cs_fail_closed("cusliced's socket %s exists but registration failed (%s) after "
+			       "waiting %llu ms (CUSLICE_DAEMON_WAIT): this node is managed, so the "
+			       "process does not run without its group's policy; start cusliced, or "
+			       "remove the socket file to run standalone",
+			       path, e == -EPROTO ? "the daemon answered with a malformed message "
+						    "or another protocol version"
+						  : strerror(-e),
+			       (unsigned long long)wait_ms);
+		return -1;
 	}
 	strcpy(cs.group_name, msg.u.ok.group);
-	strcpy(cs.shm_dir, msg.u.ok.shm_dir);
 	cs.daemon_fd = fd;
-	cs_log(CS_LOG_INFO, CS_LOG_NAME, "registered with cusliced: group %s%s", cs.group_name,
-	       msg.u.ok.flags & CS_IPC_MANAGED ? " (managed)" : "");
+	cs.daemon_managed = msg.u.ok.flags & CS_IPC_MANAGED;
+	cs_log(CS_LOG_INFO, CS_LOG_NAME, "registered with cusliced: group %s, slot %u%s",
+	       cs.group_name, msg.u.ok.slot, cs.daemon_managed ? " (managed)" : "");
 	return 0;
 }
 
@@ -219,4 +331,5 @@ void cs_daemon_after_fork(void)
 		close(cs.daemon_fd);
 		cs.daemon_fd = -1;
 	}
+	cs.daemon_slot = -1;
 }

@@ -1,6 +1,6 @@
 /*
- * dlsym: hands out our wrappers for driver and NVML functions looked up on
- * their library's handle, and is invisible for every other lookup.
+ * dlsym's decisions: our wrappers for driver and NVML functions looked up
+ * on their library's handle; invisible for every other lookup.
  *
  * NVIDIA's runtime dlopens libcuda.so.1 with RTLD_LOCAL and asks only for
  * cuGetProcAddress(_v2) by name; cuBLASLt asks for ~90 versioned names. Our
@@ -13,7 +13,10 @@
  * RTLD_NEXT) goes to libc's dlsym by a tail call. That matters: glibc
  * decides what RTLD_NEXT (and RTLD_DEFAULT's namespace) mean from its
  * caller's return address, and a tail call leaves that address the one of
- * our caller, so the lookup behaves exactly as if we were not here.
+ * our caller, so the lookup behaves exactly as if we were not here. The
+ * exported dlsym (cs-dlsym-export.c) is only that tail call around
+ * cs_dlsym_route, which decides; the jump is guaranteed there, not left
+ * to the optimizer.
  *
  * One unversioned definition answers references to dlsym@GLIBC_2.2.5 (old
  * binaries, libdl users) and dlsym@GLIBC_2.34 alike: the loader accepts a
@@ -108,20 +111,21 @@ static enum hook_answer hook_lookup(void *handle, const char *name, void **wrapp
 	return found == cs_real_get(h->id) ? ANSWER_WRAPPER : ANSWER_PASS;
 }
 
-__attribute__((optimize("optimize-sibling-calls"))) CS_EXPORT void *dlsym(void *handle,
-									 const char *name)
+struct cs_dlsym_route cs_dlsym_route(void *handle, const char *name)
 {
+	struct cs_dlsym_route r = {NULL, NULL};
 	dlsym_fn f;
 
 	if (handle != RTLD_NEXT && ((name[0] == 'c' && name[1] == 'u') ||
-					    (name[0] == 'n' && name[1] == 'v'))) {
+				    (name[0] == 'n' && name[1] == 'v'))) {
 		void *wrapper = NULL;
 
 		switch (hook_lookup(handle, name, &wrapper)) {
 		case ANSWER_WRAPPER:
-			return wrapper;
+			r.answer = wrapper;
+			return r;
 		case ANSWER_NULL:
-			return NULL;
+			return r;
 		case ANSWER_PASS:
 			break;
 		}
@@ -129,11 +133,9 @@ __attribute__((optimize("optimize-sibling-calls"))) CS_EXPORT void *dlsym(void *
 	f = atomic_load_explicit(&real_dlsym_p, memory_order_relaxed);
 	if (CS_UNLIKELY(!f)) {
 		f = find_real_dlsym();
-		if (!f) {
+		if (!f)
 			cs_log(CS_LOG_ERROR, CS_LOG_NAME, "libc's dlsym not found");
-			return NULL;
-		}
 	}
-	/* A tail call: libc sees our caller's return address (see above). */
-	return f(handle, name);
+	r.next = (void *(*)(void *, const char *))f;
+	return r;
 }

@@ -10,12 +10,15 @@
  *   CUSLICE_CORE_LIMIT the group's share of device time, percent (same forms).
  *   CUSLICE_CORE_MODE  hard (default: never above the share) or burst (may use
  *                      idle device time above it while other processes do not).
- *   CUSLICE_SHM_DIR    where group regions live (default /dev/shm).
- *   CUSLICE_CTX_MEM    bytes charged per context (default: measured).
+ *   CUSLICE_SHM_DIR    where standalone group regions live (default /dev/shm).
+ *   CUSLICE_CTX_MEM    bytes charged per context (default: measured); at most
+ *                      64 GiB and the memory of every device the process sees.
  *   CUSLICE_LOG_LEVEL  error, warn (default), info or debug.
  *   CUSLICE_SOCKET     cusliced's socket (default /run/cuslice/cusliced.sock).
  *   CUSLICE_DAEMON     off, optional (default: register when cusliced runs),
  *                      required (fail closed without it).
+ *   CUSLICE_DAEMON_WAIT how long to wait for a daemon whose socket exists but
+ *                      does not answer, then fail closed (default 10s).
  *   CUSLICE_TOKEN      the shared token cusliced may ask for.
  * None of CUSLICE_GROUP, CUSLICE_MEM_LIMIT and CUSLICE_CORE_LIMIT set: the
  * library is inert.
@@ -24,6 +27,7 @@
 #include "cs-preload.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -37,9 +41,13 @@
 #include "cs-log.h"
 #include "cs-size.h"
 
+/* CUSLICE_CTX_MEM above this is a typo (real contexts take hundreds of MiB). */
+#define CTX_MEM_MAX (64ull << 30)
+
 struct cs_state cs = {
 	.gh = {.fd = -1, .slot = -1},
 	.daemon_fd = -1,
+	.daemon_slot = -1,
 };
 
 /* True on the thread that is attaching: calls back into us pass through. */
@@ -155,8 +163,11 @@ static void load_config(void)
 		}
 	}
 
-	if (ctx && cs_size_parse(ctx, &cs.ctx_mem_override) != 0) {
-		cs_fail_closed("CUSLICE_CTX_MEM=\"%s\": expected %s", ctx, CS_SIZE_FORMS);
+	if (ctx && (cs_size_parse(ctx, &cs.ctx_mem_override) != 0 ||
+		    cs.ctx_mem_override > CTX_MEM_MAX)) {
+		cs_fail_closed("CUSLICE_CTX_MEM=\"%s\": expected a size from 0 to 64GiB (and at most "
+			       "the memory of the GPU), %s",
+			       ctx, CS_SIZE_FORMS);
 		return;
 	}
 }
@@ -189,32 +200,150 @@ __attribute__((constructor)) static void cs_load(void)
 	pthread_atfork(NULL, NULL, atfork_child);
 }
 
-/*
- * The configured core limit of ordinal i becomes the group's on gdev unless
- * the group has one there already (the first process sets it, as for memory).
- */
-static void set_core_limit(int i, int gdev)
+/* Whether the group's policy is cusliced's (then it, not the environment, sets the limits). */
+static bool group_managed(void)
 {
-	struct cs_group_dev *gd = &cs.gh.g->dev[gdev];
+	return cs.daemon_slot >= 0 && cs.daemon_managed;
+}
+
+/*
+ * The configured core limit of ordinal i, under the limit rule (cs-group.h):
+ * the group's share when it is tighter or equal; ours when the group has
+ * none or an earlier run's looser one; refused (false, failed closed) when a
+ * running member holds a looser one.
+ */
+static bool set_core_limit(int i, int gdev)
+{
 	struct cs_limit_device ld = {.ordinal = i, .uuid = cs.dev[i].uuid, .total = CS_CORE_PPM};
 	uint32_t want, have = CS_CORE_NONE;
 	uint64_t v;
+	int r;
 
 	if (!cs.has_core)
-		return;
+		return true;
 	v = cs_limits_resolve(&cs.core_limits, &ld);
 	if (v == CS_LIMIT_NONE)
-		return;
+		return true;
 	want = v > CS_CORE_PPM ? CS_CORE_PPM : (uint32_t)v;
-	if (atomic_compare_exchange_strong(&gd->core_limit, &have, want)) {
-		atomic_store(&gd->core_flags, cs.core_burst ? CS_CORE_BURST : 0u);
-		return;
+	if (group_managed()) {
+		have = atomic_load(&cs.gh.g->dev[gdev].core_limit);
+		if (have != want)
+			cs_log(CS_LOG_WARN, CS_LOG_NAME,
+			       "group %s's policy (cusliced) gives device %d (%s) a core limit of "
+			       "%.4g%%; CUSLICE_CORE_LIMIT asks %.4g%%: the policy applies",
+			       cs.group_name, i, cs.dev[i].uuid, have == CS_CORE_NONE ? 100.0 : have / 1e4,
+			       want / 1e4);
+		return true;
 	}
-	if (have != want)
+	r = cs_group_adopt_core(&cs.gh, (unsigned)gdev, want, cs.core_burst ? CS_CORE_BURST : 0u,
+				&have);
+	if (r == -EBUSY) {
+		cs_fail_closed("group %s: a running member holds a core limit of %.4g%% on device %d "
+			       "(%s), looser than CUSLICE_CORE_LIMIT asks (%.4g%%): a process never "
+			       "runs under a looser limit than its own configuration; give the "
+			       "group's processes the same limit",
+			       cs.group_name, have == CS_CORE_NONE ? 100.0 : have / 1e4, i,
+			       cs.dev[i].uuid, want / 1e4);
+		return false;
+	}
+	if (r < 0) {
+		cs_fail_closed("group %s: cannot set the core limit of device %d (%s): %s",
+			       cs.group_name, i, cs.dev[i].uuid, strerror(-r));
+		return false;
+	}
+	if (have < want)
 		cs_log(CS_LOG_WARN, CS_LOG_NAME,
 		       "group %s already has a core limit of %.4g%% on device %d (%s); "
-		       "CUSLICE_CORE_LIMIT asks %.4g%%: the group's limit applies",
+		       "CUSLICE_CORE_LIMIT asks %.4g%%: the group's tighter limit applies",
 		       cs.group_name, have / 1e4, i, cs.dev[i].uuid, want / 1e4);
+	return true;
+}
+
+/* The memory limit of ordinal i under the same rule. */
+static bool set_mem_limit(int i, int gdev, uint64_t want)
+{
+	char a[32], b[32];
+	uint64_t have = atomic_load(&cs.gh.g->dev[gdev].limit);
+	int r;
+
+	if (!cs.has_limits)
+		return true;
+	if (group_managed()) {
+		if (have != want)
+			cs_log(CS_LOG_WARN, CS_LOG_NAME,
+			       "group %s's policy (cusliced) gives device %d (%s) a limit of %llu "
+			       "bytes; CUSLICE_MEM_LIMIT asks %llu: the policy applies",
+			       cs.group_name, i, cs.dev[i].uuid, (unsigned long long)have,
+			       (unsigned long long)want);
+		return true;
+	}
+	r = cs_group_adopt_limit(&cs.gh, (unsigned)gdev, want, &have);
+	if (r == -EBUSY) {
+		cs_fail_closed("group %s: a running member holds limit %s on device %d (%s), looser "
+			       "than CUSLICE_MEM_LIMIT asks (%s): a process never runs under a looser "
+			       "limit than its own configuration; give the group's processes the "
+			       "same limit",
+			       cs.group_name,
+			       have == CS_LIMIT_NONE ? "none" : cs_size_format(have, a, sizeof(a)), i,
+			       cs.dev[i].uuid, cs_size_format(want, b, sizeof(b)));
+		return false;
+	}
+	if (r < 0) {
+		cs_fail_closed("group %s: cannot set the limit of device %d (%s): %s", cs.group_name,
+			       i, cs.dev[i].uuid, strerror(-r));
+		return false;
+	}
+	if (r == 1)
+		cs_log(CS_LOG_INFO, CS_LOG_NAME,
+		       "group %s: device %d (%s): the looser limit an earlier run left is replaced "
+		       "by CUSLICE_MEM_LIMIT's %llu bytes",
+		       cs.group_name, i, cs.dev[i].uuid, (unsigned long long)want);
+	else if (have < want)
+		cs_log(CS_LOG_WARN, CS_LOG_NAME,
+		       "group %s already has limit %llu bytes on device %d (%s); CUSLICE_MEM_LIMIT "
+		       "asks %llu: the group's tighter limit applies",
+		       cs.group_name, (unsigned long long)have, i, cs.dev[i].uuid,
+		       (unsigned long long)want);
+	return true;
+}
+
+/*
+ * UUID keys of CUSLICE_MEM_LIMIT / CUSLICE_CORE_LIMIT must name a GPU of
+ * the node (NVML's list; the devices this process sees when NVML is not
+ * there), and a prefix must not name two of the GPUs we see. False when
+ * failed closed.
+ */
+static bool check_uuid_keys(int n)
+{
+	static char node[CS_MAX_ORDINALS * 4][CS_GROUP_UUID_LEN];
+	const char *uuids[CS_MAX_ORDINALS * 4];
+	struct cs_limit_device devs[CS_MAX_ORDINALS];
+	const struct cs_limits *all[2] = {cs.has_limits ? &cs.limits : NULL,
+					  cs.has_core ? &cs.core_limits : NULL};
+	char err[1024];
+	int k = cs_nvml_uuids(node, CS_MAX_ORDINALS * 4);
+
+	for (int i = 0; i < n; i++)
+		devs[i] = (struct cs_limit_device){.ordinal = i, .uuid = cs.dev[i].uuid,
+						   .total = cs.dev[i].total};
+	if (k < 0) {
+		for (int i = 0; i < n; i++)
+			uuids[i] = cs.dev[i].uuid;
+		k = n;
+	} else {
+		for (int i = 0; i < k; i++)
+			uuids[i] = node[i];
+	}
+	for (int j = 0; j < 2; j++) {
+		if (!all[j])
+			continue;
+		if (cs_limits_check_uuid_keys(all[j], uuids, (unsigned)k, err, sizeof(err)) != 0 ||
+		    cs_limits_check_uuids(all[j], devs, (unsigned)n, err, sizeof(err)) != 0) {
+			cs_fail_closed("%s", err);
+			return false;
+		}
+	}
+	return true;
 }
 
 /* Maps this process's CUDA devices to the group's entries. */
@@ -255,13 +384,23 @@ static CUresult map_devices(void)
 		cs_format_uuid(&uuid, d->uuid);
 		d->total = total;
 	}
+	if (!check_uuid_keys(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (int i = 0; i < n; i++) {
 		struct cs_device *d = &cs.dev[i];
 		struct cs_limit_device ld = {.ordinal = i, .uuid = d->uuid, .total = d->total};
 		uint64_t want = cs.has_limits ? cs_limits_resolve(&cs.limits, &ld) : CS_LIMIT_NONE;
-		int gdev = cs_group_device(&cs.gh, d->uuid, d->total, want);
-		uint64_t have;
+		int gdev;
 
+		if (cs.ctx_mem_override > d->total) {
+			char a[32], b[32];
+
+			cs_fail_closed("CUSLICE_CTX_MEM=%s: more than device %d (%s) has (%s)",
+				       cs_size_format(cs.ctx_mem_override, a, sizeof(a)), i, d->uuid,
+				       cs_size_format(d->total, b, sizeof(b)));
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		gdev = cs_group_device(&cs.gh, d->uuid, d->total, want);
 		cs_core_bind(i, gdev);
 		if (gdev < 0) {
 			cs_log(CS_LOG_ERROR, CS_LOG_NAME,
@@ -270,17 +409,13 @@ static CUresult map_devices(void)
 			continue;
 		}
 		d->gdev = gdev;
-		set_core_limit(i, gdev);
-		have = atomic_load(&cs.gh.g->dev[gdev].limit);
-		if (cs.has_limits && have != want)
-			cs_log(CS_LOG_WARN, CS_LOG_NAME,
-			       "group %s already has limit %llu bytes on device %d (%s); "
-			       "CUSLICE_MEM_LIMIT asks %llu: the group's limit applies",
-			       cs.group_name, (unsigned long long)have, i, d->uuid,
-			       (unsigned long long)want);
+		if (!set_mem_limit(i, gdev, want) || !set_core_limit(i, gdev))
+			return CUDA_ERROR_OUT_OF_MEMORY;
 		if (cs.ctx_mem_override)
 			atomic_store(&d->ctx_bytes, cs.ctx_mem_override);
 	}
+	/* From now on we count as a member whose limits others must not loosen. */
+	cs_group_bind(&cs.gh);
 	cs.ndev = n;
 	return CUDA_SUCCESS;
 }
@@ -297,6 +432,52 @@ static void start_compute(void)
 	atomic_store(&cs.core_watch, true);
 	if (limited)
 		cs_core_start_controller();
+}
+
+/*
+ * Standalone: the group's region in CUSLICE_SHM_DIR, created or adopted
+ * (only when it is this user's private file: anyone can plant one in
+ * /dev/shm), and a slot in it. False when failed closed.
+ */
+static bool open_standalone(void)
+{
+	char what[PATH_MAX + 128];
+	int e = cs.gh.fd >= 0 ? 0 : cs_group_open(&cs.gh, cs.shm_dir, cs.group_name);
+
+	if (e == -ENOENT || e == -ENOTDIR || e == -EACCES || e == -EROFS) {
+		cs_fail_closed("CUSLICE_SHM_DIR=\"%s\": cannot create the region of group %s there: "
+			       "%s; expected an existing directory this user can write (default "
+			       "/dev/shm)",
+			       cs.shm_dir, cs.group_name, strerror(-e));
+		return false;
+	}
+	if (e == -EPERM || e == -EPROTO || e == -ELOOP) {
+		char want[96];
+
+		cs_group_describe(cs.shm_dir, cs.group_name, what, sizeof(what));
+		if (e == -EPERM)
+			snprintf(want, sizeof(want), "a regular file of uid %u with mode 0600",
+				 (unsigned)geteuid());
+		else
+			snprintf(want, sizeof(want), "a cuslice region of this version");
+		cs_fail_closed("group %s: refusing the existing region %s: expected %s; remove it "
+			       "(someone may have planted it), or use another CUSLICE_GROUP or "
+			       "CUSLICE_SHM_DIR",
+			       cs.group_name, what, want);
+		return false;
+	}
+	if (e) {
+		cs_fail_closed("group %s: cannot open %s/cuslice-group-%s: %s", cs.group_name,
+			       cs.shm_dir, cs.group_name, strerror(-e));
+		return false;
+	}
+	e = cs_group_register(&cs.gh);
+	if (e < 0) {
+		cs_fail_closed("group %s: cannot register this process: %s", cs.group_name,
+			       e == -ENOSPC ? "all process slots are taken" : strerror(-e));
+		return false;
+	}
+	return true;
 }
 
 static CUresult do_attach(void)
@@ -324,31 +505,16 @@ static CUresult do_attach(void)
 	}
 	if (cs.gh.fd < 0 && cs.daemon_fd < 0 && cs_daemon_register() < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (cs.gh.fd < 0) {
-		e = cs_group_open(&cs.gh, cs.shm_dir, cs.group_name);
-		if (e == -ENOENT || e == -ENOTDIR || e == -EACCES || e == -EPERM || e == -EROFS) {
-			cs_fail_closed("CUSLICE_SHM_DIR=\"%s\": cannot create the region of group %s "
-				       "there: %s; expected an existing directory the group's processes "
-				       "can write (default /dev/shm)",
-				       cs.shm_dir, cs.group_name, strerror(-e));
+	if (cs.daemon_fd >= 0) {
+		/* The region cusliced handed over, in the slot it assigned. */
+		e = cs_group_register_slot(&cs.gh, cs.daemon_slot);
+		if (e < 0) {
+			cs_fail_closed("group %s: cannot take slot %d that cusliced assigned: %s",
+				       cs.group_name, cs.daemon_slot,
+				       e == -EBUSY ? "another process holds it" : strerror(-e));
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
-		if (e) {
-			cs_fail_closed("group %s: cannot open %s/cuslice-group-%s: %s", cs.group_name,
-				       cs.shm_dir, cs.group_name, strerror(-e));
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		}
-	}
-	if (cs.daemon_fd < 0 && (atomic_load(&cs.gh.g->flags) & CS_GROUP_DAEMON_REQUIRED)) {
-		cs_fail_closed("group %s: its policy requires cusliced, which is not reachable at "
-			       "%s (CUSLICE_SOCKET)",
-			       cs.group_name, cs_daemon_socket());
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	e = cs_group_register(&cs.gh);
-	if (e < 0) {
-		cs_fail_closed("group %s: cannot register this process: %s", cs.group_name,
-			       e == -ENOSPC ? "all process slots are taken" : strerror(-e));
+	} else if (!open_standalone()) {
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	cs.g = cs.gh.g;

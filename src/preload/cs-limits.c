@@ -428,3 +428,32 @@ int cs_limits_check_uuids(const struct cs_limits *l, const struct cs_limit_devic
 	}
 	return 0;
 }
+
+int cs_limits_check_uuid_keys(const struct cs_limits *l, const char *const *uuids, unsigned n,
+			      char *err, size_t errlen)
+{
+	struct msg m = {err, err ? errlen : 0, 0};
+
+	for (unsigned i = 0; i < l->n; i++) {
+		const struct cs_limit_rule *r = &l->rule[i];
+		size_t len = strlen(r->uuid);
+		bool found = false;
+
+		if (r->key != CS_LIMIT_KEY_UUID)
+			continue;
+		for (unsigned d = 0; d < n && !found; d++)
+			found = uuids[d] && strncasecmp(r->uuid, uuids[d], len) == 0;
+		if (found)
+			continue;
+		msg_add(&m, "%s: UUID key \"%s\" names no GPU of this node (", l->var, r->uuid);
+		if (n == 0)
+			msg_add(&m, "it has none");
+		for (unsigned d = 0; d < n && d < 8; d++)
+			msg_add(&m, "%s%s", d ? ", " : "its GPUs: ", uuids[d]);
+		if (n > 8)
+			msg_add(&m, ", and %u more", n - 8);
+		msg_add(&m, "); give a UUID or unique prefix of one of them, or an ordinal");
+		return -EINVAL;
+	}
+	return 0;
+}

@@ -106,11 +106,19 @@ int cs_limits_check_ordinals(const struct cs_limits *l, int device_count, char *
 /*
  * Returns 0, or -EINVAL with a message when a UUID rule is the one that
  * decides the limit of more than one of the n devices: its key is a prefix
- * shared by several GPUs, where a unique prefix was meant. A rule that
- * matches no device is not an error (the variable may be shared by
- * processes that see different GPUs).
+ * shared by several GPUs, where a unique prefix was meant.
  */
 int cs_limits_check_uuids(const struct cs_limits *l, const struct cs_limit_device *devs,
 			  unsigned n, char *err, size_t errlen);
+
+/*
+ * Returns 0, or -EINVAL with a message naming the key and the n GPUs when a
+ * UUID rule prefixes none of uuids[0..n) (case-insensitive): the node's
+ * GPUs, so that a mistyped UUID fails like a mistyped ordinal instead of
+ * silently leaving a GPU unlimited. A rule for a GPU of the node that the
+ * caller does not see is fine (one configuration may serve several jobs).
+ */
+int cs_limits_check_uuid_keys(const struct cs_limits *l, const char *const *uuids, unsigned n,
+			      char *err, size_t errlen);
 
 #endif

@@ -11,26 +11,26 @@
  * Allocation: a block that does not fit in the pool's reserve makes the pool
  * grow by a new chunk holding the whole block, so the most one allocation
  * can add to a pool is the request rounded up to POOL_CHUNK (the driver's
- * granularity, and cusim's). That much is reserved before the driver is
- * asked, and afterwards the pool's charge is settled to what the driver
- * reports (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT): the unused part of the
- * reservation goes back at once. So the pool's memory is charged before it
- * exists, as for every other allocation kind.
+ * granularity, and cusim's). That much is reserved before *every* pool
+ * allocation, whatever the pool's spare reserve says: whether a block fits
+ * in the spare (which may be fragmented across chunks) is the driver's
+ * decision, made inside the call. Afterwards the pool's charge is settled
+ * to what the driver reports (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) and
+ * the unused part of the reservation goes back at once. So at every
+ * instant the group's counter covers what its pools reserve plus what any
+ * allocation in flight could add, in this process and across processes and
+ * pools: the device never holds more than the limit because of a pool.
  *
- * At the limit that reservation is refused, and then:
- *   - a request larger than the pool's spare reserve needs growth: the
- *     pool's idle chunks are trimmed (cached memory is worth less than a
- *     refusal) and the reservation tried once more, else refused;
- *   - a request the spare reserve covers is served from it with nothing
- *     reserved: the group was charged for that reserve when the pool took
- *     it. Should the driver grow the pool anyway (the spare was fragmented
- *     across chunks), the growth is reserved after the fact, and if that is
- *     refused the allocation is undone (freed, the stream synchronised, the
- *     pool trimmed back) and refused. The group's counter never passes the
- *     limit; the device can hold that one block more than the limit for the
- *     duration of the call.
+ * At the limit the reservation is refused; then the pool's idle chunks are
+ * trimmed (cached memory is worth less than a refusal), its charge settled
+ * to what it holds then, and the reservation tried once more through the
+ * slow path (reclaim of dead processes, every pool reconciled). If the
+ * worst case still does not fit, the allocation is refused, even when the
+ * spare reserve might have held it.
  * If the pool grew by more than was reserved (a driver with a coarser
- * granularity), the excess is handled the same way.
+ * granularity), the excess is reserved after the fact, and if that is
+ * refused the allocation is undone (freed, the stream synchronised, the
+ * pool trimmed back) and refused.
  *
  * Frees return memory to the pool, not to the group; the group gets it back
  * when the pool shrinks, which we learn when we reconcile: at every pool
@@ -245,20 +245,11 @@ static CUresult pool_entry_of(CUmemoryPool pool, struct pool_entry **ret)
 	return CUDA_SUCCESS;
 }
 
-/* The pool's reserve not handed out (free blocks, possibly fragmented). */
-static uint64_t pool_spare(CUmemoryPool pool)
-{
-	uint64_t reserved, used;
-
-	if (!pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) ||
-	    !pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used))
-		return 0;
-	return reserved > used ? reserved - used : 0;
-}
-
 /*
- * Reserves what allocating `bytes` from the pool may add to it (the caller
- * holds the entry's lock). Sets *held to the bytes reserved; false: refused.
+ * Reserves the most allocating `bytes` from the pool may add to it (the
+ * request rounded up to POOL_CHUNK), before the driver is asked; the caller
+ * holds the entry's lock. At the limit, trims the pool's idle chunks and
+ * tries once more. Sets *held to the bytes reserved; false: refused.
  */
 static bool reserve_growth(struct pool_entry *e, CUmemoryPool pool, unsigned gdev, uint64_t bytes,
 			   uint64_t *held)
@@ -266,15 +257,14 @@ static bool reserve_growth(struct pool_entry *e, CUmemoryPool pool, unsigned gde
 	uint64_t grow = (bytes + POOL_CHUNK - 1) / POOL_CHUNK * POOL_CHUNK;
 	uint64_t excess, used;
 
-	*held = grow;
-	if (grow >= bytes && cs_reserve_try(gdev, grow))
-		return true;
 	*held = 0;
 	if (grow < bytes)	/* rounding wrapped: no device has that much */
 		return false;
-	if (bytes <= pool_spare(pool))
-		return true;	/* served from the reserve, already charged */
-	/* Growth is needed: make room with the pool's own idle chunks first. */
+	if (cs_reserve_try(gdev, grow)) {
+		*held = grow;
+		return true;
+	}
+	/* Make room with the pool's own idle chunks first. */
 	if (pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used))
 		CS_REAL(cuMemPoolTrimTo)(pool, used);
 	excess = pool_settle(e, pool, 0);

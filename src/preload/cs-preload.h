@@ -115,6 +115,19 @@ bool cs_driver_api_load(void);
 /* The real dlsym (libc's), for lookups made on our own behalf. */
 void *cs_real_dlsym(void *handle, const char *name);
 
+/*
+ * What the exported dlsym does with a lookup (cs-dlsym.c): answer it
+ * (next == NULL: return `answer`, our wrapper or NULL), or hand it to
+ * next, libc's dlsym, by a tail call with the caller's arguments.
+ * Returned by value in two registers, so that the exported dlsym has no
+ * addressable local that would forbid the tail call.
+ */
+struct cs_dlsym_route {
+	void *(*next)(void *handle, const char *name);
+	void *answer;
+};
+struct cs_dlsym_route cs_dlsym_route(void *handle, const char *name);
+
 /* ---- process state (cs-init.c) ---- */
 
 enum cs_mode {
@@ -170,6 +183,8 @@ struct cs_state {
 	const _Atomic uint32_t *gate[CS_MAX_ORDINALS];
 	_Atomic bool core_watch;	/* attached: launches look at the gates */
 	int daemon_fd;			/* the registration connection to cusliced, or -1 */
+	int daemon_slot;		/* the slot cusliced assigned, -1 when standalone */
+	bool daemon_managed;		/* cusliced owns the group's policy */
 };
 
 extern struct cs_state cs;
@@ -263,20 +278,87 @@ void cs_pool_alloc_freed(uint64_t index);
 /* Fork child: forget pool entries of the parent (cs-pool.c). */
 void cs_pools_forget(void);
 
+/* ---- memory the driver takes on its own (cs-footprint.c, cs-image.c, cs-module.c) ---- */
+
+/*
+ * The footprint lock serializes, within the process, every call whose
+ * device memory is measured (context creation, module and library loads)
+ * and every call that gives such memory back (context destroy and release,
+ * unloads), so that none falls inside another's measurement. Never held on
+ * a fast path. A fork child starts with it free.
+ */
+void cs_footprint_lock(void);
+void cs_footprint_unlock(void);
+
+/* One measured driver call on CUDA ordinal `ordinal` (group device gdev). */
+struct cs_footprint {
+	int ordinal;
+	unsigned gdev;
+	uint64_t reserved;		/* charged before the call, settled after */
+	int self0;			/* cs_nvml_self_used's answer before */
+	uint64_t self_used0;
+	bool dev0;			/* dev_used0 read (the device-wide fallback) */
+	uint64_t dev_used0;
+	uint64_t tracked0;		/* this process's accounted bytes on gdev before */
+};
+
+/*
+ * Before the call, with the footprint lock held: reserves `reserve` bytes
+ * (false: the group cannot have them; nothing is reserved and the caller
+ * refuses) and reads this process's usage.
+ */
+bool cs_footprint_begin(struct cs_footprint *f, int ordinal, unsigned gdev, uint64_t reserve);
+/* The call failed: gives the reservation back. */
+void cs_footprint_cancel(struct cs_footprint *f);
+/* cs_footprint_settle flags */
+#define CS_FP_DEVICE_FALLBACK 1u	/* NVML does not list us: measure the device's used memory */
+#define CS_FP_FORCE 2u			/* charge what was measured even past the limit (no undo) */
+
+/*
+ * The call succeeded: measures what it took (at least `floor`) and settles
+ * the charge to that: true with *charged. False when the part beyond the
+ * reservation does not fit: everything is given back and the caller undoes
+ * the call and refuses it (never with CS_FP_FORCE). Without
+ * CS_FP_DEVICE_FALLBACK, a process NVML does not list is charged `floor`.
+ */
+bool cs_footprint_settle(struct cs_footprint *f, uint64_t floor, unsigned flags,
+			 uint64_t *charged);
+
+/* A context is gone (destroyed, detached to 0, last primary release, reset):
+ * gives back the modules and library instances loaded in it. Footprint lock held. */
+void cs_modules_ctx_gone(CUcontext ctx);
+/* Fork child: forgets the parent's modules (cs-footprint.c's fork handler). */
+void cs_modules_after_fork(void);
+
+/*
+ * Graph memory (cs-graph.c): settles the group's charge for the graph
+ * memory pools with what the driver reports, at most every 100 ms; nothing
+ * at all until a graph with memory nodes was instantiated. For the views.
+ */
+void cs_graph_mem_settle_maybe(void);
+/* Fork child: forgets the parent's executable graphs and their charge. */
+void cs_graph_mem_after_fork(void);
+
 /* ---- compute limits (cs-core.c) ---- */
 
-/* Points ordinal's launch gate at group device gdev's (-1: always open). */
+/*
+ * Points ordinal's launch gate at group device gdev's (-1: always open) and
+ * resets this process's pacing entry there. After registration.
+ */
 void cs_core_bind(int ordinal, int gdev);
-/* Slow path of a launch: waits while the launch's device gate is closed. */
-void cs_core_gate_wait(void);
+/*
+ * A launch on a device whose gate is not open: takes the launch's cost from
+ * the group's credit, or waits for credit (cs-core.c).
+ */
+void cs_core_launch(void);
 /* Starts this process's controller thread (once); it takes over when it gets the lock. */
 void cs_core_start_controller(void);
 /* Fork child: no controller thread any more. */
 void cs_core_after_fork(void);
 
 /*
- * Launch fast path: a few loads. Every gate open, or not attached (no group):
- * go. Otherwise wait in cs_core_gate_wait.
+ * Launch fast path: a few loads. Every gate open (no compute limit), or not
+ * attached (no group): go. Otherwise cs_core_launch paces it.
  */
 static inline void cs_launch_gate(void)
 {
@@ -285,7 +367,7 @@ static inline void cs_launch_gate(void)
 		return;
 	for (int i = 0; i < cs.ndev; i++) {
 		if (CS_UNLIKELY(atomic_load_explicit(cs.gate[i], memory_order_relaxed))) {
-			cs_core_gate_wait();
+			cs_core_launch();
 			return;
 		}
 	}
@@ -294,9 +376,11 @@ static inline void cs_launch_gate(void)
 /* ---- cusliced (cs-daemon.c) ---- */
 
 /*
- * Registers with cusliced at attach. 0: registered (cs.group_name and
- * cs.shm_dir are the daemon's word now); 1: no daemon, standalone; -1:
- * refused or required but unreachable (the process failed closed).
+ * Registers with cusliced at attach. 0: registered (cs.group_name is the
+ * daemon's word now, cs.gh holds the region it handed over, unregistered,
+ * and cs.daemon_slot the slot to take); 1: no daemon, standalone; -1:
+ * refused, or the node's daemon did not answer within CUSLICE_DAEMON_WAIT,
+ * or required but absent (the process failed closed).
  */
 int cs_daemon_register(void);
 /* The daemon's socket path (CUSLICE_SOCKET or the default). */
@@ -310,6 +394,49 @@ void cs_daemon_after_fork(void);
 bool cs_nvml_device(const char *uuid, nvmlDevice_t *dev);
 /* Device-wide used bytes as NVML reports them. */
 bool cs_nvml_used(const char *uuid, uint64_t *used);
+/*
+ * This process's bytes on the GPU as NVML lists them (compute and MPS
+ * lists): 1 listed (*used set), 0 not listed (*used 0), -1 NVML cannot
+ * tell. Footprint lock held (a static buffer).
+ */
+int cs_nvml_self_used(const char *uuid, uint64_t *used);
+/* True when an NVML pid is this process (its pid, or its pid in /proc's namespace). */
+bool cs_nvml_is_self(unsigned int pid);
+
+/* ---- the group's view through NVML (cs-view-nvml*.c) ---- */
+
+/* The group device of an NVML handle (cached by handle); false when none or not active. */
+bool cs_view_nvml_gdev(nvmlDevice_t dev, unsigned *gdev);
+
+/* The group's live members: their pids as NVML may report them, and as the caller sees them. */
+struct cs_view_member {
+	unsigned int pid;		/* in its own PID namespace */
+	unsigned int outer_pid;		/* in the namespace of the /proc it saw; 0 unknown */
+	unsigned int view_pid;		/* as this process sees it */
+};
+
+struct cs_view_members {
+	unsigned n;
+	struct cs_view_member v[];
+};
+
+/* The members this process can see (malloc'ed; free it), or NULL without memory. */
+struct cs_view_members *cs_view_members_get(void);
+/* The caller's pid of the member NVML calls nvml_pid, or 0 when it is not one. */
+unsigned int cs_view_member_pid(const struct cs_view_members *m, unsigned int nvml_pid);
+/*
+ * Keeps the records of members among n records of `size` bytes whose pid (an
+ * unsigned int) is at pid_off, moved to the front with the caller's pids;
+ * returns how many.
+ */
+unsigned cs_view_keep_members(const struct cs_view_members *m, void *recs, unsigned n,
+			      size_t size, size_t pid_off);
+
+/*
+ * The UUIDs of every GPU of the node by NVML (the real NVML, not our view)
+ * into out[0..max); how many, or -1 when NVML is not there or fails.
+ */
+int cs_nvml_uuids(char (*out)[CS_GROUP_UUID_LEN], unsigned max);
 
 /* ---- helpers ---- */
 

@@ -32,6 +32,7 @@ static void current_view(size_t *free_b, size_t *total_b)
 	if (cs_mode() != CS_MODE_ACTIVE || cs_current_gdev(&gdev) != CUDA_SUCCESS)
 		return;
 	cs_reclaim_maybe();
+	cs_graph_mem_settle_maybe();
 	limit_view(gdev, free_b, total_b);
 }
 

@@ -190,6 +190,8 @@ static cJSON *status_json(const struct sim_shared *sh, const char *path)
 	cJSON_AddStringToObject(root, "gpus", gpus);
 	cJSON_AddItemToObject(root, "ctx_mem", json_bytes(sh->ctx_mem));
 	cJSON_AddItemToObject(root, "created_unix", json_bytes(sh->created_ns / 1000000000ull));
+	cJSON_AddNumberToObject(root, "util_sample_ms",
+				sh->util_sample_ms ? sh->util_sample_ms : SIM_BUCKET_NS / 1000000);
 
 	devs = cJSON_AddArrayToObject(root, "devices");
 	for (unsigned d = 0; d < sh->ndevices; d++) {
@@ -300,9 +302,11 @@ int sim_ctl_cmd_status(int argc, char **argv)
 	localtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
 	printf("instance %s at %s\n", instance_name(), path);
-	printf("created %s from CUSIM_GPUS=\"%.*s\", context footprint %s\n\n", when,
-	       (int)sizeof(sh->gpus_spec), sh->gpus_spec,
-	       cs_size_format(sh->ctx_mem, ctx, sizeof(ctx)));
+	printf("created %s from CUSIM_GPUS=\"%.*s\", context footprint %s,\n"
+	       "per-process utilization sampled every %u ms\n\n",
+	       when, (int)sizeof(sh->gpus_spec), sh->gpus_spec,
+	       cs_size_format(sh->ctx_mem, ctx, sizeof(ctx)),
+	       sh->util_sample_ms ? sh->util_sample_ms : (unsigned)(SIM_BUCKET_NS / 1000000));
 	sim_ctl_print_devices(sh);
 	printf("\n");
 	print_processes(sh);

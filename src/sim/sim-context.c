@@ -451,11 +451,14 @@ SIM_API CUresult cuCtxDestroy(CUcontext ctx)
 }
 
 /*
- * The pre-CUDA 4.0 usage count (PyCUDA still manages contexts with it): a
- * created context starts at 1, cuCtxAttach adds one and cuCtxDetach takes
- * one, destroying the context at 0. On a primary context the count is its
- * retain count, so an attach/detach pair is a retain/release pair.
- * cuCtxDestroy destroys a context whatever its count.
+ * cuCtxAttach / cuCtxDetach: the usage count of a created context from
+ * before primary contexts (PyCUDA still ends its contexts with
+ * cuCtxDetach). Attach counts one more user of the current context and
+ * hands it back; detach, on the calling thread's current context (cuda.h),
+ * counts one fewer, and the last one destroys the context as cuCtxDestroy
+ * does. On a primary context the count is its retain count: attach and
+ * detach are a retain and a release. cuCtxDestroy ends a created context
+ * whatever its count.
  */
 SIM_API CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
 {
@@ -466,8 +469,8 @@ SIM_API CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
 		return r;
 	if (!pctx || flags != 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&sim.lock);
 	c = sim_ctx_current();
+	pthread_mutex_lock(&sim.lock);
 	if (!sim_ctx_valid(c)) {
 		pthread_mutex_unlock(&sim.lock);
 		return CUDA_ERROR_INVALID_CONTEXT;
@@ -481,7 +484,6 @@ SIM_API CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
 	return CUDA_SUCCESS;
 }
 
-/* cuda.h: the context must be current to the calling thread. */
 SIM_API CUresult cuCtxDetach(CUcontext ctx)
 {
 	CUresult r = sim_enter(__func__);
@@ -490,8 +492,10 @@ SIM_API CUresult cuCtxDetach(CUcontext ctx)
 
 	if (r)
 		return r;
+	if (c != sim_ctx_current())
+		return CUDA_ERROR_INVALID_CONTEXT;
 	pthread_mutex_lock(&sim.lock);
-	if (!sim_ctx_valid(c) || c != sim_ctx_current()) {
+	if (!sim_ctx_valid(c)) {
 		pthread_mutex_unlock(&sim.lock);
 		return CUDA_ERROR_INVALID_CONTEXT;
 	}

@@ -96,6 +96,7 @@ static int build_instance(int fd, const char *inst, char *err, size_t errlen)
 	struct sim_shared *sh;
 	const char *spec = getenv("CUSIM_GPUS");
 	const char *ctx = getenv("CUSIM_CTX_MEM");
+	const char *period = getenv("CUSIM_UTIL_SAMPLE_MS");
 	struct timespec ts;
 	int n;
 
@@ -122,6 +123,24 @@ static int build_instance(int fd, const char *inst, char *err, size_t errlen)
 			goto out_unmap;
 		}
 		sh->ctx_mem = v;
+	}
+	if (period && *period) {
+		char *end;
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(period, &end, 10);
+		if (errno || *end || period[0] < '0' || period[0] > '9' ||
+		    v < SIM_UTIL_SAMPLE_MIN_MS || v > SIM_UTIL_SAMPLE_MAX_MS) {
+			snprintf(err, errlen,
+				 "CUSIM_UTIL_SAMPLE_MS=\"%s\" is invalid: expected milliseconds from %u "
+				 "to %u (a real GPU samples about every 167)",
+				 period, SIM_UTIL_SAMPLE_MIN_MS, SIM_UTIL_SAMPLE_MAX_MS);
+			n = -EINVAL;
+			goto out_unmap;
+		}
+		/* The default period is the bucket: 0 keeps today's sampling exactly. */
+		sh->util_sample_ms = v * 1000000ull == SIM_BUCKET_NS ? 0u : (uint32_t)v;
 	}
 	snprintf(sh->gpus_spec, sizeof(sh->gpus_spec), "%s",
 		 spec && *spec ? spec : SIM_DEFAULT_GPUS);
@@ -219,12 +238,22 @@ bool sim_proc_slot_alive(const struct sim_proc_slot *slot)
 	return sim_proc_start_time(pid) == atomic_load(&slot->start_time);
 }
 
+/* Subtracts bytes from *v, stopping at 0: a device counter never wraps. */
+static void sub_sat(_Atomic uint64_t *v, uint64_t bytes)
+{
+	uint64_t cur = atomic_load_explicit(v, memory_order_relaxed);
+
+	while (!atomic_compare_exchange_weak_explicit(v, &cur, cur > bytes ? cur - bytes : 0,
+						      memory_order_acq_rel, memory_order_relaxed))
+		;
+}
+
 static void slot_drain(struct sim_shared *sh, struct sim_proc_slot *slot)
 {
 	for (unsigned d = 0; d < SIM_MAX_DEVICES; d++) {
 		uint64_t v = atomic_exchange(&slot->used[d], 0);
 		if (v && d < sh->ndevices)
-			atomic_fetch_sub(&sh->dev[d].used, v);
+			sub_sat(&sh->dev[d].used, v);
 	}
 	atomic_store(&slot->ctx_devices, 0);
 	for (unsigned d = 0; d < SIM_MAX_DEVICES; d++) {
@@ -297,6 +326,45 @@ struct sim_proc_slot *sim_proc_find(struct sim_shared *sh, pid_t pid)
 	return NULL;
 }
 
+/*
+ * A charge or an uncharge updates two counters, the device's and the slot's.
+ * exit() runs the destructor that drains the slot while other threads still
+ * run, and then kills them wherever they are: one killed between its two
+ * updates would leave the device's counter off for good. So this process's
+ * counter updates are counted while in flight, and sim_dev_quiesce (the
+ * destructor) closes the door and waits for them before the slot is drained.
+ * Process-local, like the threads it counts.
+ */
+static void uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
+		     uint64_t bytes);
+
+static _Atomic unsigned ops_inflight;
+static _Atomic bool ops_closed;
+
+static bool ops_enter(void)
+{
+	atomic_fetch_add(&ops_inflight, 1);
+	if (!atomic_load(&ops_closed))
+		return true;
+	atomic_fetch_sub(&ops_inflight, 1);
+	return false;
+}
+
+static void ops_leave(void)
+{
+	atomic_fetch_sub_explicit(&ops_inflight, 1, memory_order_release);
+}
+
+void sim_dev_quiesce(void)
+{
+	struct timespec pause = {0, 100000};
+
+	atomic_store(&ops_closed, true);
+	/* An update is a few atomic instructions; 1 s covers a thread descheduled mid-way. */
+	for (int i = 0; i < 10000 && atomic_load(&ops_inflight); i++)
+		nanosleep(&pause, NULL);
+}
+
 int sim_dev_charge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
 		   uint64_t bytes)
 {
@@ -304,20 +372,53 @@ int sim_dev_charge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned d
 	uint64_t total = sh->desc[dev].total_mem;
 	uint64_t used = atomic_load_explicit(&ds->used, memory_order_relaxed);
 
+	if (!ops_enter())
+		return -ENOMEM;	/* the process is exiting */
 	do {
-		if (bytes > total || used > total - bytes)
+		if (bytes > total || used > total - bytes) {
+			ops_leave();
 			return -ENOMEM;
+		}
 	} while (!atomic_compare_exchange_weak_explicit(&ds->used, &used, used + bytes,
 							memory_order_acq_rel, memory_order_relaxed));
-	atomic_fetch_add_explicit(&slot->used[dev], bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&slot->used[dev], bytes, memory_order_seq_cst);
+	/*
+	 * exit() (or a reclaim) may have drained and released the slot between
+	 * the two adds: then these bytes belong to nobody, and would stay on
+	 * the device's counter. Take back what the slot still holds of them.
+	 */
+	if (atomic_load_explicit(&slot->pid, memory_order_seq_cst) <= 0)
+		uncharge(sh, slot, dev, bytes);
+	ops_leave();
 	return 0;
 }
 
 void sim_dev_uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
 		      uint64_t bytes)
 {
-	atomic_fetch_sub_explicit(&slot->used[dev], bytes, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&sh->dev[dev].used, bytes, memory_order_acq_rel);
+	/* Closed: the exiting process's slot drain gives back what the slot holds. */
+	if (!ops_enter())
+		return;
+	uncharge(sh, slot, dev, bytes);
+	ops_leave();
+}
+
+static void uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
+		     uint64_t bytes)
+{
+	uint64_t cur = atomic_load_explicit(&slot->used[dev], memory_order_relaxed), take;
+
+	/*
+	 * Only what the slot still holds leaves the device: exit() (or a
+	 * reclaim) may have drained the slot while this thread was freeing,
+	 * and the device's counter lost those bytes then already.
+	 */
+	do
+		take = cur < bytes ? cur : bytes;
+	while (!atomic_compare_exchange_weak_explicit(&slot->used[dev], &cur, cur - take,
+						      memory_order_relaxed, memory_order_relaxed));
+	if (take)
+		sub_sat(&sh->dev[dev].used, take);
 }
 
 uint64_t sim_now_ns(void)

@@ -46,6 +46,9 @@
 #define SIM_PROC_BUCKETS 1024		/* 10.24 s of per-process history */
 /* Kernels are not reserved further ahead than this, so the rings never wrap onto now. */
 #define SIM_QUEUE_AHEAD_NS 2000000000ull
+/* CUSIM_UTIL_SAMPLE_MS: NVML's per-process sample period, ms (a real GPU's is about 1/6 s). */
+#define SIM_UTIL_SAMPLE_MIN_MS 10u
+#define SIM_UTIL_SAMPLE_MAX_MS 1000u
 
 /* Slot pid values other than a real pid. */
 #define SIM_PID_FREE 0
@@ -114,7 +117,12 @@ struct sim_shared {
 	uint32_t version;
 	uint32_t size;			/* sizeof(struct sim_shared) */
 	uint32_t ndevices;
-	uint32_t pad0;
+	/*
+	 * Period of NVML's per-process utilization samples, ms (CUSIM_UTIL_SAMPLE_MS
+	 * at creation); 0: every SIM_BUCKET_NS bucket. Was padding in files made
+	 * before it existed, which read as 0.
+	 */
+	uint32_t util_sample_ms;
 	uint64_t ctx_mem;		/* device bytes each context occupies */
 	uint64_t created_ns;		/* CLOCK_REALTIME at creation */
 	char gpus_spec[256];		/* the CUSIM_GPUS text it was created from */
@@ -136,7 +144,7 @@ _Static_assert(sizeof(struct sim_fault) == 96, "fault layout");
 
 /*
  * Opens the instance named by CUSIM_INSTANCE (default "default"), creating it
- * from CUSIM_GPUS / CUSIM_CTX_MEM when it does not exist. Creation is atomic:
+ * from CUSIM_GPUS / CUSIM_CTX_MEM / CUSIM_UTIL_SAMPLE_MS when it does not exist. Creation is atomic:
  * the file is built under a temporary name and linked into place, so a
  * concurrent opener sees either nothing or a complete instance.
  * On failure returns -errno and writes a one-line reason into err.
@@ -196,6 +204,13 @@ uint64_t sim_busy_sum(const struct sim_shared *sh, const struct sim_proc_slot *s
 
 /* CLOCK_MONOTONIC now, in ns. */
 uint64_t sim_now_ns(void);
+
+/*
+ * At exit, before the process's slot is drained: this process's charges and
+ * uncharges fail or do nothing from now on, and the ones in flight in other
+ * threads are waited for (bounded), so none is cut in half by exit_group.
+ */
+void sim_dev_quiesce(void);
 
 /* Returns bytes charged earlier with sim_dev_charge. */
 void sim_dev_uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,

@@ -98,6 +98,7 @@ struct sim_ctx {
 	unsigned flags;
 	bool primary;
 	bool destroyed;
+	unsigned usage;			/* created contexts: cuCtxCreate + cuCtxAttach - cuCtxDetach */
 	unsigned long long id;
 	unsigned epoch;			/* sim_epoch when activated: void in a forked child */
 	uint64_t charged;		/* context footprint charged on the device */
@@ -105,7 +106,6 @@ struct sim_ctx {
 	CUfunc_cache cache_config;
 	CUsharedconfig shmem_config;
 	void *exec;			/* execution state (streams), owned by sim-exec */
-	unsigned usage;			/* created: cuCtxCreate 1, cuCtxAttach +1, cuCtxDetach -1 */
 	bool profiling;			/* between cuProfilerStart and cuProfilerStop */
 	unsigned sm_limit;		/* a green context's SMs; 0: every SM of the device */
 	void *green;			/* the green context it stands for (sim-green.c), or NULL */

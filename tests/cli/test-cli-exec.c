@@ -26,10 +26,23 @@
 
 #include "canned.h"
 #include "fake-daemon.h"
+#include "stage.h"
 
 static const char *bin, *envdump, *preload, *cusliced, *cs_alloc;
 static char tmpdir[32], sock[64], nosock[64], preload_real[PATH_MAX];
 static struct fake_daemon fake;
+
+/*
+ * Who the tests that need another user run as (root passes any permission
+ * check): nobody when we are root, else ourselves (uid -1); and the programs
+ * that user runs: copies in a stage (stage.h) when it is nobody, who may not
+ * reach the build tree, else the built ones.
+ */
+static struct {
+	int uid;
+	struct stage stage;
+	char bin[PATH_MAX], envdump[PATH_MAX], preload[PATH_MAX], preload_real[PATH_MAX];
+} other = {.uid = -1};
 
 /* What the last run printed, its PID and how it ended. */
 static char out[1 << 16], err[1 << 14];
@@ -65,17 +78,19 @@ static void read_file(const char *path, char *buf, size_t len)
 
 /*
  * Runs cuslice with `env` ("K=V" sets, "K" unsets; NULL-terminated, may be
- * NULL) and the NULL-terminated arguments, as user `uid` when not -1.
- * Returns its exit code (128 + signal if it died), output in out and err.
+ * NULL) and the NULL-terminated arguments, as user `uid` when not -1 (the
+ * staged copy then: other.uid's). Returns its exit code (128 + signal if it
+ * died), output in out and err.
  */
 static int run_as(int uid, const char *const *env, const char *const *args)
 {
+	const char *prog = uid >= 0 ? other.bin : bin;
 	char opath[128], epath[128];
 	const char *argv[40];
 	int status, n = 0;
 	pid_t pid;
 
-	argv[n++] = bin;
+	argv[n++] = prog;
 	for (; *args && n < 39; args++)
 		argv[n++] = *args;
 	argv[n] = NULL;
@@ -109,7 +124,7 @@ static int run_as(int uid, const char *const *env, const char *const *args)
 		}
 		if (uid >= 0 && (setgid((gid_t)uid) < 0 || setuid((uid_t)uid) < 0))
 			_exit(124);
-		execv(bin, (char *const *)argv);
+		execv(prog, (char *const *)argv);
 		_exit(123);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -306,19 +321,24 @@ static void test_cli_listings(void **state)
 	(void)state;
 	fake_daemon_reset(&fake, listing);
 	expect_code(0, cli("--socket", sock, "ps"));
-	expect_text(out,
-		    "GROUP    PID GPU                                        MEM-USED MEM-LIMIT "
-		    "CORES CORE-LIMIT STATE\n"
-		    "train   1001 0                                          3.00 GiB  8.00 GiB "
-		    "29.5%        30% running\n"
-		    "train   1002 0                                          1.00 GiB  8.00 GiB "
-		    "29.5%        30% running\n"
-		    "pid-777  777 0                                          1.00 GiB         - "
-		    " 5.0%          - stopped\n"
-		    "pid-777  777 1                                        512.00 MiB         - "
-		    " 0.0%      12.5% stopped\n"
-		    "-        999 GPU-99999999-0000-0000-0000-000000000000 256.00 MiB         - "
-		    "    -          - running,unregistered\n");
+	expect_text(out, "GROUP    PID GPU                                        MEM-USED "
+			 "MEM-LIMIT CORES CORE-LI"
+			 "MIT STATE                LABELS\n"
+			 "train   1001 0                                          3.00 GiB  8.00 "
+			 "GiB 29.5%        "
+			 "30% running              k8s.namespace=team-a,k8s.pod=web-0\n"
+			 "train   1002 0                                          1.00 GiB  8.00 "
+			 "GiB 29.5%        "
+			 "30% running              k8s.namespace=team-a,k8s.pod=web-0\n"
+			 "pid-777  777 0                                          1.00 GiB         "
+			 "-  5.0%        "
+			 "  - stopped              -\n"
+			 "pid-777  777 1                                        512.00 MiB         "
+			 "-  0.0%      12"
+			 ".5% stopped              -\n"
+			 "-        999 GPU-99999999-0000-0000-0000-000000000000 256.00 MiB         "
+			 "-     -        "
+			 "  - running,unregistered -\n");
 	expect_text(err, "");
 	assert_int_equal(fake.nreq, 3);
 	assert_string_equal(fake.req[0].path, "/v1/processes");
@@ -333,9 +353,10 @@ static void test_cli_listings(void **state)
 	expect_contains(out, "uptime          1h 02m 03s\n");
 	expect_code(0, cli("--socket", sock, "groups", "train"));
 	expect_text(out, "GROUP MANAGED PROCS GPU MEM-USED MEM-LIMIT CORES CORE-LIMIT MODE OOM "
-			 "THROTTLED\n"
+			 "THROTTLED LABELS\n"
 			 "train yes         2 0   4.00 GiB  8.00 GiB 29.5%        30% hard   3     "
-			 "12.5s\n");
+			 "12.5s k8s.names"
+			 "pace=team-a,k8s.pod=web-0\n");
 
 	/* -o json: the daemon's reply, re-serialized; before or after the command. */
 	expect_code(0, cli("--socket", sock, "-o", "json", "ps"));
@@ -440,7 +461,7 @@ static void test_cli_permission_denied(void **state)
 	fake_daemon_reset(&fake, listing);
 	assert_int_equal(chmod(sock, 0), 0);
 	/* root passes any mode: drop to nobody to meet the refusal. */
-	rc = run_as(geteuid() == 0 ? 65534 : -1, NULL, ARGS("--socket", sock, "ps"));
+	rc = run_as(other.uid, NULL, ARGS("--socket", sock, "ps"));
 	assert_int_equal(chmod(sock, 0777), 0);
 	expect_code(1, rc);
 	snprintf(want, sizeof(want),
@@ -465,9 +486,10 @@ static void test_cli_set(void **state)
 					      "\"mode\":\"burst\",\"daemon_required\":true}");
 	assert_string_equal(fake.req[0].auth, "");
 	expect_text(out, "GROUP MANAGED PROCS GPU MEM-USED MEM-LIMIT CORES CORE-LIMIT MODE OOM "
-			 "THROTTLED\n"
+			 "THROTTLED LABELS\n"
 			 "train yes         2 0   4.00 GiB  8.00 GiB 29.5%        30% hard   3     "
-			 "12.5s\n");
+			 "12.5s k8s.names"
+			 "pace=team-a,k8s.pod=web-0\n");
 
 	fake_daemon_reset(&fake, listing);
 	expect_code(0, cli("--socket", sock, "set", "--mem", "none", "train", "--cores", "none",
@@ -533,7 +555,7 @@ static void test_cli_run_exit_status(void **state)
 
 static void test_cli_run_daemon(void **state)
 {
-	char want[512];
+	char want[PATH_MAX + 512], pre[PATH_MAX + 32];
 	int rc;
 
 	(void)state;
@@ -560,11 +582,12 @@ static void test_cli_run_daemon(void **state)
 		    "cuslice: memory_limit: expected null (no limit), bytes (a number), ...\n");
 	expect_text(out, "");
 
-	/* A socket we may not use: a warning, and the run goes on standalone. */
+	/* A socket we may not use: a warning, and the run goes on standalone, governed. */
 	fake_daemon_reset(&fake, listing);
 	assert_int_equal(chmod(sock, 0), 0);
-	rc = run_as(geteuid() == 0 ? 65534 : -1, NULL,
-		    ARGS("--socket", sock, "run", "--group", "team", envdump, "--exit", "3"));
+	snprintf(pre, sizeof(pre), "CUSLICE_PRELOAD=%s", other.preload);
+	rc = run_as(other.uid, ENV(pre),
+		    ARGS("--socket", sock, "run", "--group", "team", other.envdump, "--exit", "3"));
 	assert_int_equal(chmod(sock, 0777), 0);
 	expect_code(3, rc);
 	snprintf(want, sizeof(want),
@@ -573,6 +596,8 @@ static void test_cli_run_daemon(void **state)
 		 sock);
 	expect_text(err, want);
 	expect_contains(out, "CUSLICE_GROUP=team\n");
+	snprintf(want, sizeof(want), "LD_PRELOAD=%s\n", other.preload_real);
+	expect_contains(out, want);
 }
 
 /* ---- end to end with the real daemon on cusim (when it is built) ---- */
@@ -673,12 +698,42 @@ static void test_cli_daemon_e2e(void **state)
 	assert_int_equal(kill(d, SIGTERM), 0);
 	assert_int_equal(waitpid(d, &status, 0), d);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* A stopped daemon leaves its socket (the node stays managed): nobody listens there. */
 	expect_code(3, cli("--socket", dsock, "status"));
 	snprintf(want, sizeof(want),
-		 "cuslice: cusliced is not running (no socket at %s); start "
+		 "cuslice: cusliced is not running (nothing listening on %s); start "
 		 "it or set CUSLICE_SOCKET\n",
 		 dsock);
 	expect_text(err, want);
+}
+
+/* Fills other: nobody and staged copies when we are root, else ourselves and the built files. */
+static int stage_other(void)
+{
+	int rc;
+
+	if (geteuid() != 0) {
+		other.uid = -1;
+		snprintf(other.bin, sizeof(other.bin), "%s", bin);
+		snprintf(other.envdump, sizeof(other.envdump), "%s", envdump);
+		snprintf(other.preload, sizeof(other.preload), "%s", preload);
+	} else {
+		other.uid = 65534;
+		rc = stage_open(&other.stage);
+		if (rc == 0)
+			rc = stage_add(&other.stage, bin, NULL, other.bin, sizeof(other.bin));
+		if (rc == 0)
+			rc = stage_add(&other.stage, envdump, NULL, other.envdump,
+				       sizeof(other.envdump));
+		if (rc == 0)
+			rc = stage_add(&other.stage, preload, NULL, other.preload,
+				       sizeof(other.preload));
+		if (rc < 0) {
+			fprintf(stderr, "cannot stage what nobody runs: %s\n", strerror(-rc));
+			return -1;
+		}
+	}
+	return realpath(other.preload, other.preload_real) ? 0 : -1;
 }
 
 static int setup(void **state)
@@ -696,6 +751,8 @@ static int setup(void **state)
 		return -1;
 	}
 	if (!realpath(preload, preload_real))
+		return -1;
+	if (stage_other() < 0)
 		return -1;
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/cli-exec-XXXXXX");
 	if (!mkdtemp(tmpdir))
@@ -716,6 +773,7 @@ static int teardown(void **state)
 
 	(void)state;
 	fake_daemon_stop(&fake);
+	stage_close(&other.stage);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	return system(cmd) == 0 ? 0 : -1;
 }

@@ -95,30 +95,44 @@ static void test_cli_render_ps(void **state)
 
 	(void)state;
 	assert_int_equal(cli_render_ps(p, g, gpus, capture_start(&c)), 0);
-	capture_is(
-	    &c, "GROUP    PID GPU                                        MEM-USED MEM-LIMIT CORES "
-		"CORE-LIMIT STATE\n"
-		"train   1001 0                                          3.00 GiB  8.00 GiB 29.5% "
-		"       30% running\n"
-		"train   1002 0                                          1.00 GiB  8.00 GiB 29.5% "
-		"       30% running\n"
-		"pid-777  777 0                                          1.00 GiB         -  5.0% "
-		"         - stopped\n"
-		"pid-777  777 1                                        512.00 MiB         -  0.0% "
-		"     12.5% stopped\n"
-		"-        999 GPU-99999999-0000-0000-0000-000000000000 256.00 MiB         -     - "
-		"         - running,unregistered\n");
+	capture_is(&c, "GROUP    PID GPU                                        MEM-USED MEM-LIMIT "
+		       "CORES CORE-LI"
+		       "MIT STATE                LABELS\n"
+		       "train   1001 0                                          3.00 GiB  8.00 GiB "
+		       "29.5%        "
+		       "30% running              k8s.namespace=team-a,k8s.pod=web-0\n"
+		       "train   1002 0                                          1.00 GiB  8.00 GiB "
+		       "29.5%        "
+		       "30% running              k8s.namespace=team-a,k8s.pod=web-0\n"
+		       "pid-777  777 0                                          1.00 GiB         - "
+		       " 5.0%        "
+		       "  - stopped              -\n"
+		       "pid-777  777 1                                        512.00 MiB         - "
+		       " 0.0%      12"
+		       ".5% stopped              -\n"
+		       "-        999 GPU-99999999-0000-0000-0000-000000000000 256.00 MiB         - "
+		       "    -        "
+		       "  - running,unregistered -\n");
 	/* Without /v1/gpus the GPU column falls back to UUIDs; without groups, no limits. */
 	assert_int_equal(cli_render_ps(p, NULL, NULL, capture_start(&c)), 0);
-	capture_is(
-	    &c, "GROUP    PID GPU                                        MEM-USED MEM-LIMIT CORES "
-		"CORE-LIMIT STATE\n"
-		"train   1001 " UUID0 "   3.00 GiB         -     -          - running\n"
-		"train   1002 " UUID0 "   1.00 GiB         -     -          - running\n"
-		"pid-777  777 " UUID0 "   1.00 GiB         -     -          - stopped\n"
-		"pid-777  777 " UUID1 " 512.00 MiB         -     -          - stopped\n"
-		"-        999 GPU-99999999-0000-0000-0000-000000000000 256.00 MiB         -     - "
-		"         - running,unregistered\n");
+	capture_is(&c, "GROUP    PID GPU                                        MEM-USED MEM-LIMIT "
+		       "CORES CORE-LI"
+		       "MIT STATE                LABELS\n"
+		       "train   1001 GPU-11111111-2222-3333-4444-555555555555   3.00 GiB         - "
+		       "    -        "
+		       "  - running              -\n"
+		       "train   1002 GPU-11111111-2222-3333-4444-555555555555   1.00 GiB         - "
+		       "    -        "
+		       "  - running              -\n"
+		       "pid-777  777 GPU-11111111-2222-3333-4444-555555555555   1.00 GiB         - "
+		       "    -        "
+		       "  - stopped              -\n"
+		       "pid-777  777 GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee 512.00 MiB         - "
+		       "    -        "
+		       "  - stopped              -\n"
+		       "-        999 GPU-99999999-0000-0000-0000-000000000000 256.00 MiB         - "
+		       "    -        "
+		       "  - running,unregistered -\n");
 	cJSON_Delete(p);
 	cJSON_Delete(g);
 	cJSON_Delete(gpus);
@@ -134,24 +148,27 @@ static void test_cli_render_groups(void **state)
 	(void)state;
 	assert_int_equal(cli_render_groups(g, gpus, capture_start(&c)), 0);
 	capture_is(&c, "GROUP   MANAGED PROCS GPU   MEM-USED MEM-LIMIT CORES CORE-LIMIT MODE  OOM "
-		       "THROTTLED\n"
-		       "train   yes         2 0     4.00 GiB  8.00 GiB 29.5%        30% hard    3 "
-		       "    12.5s\n"
-		       "pid-777 no          1 0     1.00 GiB         -  5.0%          - hard    0 "
-		       "     0.0s\n"
-		       "pid-777 no          1 1   512.00 MiB         -  0.0%      12.5% burst   0 "
-		       "     0.0s\n");
+		       "THROTTLED LABE"
+		       "LS\n"
+		       "train   yes         2 0     4.00 GiB  8.00 GiB 29.5%        30% hard    3  "
+		       "   12.5s k8s."
+		       "namespace=team-a,k8s.pod=web-0\n"
+		       "pid-777 no          1 0     1.00 GiB         -  5.0%          - hard    0  "
+		       "    0.0s -\n"
+		       "pid-777 no          1 1   512.00 MiB         -  0.0%      12.5% burst   0  "
+		       "    0.0s -\n");
 	assert_int_equal(cli_render_groups(one, gpus, capture_start(&c)), 0);
 	capture_is(&c, "GROUP MANAGED PROCS GPU MEM-USED MEM-LIMIT CORES CORE-LIMIT MODE OOM "
-		       "THROTTLED\n"
+		       "THROTTLED LABELS\n"
 		       "train yes         2 0   4.00 GiB  8.00 GiB 29.5%        30% hard   3     "
-		       "12.5s\n");
+		       "12.5s k8s.names"
+		       "pace=team-a,k8s.pod=web-0\n");
 	assert_int_equal(cli_render_groups(nodev, NULL, capture_start(&c)), 0);
-	capture_is(&c,
-		   "GROUP MANAGED PROCS GPU MEM-USED MEM-LIMIT CORES CORE-LIMIT MODE OOM "
-		   "THROTTLED\n"
-		   "idle  yes         0 -          -         -     -          - -      -         "
-		   "-\n");
+	capture_is(
+	    &c,
+	    "GROUP MANAGED PROCS GPU MEM-USED MEM-LIMIT CORES CORE-LIMIT MODE OOM THROTTLED "
+	    "LABELS\n"
+	    "idle  yes         0 -          -         -     -          - -      -         - -\n");
 	cJSON_Delete(g);
 	cJSON_Delete(one);
 	cJSON_Delete(gpus);

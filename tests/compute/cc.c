@@ -8,9 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "sim-shared.h"
 
 #define MAX_PROCS 16
 /* How long a workload may take to get ready (exec, cuInit, module) on a loaded machine. */
@@ -24,6 +27,7 @@
 static struct cc_proc procs[MAX_PROCS];
 static unsigned nspawned; /* for unique stderr file names */
 static bool nvml_up;
+static struct sim_shared *line_sh; /* the test's cusim instance, for the timeline */
 
 void cc_begin(const char *tag, const char *gpus)
 {
@@ -42,6 +46,10 @@ void cc_begin(const char *tag, const char *gpus)
 
 int cc_end(void **state)
 {
+	if (line_sh)
+		munmap(line_sh, sizeof(*line_sh));
+	line_sh = NULL;
+	unsetenv("CUSIM_UTIL_SAMPLE_MS");
 	for (unsigned i = 0; i < MAX_PROCS; i++) {
 		if (procs[i].used && procs[i].p.status < 0)
 			qt_kill(&procs[i].p, SIGKILL);
@@ -285,7 +293,13 @@ static void poll_once(struct cc_meter *m)
 	uint64_t now, covered;
 
 	if (r == NVML_ERROR_NOT_FOUND) {
-		/* Nobody ran up to the last bucket boundary, at most one bucket ago. */
+		/*
+		 * Nobody ran up to the last bucket boundary, at most one bucket ago.
+		 * With a longer sample period (CUSIM_UTIL_SAMPLE_MS) it only means
+		 * that no sample came yet: the sums reach as far as the samples.
+		 */
+		if (getenv("CUSIM_UTIL_SAMPLE_MS"))
+			return;
 		now = real_us() - 10000u;
 		if (now > m->t_us)
 			m->t_us = now;
@@ -422,4 +436,140 @@ void cc_assert_share_windows_(const char *what, struct cc_meter *m, const int *p
 			      "the workload back; measuring again\n",
 			      what, share, w, lo);
 	}
+}
+
+void cc_assert_shares_windows_(const struct cc_expect *e, unsigned n, struct cc_meter *m,
+			       unsigned ms, const char *file, int line)
+{
+	for (int w = 1;; w++) {
+		struct cc_meter from = *m;
+		bool all = true;
+
+		cc_meter_run(m, ms);
+		for (unsigned i = 0; i < n; i++) {
+			double share = cc_share(&from, m, e[i].pids, e[i].n);
+
+			if (share > e[i].hi || w == 3) {
+				cc_assert_share_(e[i].what, share, e[i].lo, e[i].hi, file, line);
+				continue;
+			}
+			print_message("%s: %.1f%% of device time in window %d (expected %.1f..%.1f)\n",
+				      e[i].what, share, w, e[i].lo, e[i].hi);
+			all &= share >= e[i].lo;
+		}
+		if (all || w == 3)
+			return;
+		print_message("below the band: the CPU kept the workloads back; measuring again\n");
+	}
+}
+
+/* ---- the device timeline ---- */
+
+uint64_t cc_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The instance of this test (CUSIM_INSTANCE, set by qt_begin), mapped once per test. */
+static struct sim_shared *instance(void)
+{
+	char err[256];
+
+	if (!line_sh && sim_shared_open_existing(&line_sh, err, sizeof(err)) != 0) {
+		print_error("cannot map the cusim instance: %s\n", err);
+		fail();
+	}
+	return line_sh;
+}
+
+/* Busy ns of pids[0..n) on device index in [from, to). */
+static uint64_t line_busy(unsigned index, const int *pids, unsigned n, uint64_t from, uint64_t to)
+{
+	struct sim_shared *sh = instance();
+	uint64_t busy = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct sim_proc_slot *slot = sim_proc_find(sh, pids[i]);
+
+		if (!slot) {
+			print_error("process %d has no slot in the cusim instance\n", pids[i]);
+			fail();
+		}
+		busy += sim_busy_sum(sh, slot, index, from, to);
+	}
+	return busy;
+}
+
+double cc_line_share(unsigned index, const int *pids, unsigned n, uint64_t from_ns, uint64_t to_ns)
+{
+	assert_true(to_ns > from_ns);
+	return 100.0 * (double)line_busy(index, pids, n, from_ns, to_ns) / (double)(to_ns - from_ns);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+struct cc_dist cc_line_windows(unsigned index, const int *pids, unsigned n, uint64_t from_ns,
+			       uint64_t to_ns, unsigned win_ms, double target)
+{
+	static double dev[2048], over[2048];
+	const uint64_t step = 10000000ull, win = win_ms * 1000000ull;
+	/* Windows on bucket boundaries: buckets are read whole, never split. */
+	uint64_t first = (from_ns + step - 1) / step * step;
+	struct cc_dist d = {0};
+	unsigned k = 0;
+
+	for (uint64_t w = first; w + win <= to_ns && k < 2048; w += step) {
+		double x = cc_line_share(index, pids, n, w, w + win) - target;
+
+		dev[k] = x < 0 ? -x : x;
+		over[k] = x > 0 ? x : 0;
+		k++;
+	}
+	assert_true(k > 0);
+	qsort(dev, k, sizeof(dev[0]), cmp_double);
+	qsort(over, k, sizeof(over[0]), cmp_double);
+	d.p50 = dev[(k * 50 + 99) / 100 - 1];
+	d.p90 = dev[(k * 90 + 99) / 100 - 1];
+	d.max = dev[k - 1];
+	d.over90 = over[(k * 90 + 99) / 100 - 1];
+	d.n = k;
+	return d;
+}
+
+bool cc_windows_ok(const char *what, struct cc_dist d, double p50)
+{
+	bool ok = d.p50 <= p50;
+
+	print_message("%s: %u windows, |share - target| median %.1f (expected at most %.1f), p90 "
+		      "%.1f, max %.1f pp; above it p90 %.1f pp%s\n",
+		      what, d.n, d.p50, p50, d.p90, d.max, d.over90, ok ? "" : ": MISSED");
+	return ok;
+}
+
+void cc_assert_windows_over_(const char *what, struct cc_dist d, double over, const char *file,
+			     int line)
+{
+	if (d.over90 <= over)
+		return;
+	print_error("%s: 100 ms windows up to %.1f pp above the limit (90th percentile), expected at "
+		    "most %.1f\n",
+		    what, d.over90, over);
+	_fail(file, line);
+}
+
+void cc_begin_sampled(const char *tag, unsigned sample_ms)
+{
+	char ms[16];
+
+	snprintf(ms, sizeof(ms), "%u", sample_ms);
+	setenv("CUSIM_UTIL_SAMPLE_MS", ms, 1);
+	cc_begin(tag, NULL);
 }

@@ -164,4 +164,73 @@ void cc_assert_share_(const char *what, double share, double lo, double hi, cons
 void cc_assert_share_windows_(const char *what, struct cc_meter *m, const int *pids, unsigned n,
 			      unsigned ms, double lo, double hi, const char *file, int line);
 
+/* What one group should get: its processes and the band of its share. */
+struct cc_expect {
+	const char *what;
+	const int *pids;
+	unsigned n;
+	double lo, hi;
+};
+
+/*
+ * cc_assert_share_windows for several groups at once: runs the meter up to
+ * three windows of ms milliseconds; in every window each group's share must
+ * be at most its hi (a limit holds always), and in one window every group
+ * must reach its lo (a loaded CPU may keep the workloads back for a while:
+ * they then run short, never over). Stops at the first window in which all
+ * are within their bands.
+ */
+#define cc_assert_shares_windows(e, n, m, ms)                                                       \
+	cc_assert_shares_windows_((e), (n), (m), (ms), __FILE__, __LINE__)
+void cc_assert_shares_windows_(const struct cc_expect *e, unsigned n, struct cc_meter *m,
+			       unsigned ms, const char *file, int line);
+
+/* ---- the device timeline ---- */
+
+/*
+ * Share of device time, percent, that processes pids[0..n) used on device
+ * `index` over CLOCK_MONOTONIC [from_ns, to_ns), read from the cusim
+ * instance's busy-time buckets (10 ms, exact, whatever NVML's sample period;
+ * the last 10 s are kept). The processes must be alive.
+ */
+double cc_line_share(unsigned index, const int *pids, unsigned n, uint64_t from_ns, uint64_t to_ns);
+
+/* Percentiles of |window share - target| over windows (cc_line_windows). */
+struct cc_dist {
+	double p50, p90, max;
+	double over90;		/* 90th percentile of how far windows were above the target */
+	unsigned n;
+};
+
+/*
+ * The shares of pids[0..n) in windows of win_ms sliding by 10 ms that start
+ * at or after from_ns and end by to_ns, against target percent.
+ */
+struct cc_dist cc_line_windows(unsigned index, const int *pids, unsigned n, uint64_t from_ns,
+			       uint64_t to_ns, unsigned win_ms, double target);
+
+/*
+ * Whether the windows' median |share - target| is at most p50 (percentage
+ * points); prints them either way. A loaded CPU that keeps a workload back
+ * makes its windows fall short, so callers measure again before they fail,
+ * and bound the windows above the target in every attempt
+ * (cc_assert_windows_over): the limit never lets a group run far above it.
+ */
+bool cc_windows_ok(const char *what, struct cc_dist d, double p50);
+
+/* Asserts that windows were at most `over` pp above the target (90th percentile). */
+#define cc_assert_windows_over(what, d, over)                                                      \
+	cc_assert_windows_over_((what), (d), (over), __FILE__, __LINE__)
+void cc_assert_windows_over_(const char *what, struct cc_dist d, double over, const char *file,
+			     int line);
+
+/* CLOCK_MONOTONIC now, ns. */
+uint64_t cc_mono_ns(void);
+
+/*
+ * cc_begin with cusim sampling NVML's per-process utilization every
+ * sample_ms (CUSIM_UTIL_SAMPLE_MS); cc_end undoes it.
+ */
+void cc_begin_sampled(const char *tag, unsigned sample_ms);
+
 #endif

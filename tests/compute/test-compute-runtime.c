@@ -48,16 +48,20 @@ static void test_runtime_change(void **state)
 	cc_go(c[1]);
 	cc_meter_start(&m, 0);
 	cc_meter_run(&m, 500);
-	warm = m;
-	cc_meter_run(&m, 1500);
-	cc_assert_share("group at 20%", cc_share(&warm, &m, pids, 2), 20 - CC_TOL, 20 + CC_TOL);
+	{
+		const struct cc_expect e = {"group at 20%", pids, 2, 20 - CC_TOL, 20 + CC_TOL};
+
+		cc_assert_shares_windows(&e, 1, &m, 1500);
+	}
 
 	atomic_store(&d->core_limit, 600000);
 	cc_meter_run(&m, 1000);
-	warm = m;
-	cc_meter_run(&m, 1500);
-	cc_assert_share("from 1 s after the limit became 60%", cc_share(&warm, &m, pids, 2),
-			60 - CC_TOL, 60 + CC_TOL);
+	{
+		const struct cc_expect e = {"from 1 s after the limit became 60%", pids, 2,
+					    60 - CC_TOL, 60 + CC_TOL};
+
+		cc_assert_shares_windows(&e, 1, &m, 1500);
+	}
 
 	/* No limit: the controller opens the gate at its next tick and keeps it open. */
 	atomic_store(&d->core_limit, CS_CORE_NONE);
@@ -77,7 +81,7 @@ static void test_failover(void **state)
 {
 	const char *g = qt_group("failover");
 	struct cc_proc *c[2];
-	struct cc_meter m, warm;
+	struct cc_meter m;
 	unsigned ctl;
 	int pids[2];
 
@@ -93,10 +97,11 @@ static void test_failover(void **state)
 	cc_go(c[1]);
 	cc_meter_start(&m, 0);
 	cc_meter_run(&m, 500);
-	warm = m;
-	cc_meter_run(&m, 1500);
-	cc_assert_share("group of 2 at 30%", cc_share(&warm, &m, pids, 2), 30 - CC_TOL,
-			30 + CC_TOL);
+	{
+		const struct cc_expect e = {"group of 2 at 30%", pids, 2, 30 - CC_TOL, 30 + CC_TOL};
+
+		cc_assert_shares_windows(&e, 1, &m, 1500);
+	}
 
 	cc_kill(c[ctl]);
 	cc_controller(&c[1 - ctl], 1, 5000);

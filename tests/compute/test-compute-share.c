@@ -38,7 +38,7 @@ static void go_n(struct cc_proc **c, unsigned n)
 static void test_two_groups(void **state)
 {
 	struct cc_proc *a[2], *b[2];
-	struct cc_meter m, warm;
+	struct cc_meter m;
 	int pa[2], pb[2];
 
 	(void)state;
@@ -49,12 +49,14 @@ static void test_two_groups(void **state)
 	go_n(b, 2);
 	cc_meter_start(&m, 0);
 	cc_meter_run(&m, 1000);
-	warm = m;
-	cc_meter_run(&m, 3000);
-	cc_assert_share("group at 25%, 2 ms kernels", cc_share(&warm, &m, pa, 2), 25 - CC_TOL,
-			25 + CC_TOL);
-	cc_assert_share("group at 75%, 500 us kernels", cc_share(&warm, &m, pb, 2), 75 - CC_TOL,
-			75 + CC_TOL);
+	{
+		const struct cc_expect e[] = {
+		    {"group at 25%, 2 ms kernels", pa, 2, 25 - CC_TOL, 25 + CC_TOL},
+		    {"group at 75%, 500 us kernels", pb, 2, 75 - CC_TOL, 75 + CC_TOL},
+		};
+
+		cc_assert_shares_windows(e, 2, &m, 2000);
+	}
 }
 
 /*
@@ -64,7 +66,7 @@ static void test_two_groups(void **state)
 static void test_limited_and_unlimited(void **state)
 {
 	struct cc_proc *a[2], *b[2];
-	struct cc_meter m, warm;
+	struct cc_meter m;
 	int pa[2], pb[2];
 
 	(void)state;
@@ -75,11 +77,14 @@ static void test_limited_and_unlimited(void **state)
 	go_n(b, 2);
 	cc_meter_start(&m, 0);
 	cc_meter_run(&m, 1000);
-	warm = m;
-	cc_meter_run(&m, 2500);
-	cc_assert_share("group at 30%", cc_share(&warm, &m, pa, 2), 30 - CC_TOL, 30 + CC_TOL);
-	cc_assert_share("group without a limit beside it", cc_share(&warm, &m, pb, 2), 70 - CC_TOL,
-			100);
+	{
+		const struct cc_expect e[] = {
+		    {"group at 30%", pa, 2, 30 - CC_TOL, 30 + CC_TOL},
+		    {"group without a limit beside it", pb, 2, 70 - CC_TOL, 100},
+		};
+
+		cc_assert_shares_windows(e, 2, &m, 2000);
+	}
 }
 
 /*
@@ -108,12 +113,15 @@ static void burst_then(const char *tag, const char *b_limit, double b_expect)
 	cc_assert_share("burst group at 30%, alone", cc_share(&warm, &m, pa, 2), 85, 100.5);
 	go_n(b, 2);
 	cc_meter_run(&m, 1000);
-	warm = m;
-	cc_meter_run(&m, 2000);
-	cc_assert_share("burst group at 30%, from 1 s after another group started",
-			cc_share(&warm, &m, pa, 2), 30 - CC_TOL, 30 + CC_TOL);
-	cc_assert_share("the other group", cc_share(&warm, &m, pb, 2), b_expect - CC_TOL,
-			b_limit ? b_expect + CC_TOL : 100);
+	{
+		const struct cc_expect e[] = {
+		    {"burst group at 30%, from 1 s after another group started", pa, 2, 30 - CC_TOL,
+		     30 + CC_TOL},
+		    {"the other group", pb, 2, b_expect - CC_TOL, b_limit ? b_expect + CC_TOL : 100},
+		};
+
+		cc_assert_shares_windows(e, 2, &m, 2000);
+	}
 }
 
 static void test_burst_vs_unlimited(void **state)

@@ -140,7 +140,11 @@ static void test_decide_open_group(void **state)
 	expect_group(ps, 1, &p, "closed", "closed", false);
 }
 
-/* Asking for a managed group one is a member of wins over identity placement elsewhere. */
+/*
+ * Asking for a managed group one is a member of wins over identity placement
+ * elsewhere; asking for an open group does not take a placed process out of
+ * its placement.
+ */
 static void test_decide_precedence(void **state)
 {
 	struct cd_policy team = policy("team", "{\"members\": {\"gids\": [100]}}");
@@ -162,6 +166,10 @@ static void test_decide_precedence(void **state)
 	p = peer(9, 1000, 100, "/kubepods/x/c1");
 	expect_group(ps, 5, &p, "pod", "pod", true);
 	expect_group(ps, 5, &p, "team", "team", true);
+	/* An open group is no way out of a placement: the most specific match instead. */
+	expect_group(ps, 5, &p, "open", "podx", true);
+	/* A process nobody's members name joins the open group by asking. */
+	p = peer(9, 4242, 4242, "/other");
 	expect_group(ps, 5, &p, "open", "open", true);
 	/* Not a member of what it asked, but a member elsewhere: there. */
 	p = peer(9, 1001, 100, "/other");
@@ -201,6 +209,141 @@ static void test_decide_root_prefix(void **state)
 	assert_true(cd_members_match(&all.members, &p) > 0);
 }
 
+#define UID_A "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+#define UID_A_ "0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0"
+#define UID_B "11111111-2222-3333-4444-555555555555"
+#define UID_B_ "11111111_2222_3333_4444_555555555555"
+#define STATIC_UID "6d9f3b1c0a2e4f5d8c7b6a5948372615" /* a static pod's: a hash */
+
+/* The pod of a cgroup path, or "" (and the length of its prefix). */
+static void expect_pod(const char *cgroup, const char *uid, size_t prefix)
+{
+	char got[CD_POD_UID_LEN + 1] = "";
+	size_t n = cd_cgroup_pod(cgroup, got);
+
+	if (n != prefix || (n && strcmp(got, uid) != 0))
+		print_error("%s: %zu \"%s\"; expected %zu \"%s\"\n", cgroup, n, n ? got : "",
+			    prefix, uid);
+	assert_int_equal(n, prefix);
+	if (n)
+		assert_string_equal(got, uid);
+}
+
+/* Both cgroup drivers, every QoS class, kubelet cgroup roots; what is not a pod. */
+static void test_decide_cgroup_pod(void **state)
+{
+	(void)state;
+	/* cgroupfs */
+	expect_pod("/kubepods/besteffort/pod" UID_A "/ctr1", UID_A, 60);
+	expect_pod("/kubepods/burstable/pod" UID_A, UID_A, 59);
+	expect_pod("/kubepods/pod" UID_A "/0123456789abcdef", UID_A, 49);
+	expect_pod("/kubepods/pod" STATIC_UID "/c", STATIC_UID, 45);
+	expect_pod("/kubelet/kubepods/besteffort/pod" UID_B "/c", UID_B, 68);
+	/* systemd */
+	expect_pod("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_A_
+		   ".slice/cri-containerd-0123.scope",
+		   UID_A, 107);
+	expect_pod("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID_B_
+		   ".slice",
+		   UID_B, 105);
+	expect_pod("/kubepods.slice/kubepods-pod" UID_A_ ".slice/crio-0123.scope", UID_A, 70);
+	expect_pod("/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/"
+		   "kubelet-kubepods-besteffort-pod" UID_B_ ".slice/cri-containerd-1.scope",
+		   UID_B, 145);
+	/* A container's own sub-cgroups cannot move it into another pod. */
+	expect_pod("/kubepods/besteffort/pod" UID_A "/ctr/pod" UID_B, UID_A, 60);
+	expect_pod("/kubepods/besteffort/pod" UID_A "/ctr/kubepods/pod" UID_B, UID_A, 60);
+	expect_pod("/kubepods.slice/kubepods-pod" UID_A_ ".slice/c/kubepods-pod" UID_B_ ".slice",
+		   UID_A, 70);
+	/* Not a pod: kubepods below a subtree anyone may own, unknown levels, bad UIDs. */
+	expect_pod("/user.slice/user-1000.slice/user@1000.service/kubepods/pod" UID_B "/x", "", 0);
+	expect_pod("/user.slice/kubepods/pod" UID_B, "", 0);
+	expect_pod("/system.slice/kubepods.slice/kubepods-pod" UID_B_ ".slice", "", 0);
+	expect_pod("/kubepods/guaranteed/pod" UID_B, "", 0);
+	expect_pod("/kubepods/besteffort", "", 0);
+	expect_pod("/kubepods/pod" UID_A "x", "", 0);
+	expect_pod("/kubepods/pod0F1E2D3C-4B5A-6978-8796-A5B4C3D2E1F0", "", 0);
+	expect_pod("/kubepods/pod1234", "", 0);
+	expect_pod("/kubepods.slice/kubepods-pod" UID_A ".slice", "", 0);
+	expect_pod("/kubepods.slice/kubepods-pod" UID_A_ ".scope", "", 0);
+	expect_pod("/kubepodsx/pod" UID_A, "", 0);
+	expect_pod("/../../kubepods/pod" UID_A, "", 0);
+	expect_pod("/", "", 0);
+	expect_pod("", "", 0);
+}
+
+/* members.pods: a process of the pod, in any container, joins; others do not. */
+static void test_decide_pods(void **state)
+{
+	struct cd_policy a = policy("k8s-a", "{\"members\": {\"pods\": [\"" UID_A "\"]}}");
+	struct cd_policy b =
+	    policy("k8s-b", "{\"members\": {\"pods\": [\"" UID_B "\", \"" STATIC_UID "\"]}}");
+	const struct cd_policy *ps[] = {&a, &b};
+	struct cd_peer p;
+
+	(void)state;
+	p = peer(10, 0, 0, "/kubepods/besteffort/pod" UID_A "/ctr1");
+	expect_group(ps, 2, &p, "", "k8s-a", true);
+	expect_group(ps, 2, &p, "k8s-a", "k8s-a", true);
+	/* Asking for the other pod's group: placed in its own. */
+	expect_group(ps, 2, &p, "k8s-b", "k8s-a", true);
+	p = peer(11, 0, 0,
+		 "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_B_
+		 ".slice/cri-containerd-9.scope");
+	expect_group(ps, 2, &p, "k8s-b", "k8s-b", true);
+	p = peer(12, 0, 0, "/kubepods/pod" STATIC_UID "/c");
+	expect_group(ps, 2, &p, "", "k8s-b", true);
+	/* A process of neither pod may not join either. */
+	p = peer(13, 0, 0, "/kubepods/besteffort/pod22222222-2222-2222-2222-222222222222/c");
+	expect_denied(ps, 2, &p, "k8s-a",
+		      "group k8s-a: pid 13 (uid 0, cgroup "
+		      "/kubepods/besteffort/pod22222222-2222-2222-2222-222222222222/c) is not a "
+		      "member");
+	/* Nor a process whose sub-cgroup names the pod, nor one outside kubepods. */
+	p = peer(14, 0, 0,
+		 "/kubepods/besteffort/pod22222222-2222-2222-2222-222222222222/c/pod" UID_A);
+	expect_denied(ps, 2, &p, "k8s-a",
+		      "group k8s-a: pid 14 (uid 0, cgroup "
+		      "/kubepods/besteffort/pod22222222-2222-2222-2222-222222222222/c/pod" UID_A
+		      ") is not a member");
+	p = peer(15, 1000, 1000,
+		 "/user.slice/user-1000.slice/user@1000.service/kubepods/pod" UID_A);
+	expect_group(ps, 2, &p, "", "pid-15", false);
+	/* Unknown cgroup: no pod. */
+	p = peer(16, 0, 0, "");
+	expect_group(ps, 2, &p, "", "pid-16", false);
+}
+
+/* A pods rule ranks as the cgroup prefix ending at the pod's component. */
+static void test_decide_pods_rank(void **state)
+{
+	struct cd_policy pod = policy("pod", "{\"members\": {\"pods\": [\"" UID_A "\"]}}");
+	struct cd_policy all = policy("all", "{\"members\": {\"cgroups\": [\"/kubepods\"]}}");
+	struct cd_policy ctr = policy(
+	    "ctr", "{\"members\": {\"cgroups\": [\"/kubepods/besteffort/pod" UID_A "/ctr1\"]}}");
+	struct cd_policy same =
+	    policy("a-same", "{\"members\": {\"cgroups\": [\"/kubepods/besteffort/"
+			     "pod" UID_A "\"]}}");
+	struct cd_policy user = policy("user", "{\"members\": {\"uids\": [0]}}");
+	const struct cd_policy *ps[] = {&pod, &all, &user};
+	const struct cd_policy *ps2[] = {&pod, &ctr};
+	const struct cd_policy *ps3[] = {&pod, &same};
+	struct cd_peer p = peer(20, 0, 0, "/kubepods/besteffort/pod" UID_A "/ctr1");
+
+	(void)state;
+	assert_int_equal(cd_members_match(&pod.members, &p), 1000 + 60);
+	/* Beats a shorter prefix and a uid... */
+	expect_group(ps, 3, &p, "", "pod", true);
+	/* ...loses to a prefix naming the container... */
+	expect_group(ps2, 2, &p, "", "ctr", true);
+	p = peer(20, 0, 0, "/kubepods/besteffort/pod" UID_A "/ctr2");
+	expect_group(ps2, 2, &p, "", "pod", true);
+	/* ...and ties with the same prefix (then the first name in byte order). */
+	expect_group(ps3, 2, &p, "", "a-same", true);
+	/* No members but pods: not an open group. */
+	assert_false(cd_members_empty(&pod.members));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -211,6 +354,9 @@ int main(void)
 	    cmocka_unit_test(test_decide_precedence),
 	    cmocka_unit_test(test_decide_denied_when_asked_not_member),
 	    cmocka_unit_test(test_decide_root_prefix),
+	    cmocka_unit_test(test_decide_cgroup_pod),
+	    cmocka_unit_test(test_decide_pods),
+	    cmocka_unit_test(test_decide_pods_rank),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

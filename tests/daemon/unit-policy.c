@@ -70,10 +70,18 @@ static void policy_equal(const struct cd_policy *a, const struct cd_policy *b)
 	assert_int_equal(a->members.nuids, b->members.nuids);
 	assert_int_equal(a->members.ngids, b->members.ngids);
 	assert_int_equal(a->members.ncgroups, b->members.ncgroups);
+	assert_int_equal(a->members.npods, b->members.npods);
+	for (unsigned i = 0; i < a->members.npods; i++)
+		assert_string_equal(a->members.pods[i], b->members.pods[i]);
 	assert_memory_equal(a->members.uids, b->members.uids, a->members.nuids * sizeof(uid_t));
 	assert_memory_equal(a->members.gids, b->members.gids, a->members.ngids * sizeof(gid_t));
 	for (unsigned i = 0; i < a->members.ncgroups; i++)
 		assert_string_equal(a->members.cgroups[i], b->members.cgroups[i]);
+	assert_int_equal(a->nlabels, b->nlabels);
+	for (unsigned i = 0; i < a->nlabels; i++) {
+		assert_string_equal(a->labels[i].key, b->labels[i].key);
+		assert_string_equal(a->labels[i].value, b->labels[i].value);
+	}
 }
 
 static struct cd_policy parse_ok(const char *json)
@@ -128,9 +136,10 @@ static void test_policy_defaults(void **state)
 	assert_int_equal(p.on_violation, CD_ACTION_REPORT);
 	assert_int_equal(mem(&p, 0, UUID0, 80 * GIB), CS_LIMIT_NONE);
 	assert_int_equal(cd_policy_core_limit(&p, 0, UUID0), CS_CORE_NONE);
-	assert_string_equal(json, "{\"memory_limit\":null,\"core_limit\":null,\"mode\":\"hard\","
-				  "\"daemon_required\":false,\"members\":{\"uids\":[],\"gids\":[],"
-				  "\"cgroups\":[]},\"on_violation\":\"report\"}");
+	assert_string_equal(
+	    json, "{\"memory_limit\":null,\"core_limit\":null,\"mode\":\"hard\","
+		  "\"daemon_required\":false,\"members\":{\"uids\":[],\"gids\":[],"
+		  "\"cgroups\":[],\"pods\":[]},\"on_violation\":\"report\",\"labels\":{}}");
 	free(json);
 }
 
@@ -241,14 +250,15 @@ static void test_policy_refusals(void **state)
 {
 	(void)state;
 	parse_fails("", "policy: not valid JSON; expected an object with fields memory_limit, "
-			"core_limit, mode, daemon_required, members, on_violation");
+			"core_limit, mode, daemon_required, members, on_violation, labels");
 	parse_fails("{\"mode\": \"hard\"", "policy: not valid JSON; expected an object with fields "
 					   "memory_limit, core_limit, mode, daemon_required, "
-					   "members, on_violation");
+					   "members, on_violation, labels");
 	parse_fails("[1]", "policy: expected a JSON object with fields memory_limit, core_limit, "
-			   "mode, daemon_required, members, on_violation");
-	parse_fails("{\"memory\": 1}", "unknown field \"memory\"; accepted: memory_limit, "
-				       "core_limit, mode, daemon_required, members, on_violation");
+			   "mode, daemon_required, members, on_violation, labels");
+	parse_fails("{\"memory\": 1}",
+		    "unknown field \"memory\"; accepted: memory_limit, "
+		    "core_limit, mode, daemon_required, members, on_violation, labels");
 	parse_fails("{\"mode\": \"hard\", \"mode\": \"burst\"}", "mode: given twice");
 	parse_fails(
 	    "{\"memory_limit\": \"8XB\"}",
@@ -308,10 +318,11 @@ static void test_policy_refusals(void **state)
 	parse_fails("{\"daemon_required\": \"yes\"}", "daemon_required: expected true or false");
 	parse_fails("{\"on_violation\": \"warn\"}", "on_violation: expected \"report\", \"stop\" "
 						    "(SIGSTOP) or \"kill\" (SIGKILL)");
-	parse_fails("{\"members\": [1]}", "members: expected an object {\"uids\": [...], "
-					  "\"gids\": [...], \"cgroups\": [...]} or null");
+	parse_fails("{\"members\": [1]}",
+		    "members: expected an object {\"uids\": [...], "
+		    "\"gids\": [...], \"cgroups\": [...], \"pods\": [...]} or null");
 	parse_fails("{\"members\": {\"users\": []}}",
-		    "members: unknown field \"users\"; accepted: uids, gids, cgroups");
+		    "members: unknown field \"users\"; accepted: uids, gids, cgroups, pods");
 	parse_fails("{\"members\": {\"uids\": [-1]}}",
 		    "members.uids: -1 is not a valid id (0 to 4294967294)");
 	parse_fails("{\"members\": {\"uids\": [\"no-such-user-cd\"]}}",
@@ -328,6 +339,130 @@ static void test_policy_refusals(void **state)
 		    "without blanks, \"//\", \".\" or \"..\" (e.g. \"/kubepods/pod1\")");
 }
 
+/* members.pods: pod UIDs as the API server writes them; 256 at most. */
+static void test_policy_pods(void **state)
+{
+	char *json, *o;
+	struct cd_policy p;
+	size_t len = 64 + 257 * 40;
+
+	(void)state;
+	p = parse_ok("{\"members\": {\"pods\": [\"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\","
+		     " \"6d9f3b1c0a2e4f5d8c7b6a5948372615\"]}}");
+	assert_int_equal(p.members.npods, 2);
+	assert_string_equal(p.members.pods[0], "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+	assert_string_equal(p.members.pods[1], "6d9f3b1c0a2e4f5d8c7b6a5948372615");
+	assert_false(cd_members_empty(&p.members));
+	p = parse_ok("{\"members\": {\"pods\": null}}");
+	assert_int_equal(p.members.npods, 0);
+	assert_true(cd_members_empty(&p.members));
+
+	json = malloc(len);
+	assert_non_null(json);
+	o = json + sprintf(json, "{\"members\": {\"pods\": [");
+	for (int i = 0; i < 256; i++)
+		o += sprintf(o, "%s\"%08x-0000-0000-0000-000000000000\"", i ? "," : "", i);
+	sprintf(o, "]}}");
+	p = parse_ok(json);
+	assert_int_equal(p.members.npods, 256);
+	assert_string_equal(p.members.pods[255], "000000ff-0000-0000-0000-000000000000");
+	sprintf(o, ",\"00000100-0000-0000-0000-000000000000\"]}}");
+	parse_fails(json, "members.pods: more than 256 entries");
+	free(json);
+
+	parse_fails("{\"members\": {\"pods\": \"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\"}}",
+		    "members.pods: expected an array of pod UIDs");
+#define POD_FORMS                                                                                  \
+	"members.pods: expected pod UIDs (metadata.uid: 32 to 36 characters of 0-9 a-f -, e.g. "   \
+	"\"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\")"
+	parse_fails("{\"members\": {\"pods\": [\"0F1E2D3C-4B5A-6978-8796-A5B4C3D2E1F0\"]}}",
+		    POD_FORMS);
+	parse_fails("{\"members\": {\"pods\": [\"web-0\"]}}", POD_FORMS);
+	parse_fails("{\"members\": {\"pods\": [\"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0a\"]}}",
+		    POD_FORMS);
+	parse_fails("{\"members\": {\"pods\": [\"/kubepods/pod1\"]}}", POD_FORMS);
+	parse_fails("{\"members\": {\"pods\": [42]}}", POD_FORMS);
+#undef POD_FORMS
+}
+
+/* labels: stored in order, replaced whole by a change, cleared by null; exact refusals. */
+static void test_policy_labels(void **state)
+{
+	char key63[64], val253[254], json[1024], err[512];
+	struct cd_policy p;
+
+	(void)state;
+	p = parse_ok("{\"labels\": {\"k8s.pod\": \"web-0\", \"k8s.namespace\": \"team-a\","
+		     " \"slurm.job\": \"\", \"a/b-c_d.0\": \"x y ~ {}\"}}");
+	assert_int_equal(p.nlabels, 4);
+	assert_string_equal(p.labels[0].key, "k8s.pod");
+	assert_string_equal(p.labels[0].value, "web-0");
+	assert_string_equal(p.labels[1].key, "k8s.namespace");
+	assert_string_equal(p.labels[2].value, "");
+	assert_string_equal(p.labels[3].key, "a/b-c_d.0");
+	assert_string_equal(p.labels[3].value, "x y ~ {}");
+	/* A change that names labels replaces them all; one that does not keeps them. */
+	snprintf(json, sizeof(json), "{\"memory_limit\": 1}");
+	assert_int_equal(cd_policy_parse(&p, json, strlen(json), err, sizeof(err)), 0);
+	assert_int_equal(p.nlabels, 4);
+	snprintf(json, sizeof(json), "{\"labels\": {\"slurm.step\": \"3\"}}");
+	assert_int_equal(cd_policy_parse(&p, json, strlen(json), err, sizeof(err)), 0);
+	assert_int_equal(p.nlabels, 1);
+	assert_string_equal(p.labels[0].key, "slurm.step");
+	snprintf(json, sizeof(json), "{\"labels\": null}");
+	assert_int_equal(cd_policy_parse(&p, json, strlen(json), err, sizeof(err)), 0);
+	assert_int_equal(p.nlabels, 0);
+
+	/* The longest key and value. */
+	memset(key63, 'k', 63);
+	key63[63] = '\0';
+	memset(val253, 'v', 253);
+	val253[253] = '\0';
+	snprintf(json, sizeof(json), "{\"labels\": {\"%s\": \"%s\"}}", key63, val253);
+	p = parse_ok(json);
+	assert_string_equal(p.labels[0].key, key63);
+	assert_string_equal(p.labels[0].value, val253);
+	snprintf(json, sizeof(json), "{\"labels\": {\"%sk\": \"v\"}}", key63);
+	parse_fails(json, "labels: key \"kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk\" is not 1 to 63 "
+			  "characters of a-z 0-9 . _ / -, starting with a letter or digit");
+	snprintf(json, sizeof(json), "{\"labels\": {\"k\": \"%sv\"}}", val253);
+	parse_fails(json,
+		    "labels.\"k\": expected a string of up to 253 printable ASCII characters");
+
+	parse_fails("{\"labels\": [\"a\"]}",
+		    "labels: expected an object of at most 16 labels {\"KEY\": \"VALUE\"} (KEY: 1 "
+		    "to 63 characters of a-z 0-9 . _ / -, starting with a letter or digit; VALUE: "
+		    "up to 253 printable ASCII characters), or null");
+	parse_fails("{\"labels\": {\"Pod\": \"x\"}}",
+		    "labels: key \"Pod\" is not 1 to 63 characters of a-z 0-9 . _ / -, starting "
+		    "with a letter or digit");
+	parse_fails("{\"labels\": {\".pod\": \"x\"}}",
+		    "labels: key \".pod\" is not 1 to 63 characters of a-z 0-9 . _ / -, starting "
+		    "with a letter or digit");
+	parse_fails("{\"labels\": {\"\": \"x\"}}",
+		    "labels: key \"\" is not 1 to 63 characters of a-z 0-9 . _ / -, starting with "
+		    "a letter or digit");
+	parse_fails("{\"labels\": {\"a\\\"b\": \"x\"}}",
+		    "labels: key \"a\\\"b\" is not 1 to 63 characters of a-z 0-9 . _ / -, starting "
+		    "with a letter or digit");
+	parse_fails("{\"labels\": {\"pod\": 1}}",
+		    "labels.\"pod\": expected a string of up to 253 printable ASCII characters");
+	parse_fails("{\"labels\": {\"pod\": \"a\\nb\"}}",
+		    "labels.\"pod\": expected a string of up to 253 printable ASCII characters");
+	parse_fails("{\"labels\": {\"pod\": \"caf\u00e9\"}}",
+		    "labels.\"pod\": expected a string of up to 253 printable ASCII characters");
+	parse_fails("{\"labels\": {\"pod\": \"a\", \"pod\": \"b\"}}",
+		    "labels.\"pod\": given twice");
+	parse_fails("{\"labels\": {\"k8s.pod\": \"a\", \"k8s-pod\": \"b\"}}",
+		    "labels: keys \"k8s.pod\" and \"k8s-pod\" are both the metric label "
+		    "label_k8s_pod; keep one");
+	parse_fails(
+	    "{\"labels\": {\"a\": \"\", \"b\": \"\", \"c\": \"\", \"d\": \"\", \"e\": \"\","
+	    " \"f\": \"\", \"g\": \"\", \"h\": \"\", \"i\": \"\", \"j\": \"\", \"k\": \"\","
+	    " \"l\": \"\", \"m\": \"\", \"n\": \"\", \"o\": \"\", \"p\": \"\", \"q\": \"\"}}",
+	    "labels: more than 16 labels");
+}
+
 /* What is rendered parses back to the same policy. */
 static void test_policy_round_trip(void **state)
 {
@@ -339,6 +474,9 @@ static void test_policy_round_trip(void **state)
 	    " \"core_limit\": {\"2\": 0.0001, \"default\": 100}}",
 	    "{\"memory_limit\": \"18446744073709551615\"}",
 	    "{\"members\": {\"uids\": [1, 2], \"gids\": [3], \"cgroups\": [\"/a\", \"/b/c\"]}}",
+	    "{\"members\": {\"pods\": [\"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\","
+	    " \"6d9f3b1c0a2e4f5d8c7b6a5948372615\"]}}",
+	    "{\"labels\": {\"k8s.pod\": \"web-0\", \"slurm.job\": \"4242\", \"q\": \"\\\"\\\\\"}}",
 	};
 
 	(void)state;
@@ -432,7 +570,8 @@ int main(void)
 	    cmocka_unit_test(test_policy_core_forms),	 cmocka_unit_test(test_policy_other_fields),
 	    cmocka_unit_test(test_policy_merge),	 cmocka_unit_test(test_policy_refusals),
 	    cmocka_unit_test(test_policy_round_trip),	 cmocka_unit_test(test_policy_file),
-	    cmocka_unit_test(test_policy_file_refusals),
+	    cmocka_unit_test(test_policy_file_refusals), cmocka_unit_test(test_policy_labels),
+	    cmocka_unit_test(test_policy_pods),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

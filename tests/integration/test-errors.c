@@ -357,6 +357,68 @@ static void test_errors_fork_child(void **state)
 	assert_int_equal(free_now(), before);
 	cst_assert_cu(CUDA_SUCCESS, cuMemFree(d));
 }
+/*
+ * cuCtxAttach / cuCtxDetach: the usage count of a created context. The last
+ * detach destroys it (memory and footprint back); detach takes the calling
+ * thread's current context; on the primary context they are a retain and a
+ * release; cuCtxDestroy ends a context whatever its count. Deprecated in
+ * cuda.h since CUDA 4.0, still exported and used (PyCUDA).
+ */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static void test_errors_ctx_attach_detach(void **state)
+{
+	CUcontext primary, c, again, cur;
+	unsigned flags;
+	int active;
+	CUdeviceptr d;
+	CUdevice dev;
+	size_t before;
+
+	(void)state;
+	primary = cst_init_primary(0);
+	cst_assert_cu(CUDA_SUCCESS, cuDeviceGet(&dev, 0));
+	before = free_now();
+	/* The primary: an attach is a retain, a detach a release. */
+	cst_assert_cu(CUDA_SUCCESS, cuCtxAttach(&again, 0));
+	assert_ptr_equal(again, primary);
+	cst_assert_cu(CUDA_SUCCESS, cuCtxDetach(primary));
+	cst_assert_cu(CUDA_SUCCESS, cuDevicePrimaryCtxGetState(dev, &flags, &active));
+	assert_int_equal(active, 1);
+
+	cst_assert_cu(CUDA_SUCCESS, cuCtxCreate(&c, NULL, 0, dev));
+	cst_assert_cu(CUDA_ERROR_INVALID_VALUE, cuCtxAttach(&again, 1));
+	cst_assert_cu(CUDA_ERROR_INVALID_VALUE, cuCtxAttach(NULL, 0));
+	cst_assert_cu(CUDA_SUCCESS, cuCtxAttach(&again, 0));
+	assert_ptr_equal(again, c);
+	cst_assert_cu(CUDA_SUCCESS, cuMemAlloc(&d, 8 * MiB));
+	/* Only the current context can be detached. */
+	cst_assert_cu(CUDA_SUCCESS, cuCtxPushCurrent(primary));
+	cst_assert_cu(CUDA_ERROR_INVALID_CONTEXT, cuCtxDetach(c));
+	cst_assert_cu(CUDA_SUCCESS, cuCtxPopCurrent(&cur));
+	/* Two references: the first detach leaves the context working. */
+	cst_assert_cu(CUDA_SUCCESS, cuCtxDetach(c));
+	cst_assert_cu(CUDA_SUCCESS, cuCtxGetCurrent(&cur));
+	assert_ptr_equal(cur, c);
+	cst_assert_cu(CUDA_SUCCESS, cuMemFree(d));
+	cst_assert_cu(CUDA_SUCCESS, cuMemAlloc(&d, 8 * MiB));
+	/* The last one destroys it: its memory and footprint are back. */
+	cst_assert_cu(CUDA_SUCCESS, cuCtxDetach(c));
+	assert_int_equal(free_now(), before);
+	/* It left the thread's stack: the primary below it is current again. */
+	cst_assert_cu(CUDA_SUCCESS, cuCtxGetCurrent(&cur));
+	assert_ptr_equal(cur, primary);
+	cst_assert_cu(CUDA_ERROR_INVALID_CONTEXT, cuCtxDetach(c));
+	cst_assert_cu(CUDA_ERROR_INVALID_VALUE, cuMemFree(d));
+
+	/* cuCtxDestroy does not wait for the count. */
+	cst_assert_cu(CUDA_SUCCESS, cuCtxCreate(&c, NULL, 0, dev));
+	cst_assert_cu(CUDA_SUCCESS, cuCtxAttach(&again, 0));
+	cst_assert_cu(CUDA_SUCCESS, cuCtxDestroy(c));
+	assert_int_equal(free_now(), before);
+	cst_assert_cu(CUDA_SUCCESS, cuCtxSetCurrent(primary));
+}
+#pragma GCC diagnostic pop
 
 static int group_setup(void **state)
 {
@@ -375,6 +437,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_errors_alloc_arguments),
 		cmocka_unit_test(test_errors_free),
 		cmocka_unit_test(test_errors_ctx_destroy),
+		cmocka_unit_test(test_errors_ctx_attach_detach),
 		cmocka_unit_test(test_errors_error_strings),
 		cmocka_unit_test(test_errors_fork_child),
 	};

@@ -41,6 +41,24 @@ static const struct bad bad_values[] = {
 	 "expected an absolute directory path"},
 	{"CUSLICE_SHM_DIR", "/nonexistent", "CUSLICE_SHM_DIR", "/nonexistent"},
 	{"CUSLICE_CTX_MEM", "lots", "CUSLICE_CTX_MEM=\"lots\": ", "e.g. 8GiB"},
+	/* Out of range: the largest size, more than a sane maximum, more than the GPU has. */
+	{"CUSLICE_CTX_MEM", "18446744073709551615", "CUSLICE_CTX_MEM=\"18446744073709551615\": ",
+	 "expected a size from 0 to 64GiB"},
+	{"CUSLICE_CTX_MEM", "65GiB", "CUSLICE_CTX_MEM=\"65GiB\": ", "from 0 to 64GiB"},
+	{"CUSLICE_CTX_MEM", "9GiB", "CUSLICE_CTX_MEM=9.00 GiB: more than device 0 ",
+	 "has (8.00 GiB)"},
+	/*
+	 * A UUID key that names no GPU of the node (one digit wrong): it would
+	 * leave the GPU unlimited, so it fails like an ordinal typo.
+	 */
+	{"CUSLICE_MEM_LIMIT", "GPU-deadbeef=1GiB",
+	 "CUSLICE_MEM_LIMIT: UUID key \"GPU-deadbeef\" names no GPU of this node (its GPUs: GPU-",
+	 "give a UUID or unique prefix of one of them, or an ordinal"},
+	{"CUSLICE_CORE_LIMIT", "GPU-deadbeef=30",
+	 "CUSLICE_CORE_LIMIT: UUID key \"GPU-deadbeef\" names no GPU of this node", NULL},
+	{"CUSLICE_DAEMON_WAIT", "forever", "CUSLICE_DAEMON_WAIT=\"forever\": ",
+	 "expected a duration from 0 to 1h"},
+	{"CUSLICE_DAEMON_WAIT", "2h", "CUSLICE_DAEMON_WAIT=\"2h\": ", "e.g. 10s, 500ms"},
 };
 
 /* The child environment: a valid configuration with `var` set to `value`. */

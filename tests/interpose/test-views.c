@@ -2,7 +2,7 @@
  * The group's view of memory, as programs and monitoring tools inside the
  * group see it: cuMemGetInfo_v2 (cs-alloc, cs-dlsym-direct),
  * cuDeviceTotalMem_v2 (cs-dlsym-direct) and NVML's memory info and process
- * list (cs-nvml-query --json). With limit L and group usage U:
+ * list and utilization (cs-nvml-query --json). With limit L and group usage U:
  * total = min(L, physical), used = U, free = min(L - U, physical free),
  * 0 when U >= L (never negative, never wrapped).
  *
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cs-group.h"
 
@@ -241,6 +242,76 @@ static void test_views_processes(void **state)
 	stop_holder(&b);
 }
 
+/* The first device of an NVML query under `env` (NULL: without the library). */
+static const cJSON *query_d0(cJSON **root, char *const qenv[])
+{
+	*root = ti_nvml_query(qenv);
+	return ti_nvml_device(*root, 0);
+}
+
+/*
+ * Utilization is the group's: inside a group, another group's busy process
+ * is in neither per-process query (nvmlDeviceGetProcessUtilization,
+ * nvmlDeviceGetProcessesUtilizationInfo) and the device's figure is the
+ * group's own, 0 while it is idle; inside the busy group its own process and
+ * its load are there.
+ */
+static void test_views_utilization(void **state)
+{
+	char *spin_argv[] = {(char *)ti_client("cs-spin"), "--total-ms", "8000", "--kernel-us",
+			     "2000", "--sync-every", "4", "--wait-go", NULL};
+	static const char *const keys[] = {"process_samples", "process_utilization"};
+	struct ti_child a, b;
+	const cJSON *d0;
+	cJSON *root;
+	long other;
+	int tries;
+
+	(void)state;
+	/* cs-spin starts at EOF on its stdin. */
+	assert_non_null(freopen("/dev/null", "r", stdin));
+	start_holder(&a, "util-a", "2GiB", "100MiB", "1");
+	if (ti_start(&b, spin_argv, group_env("util-b", "2GiB"), "ready") != 0) {
+		ti_print("cs-spin", &b.o);
+		fail();
+	}
+	/* Without the library NVML shows b busy (give its samples time to appear). */
+	for (tries = 0; tries < 200; tries++) {
+		d0 = query_d0(&root, NULL);
+		if (ti_nvml_samples_of(d0, keys[0], b.pid, NULL) > 0 &&
+		    ti_nvml_samples_of(d0, keys[1], b.pid, NULL) > 0 &&
+		    ti_json_u64(d0, "utilization_gpu") > 0)
+			break;
+		cJSON_Delete(root);
+		root = NULL;
+		usleep(50000);
+	}
+	assert_non_null(root);
+	cJSON_Delete(root);
+
+	/* Inside group a: nobody else's samples, and a's own (idle) utilization. */
+	d0 = query_d0(&root, group_env("util-a", NULL));
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(ti_nvml_samples_of(d0, keys[k], b.pid, &other), 0);
+		assert_int_equal(other, 0);
+	}
+	assert_int_equal(ti_json_u64(d0, "utilization_gpu"), 0);
+	assert_int_equal(ti_json_u64(d0, "utilization_memory"), 0);
+	cJSON_Delete(root);
+
+	/* Inside group b: its own process, and its load. */
+	d0 = query_d0(&root, group_env("util-b", NULL));
+	for (int k = 0; k < 2; k++) {
+		assert_true(ti_nvml_samples_of(d0, keys[k], b.pid, &other) > 0);
+		assert_int_equal(other, 0);
+	}
+	assert_true(ti_json_u64(d0, "utilization_gpu") > 0);
+	cJSON_Delete(root);
+
+	ti_stop(&b, SIGTERM);
+	stop_holder(&a);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -249,6 +320,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_views_usage_above_limit, ti_teardown_children),
 		cmocka_unit_test_teardown(test_views_percent, ti_teardown_children),
 		cmocka_unit_test_teardown(test_views_processes, ti_teardown_children),
+		cmocka_unit_test_teardown(test_views_utilization, ti_teardown_children),
 	};
 
 	(void)argc;

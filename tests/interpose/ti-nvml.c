@@ -85,3 +85,23 @@ int64_t ti_nvml_proc_used(const cJSON *dev, long pid)
 	}
 	return -1;
 }
+
+int ti_nvml_samples_of(const cJSON *dev, const char *key, long pid, long *others)
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(dev, key), *s;
+	int n = 0;
+
+	if (!cJSON_IsArray(arr)) {
+		print_error("JSON: no array \"%s\" (the NVML query failed?)\n", key);
+		fail();
+	}
+	if (others)
+		*others = 0;
+	cJSON_ArrayForEach(s, arr) {
+		if ((long)ti_json_u64(s, "pid") == pid)
+			n++;
+		else if (others && !*others)
+			*others = (long)ti_json_u64(s, "pid");
+	}
+	return n;
+}

@@ -35,4 +35,12 @@ int ti_nvml_nprocs(const cJSON *dev);
 /* used_memory of process pid on a device, or -1 when it is not listed. */
 int64_t ti_nvml_proc_used(const cJSON *dev, long pid);
 
+/*
+ * The samples of pid in a device's array `key` ("process_samples",
+ * "process_utilization"); *others (when not NULL) gets the pid of some other
+ * process's sample, 0 when there is none. Fails the test when the array is
+ * absent.
+ */
+int ti_nvml_samples_of(const cJSON *dev, const char *key, long pid, long *others);
+
 #endif

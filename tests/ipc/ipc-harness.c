@@ -243,13 +243,42 @@ int ipc_send(int fd, enum cs_ipc_type type, uint32_t seq, const void *body)
 	return ipc_send_all(fd, buf, n);
 }
 
+int ipc_last_fd = -1;
+
+/* recv that keeps a descriptor sent along (SCM_RIGHTS) in ipc_last_fd. */
+static ssize_t recv_keep_fd(int fd, void *buf, size_t len)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+	} ctl;
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+
+	for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int got;
+
+			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (ipc_last_fd >= 0)
+				close(ipc_last_fd);
+			ipc_last_fd = got;
+		}
+	}
+	return n;
+}
+
 int ipc_recv(int fd, struct cs_ipc_msg *msg)
 {
 	unsigned char buf[CS_IPC_HEADER + CS_IPC_MAX_BODY];
 	size_t have = 0, want = CS_IPC_HEADER;
 
 	for (;;) {
-		ssize_t n = recv(fd, buf + have, want - have, 0);
+		ssize_t n = recv_keep_fd(fd, buf + have, want - have);
 		long r;
 
 		if (n < 0 && errno == EINTR)

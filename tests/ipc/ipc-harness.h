@@ -70,6 +70,8 @@ int ipc_send(int fd, enum cs_ipc_type type, uint32_t seq, const void *body);
  * answers one message per request, so nothing after it is lost.
  */
 int ipc_recv(int fd, struct cs_ipc_msg *msg);
+/* The last descriptor a received message carried (REGISTERED: the region), or -1. */
+extern int ipc_last_fd;
 
 /*
  * REGISTER asking for `group` ("" = let the daemon decide) with `token`

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "cs-group.h"
 #include "cs-ipc.h"
 
 #define MAX_MSG (CS_IPC_HEADER + CS_IPC_MAX_BODY)
@@ -61,8 +62,8 @@ static void sample_body(enum cs_ipc_type type, union body *b)
 	case CS_IPC_REGISTERED:
 		b->ok.version = CS_IPC_VERSION;
 		b->ok.flags = CS_IPC_MANAGED | CS_IPC_REQUIRED;
+		b->ok.slot = 17;
 		strcpy(b->ok.group, "train-a");
-		strcpy(b->ok.shm_dir, "/dev/shm");
 		break;
 	case CS_IPC_DENIED:
 		b->denied.code = EPERM;
@@ -127,7 +128,7 @@ static void test_ipc_body_sizes(void **state)
 {
 	(void)state;
 	assert_int_equal(cs_ipc_body_size(CS_IPC_REGISTER), 200);
-	assert_int_equal(cs_ipc_body_size(CS_IPC_REGISTERED), 328);
+	assert_int_equal(cs_ipc_body_size(CS_IPC_REGISTERED), 80);
 	assert_int_equal(cs_ipc_body_size(CS_IPC_DENIED), 264);
 	assert_int_equal(cs_ipc_body_size(CS_IPC_PING), 8);
 	assert_int_equal(cs_ipc_body_size(CS_IPC_PONG), 8);
@@ -243,13 +244,12 @@ static void test_ipc_round_trip_fields(void **state)
 	assert_int_equal(strlen(msg.u.reg.token), CS_IPC_TOKEN - 1);
 
 	strcpy(ok.group, "A.b_c-9");
-	memset(ok.shm_dir, 'd', CS_IPC_PATH - 1);
-	ok.shm_dir[0] = '/';
+	ok.slot = CS_GROUP_MAX_PROCS - 1;	/* the last slot */
 	n = cs_ipc_encode(CS_IPC_REGISTERED, 9, &ok, buf, sizeof(buf));
 	assert_int_equal(decode_exact(buf, n, &msg), (long)n);
 	assert_int_equal(msg.u.ok.flags, CS_IPC_MANAGED);
 	assert_string_equal(msg.u.ok.group, "A.b_c-9");
-	assert_int_equal(strlen(msg.u.ok.shm_dir), CS_IPC_PATH - 1);
+	assert_int_equal(msg.u.ok.slot, CS_GROUP_MAX_PROCS - 1);
 
 	/* An empty reason is still a reason field with its NUL. */
 	n = cs_ipc_encode(CS_IPC_DENIED, 10, &den, buf, sizeof(buf));
@@ -434,8 +434,6 @@ static void test_ipc_missing_nul(void **state)
 			    't', "REGISTER.token without NUL");
 	expect_unterminated(CS_IPC_REGISTERED, offsetof(struct cs_ipc_registered, group),
 			    CS_IPC_NAME, 'g', "REGISTERED.group without NUL");
-	expect_unterminated(CS_IPC_REGISTERED, offsetof(struct cs_ipc_registered, shm_dir),
-			    CS_IPC_PATH, '/', "REGISTERED.shm_dir without NUL");
 	expect_unterminated(CS_IPC_DENIED, offsetof(struct cs_ipc_denied, reason), CS_IPC_REASON,
 			    'r', "DENIED.reason without NUL");
 }
@@ -455,18 +453,19 @@ static void expect_bad_register_group(const char *group)
 	expect_eproto(buf, n, what);
 }
 
-static void expect_bad_registered(const char *group, const char *shm_dir)
+static void expect_bad_registered(const char *group, uint32_t slot, uint32_t reserved)
 {
-	struct cs_ipc_registered ok = {.version = CS_IPC_VERSION};
+	struct cs_ipc_registered ok = {.version = CS_IPC_VERSION, .slot = slot,
+				       .reserved = reserved};
 	unsigned char buf[MAX_MSG];
 	char what[128];
 	size_t n;
 
 	strcpy(ok.group, group);
-	strcpy(ok.shm_dir, shm_dir);
 	n = cs_ipc_encode(CS_IPC_REGISTERED, 1, &ok, buf, sizeof(buf));
 	assert_int_not_equal(n, 0);
-	snprintf(what, sizeof(what), "REGISTERED \"%s\" \"%s\"", group, shm_dir);
+	snprintf(what, sizeof(what), "REGISTERED \"%s\" slot %u reserved %u", group, slot,
+		 reserved);
 	expect_eproto(buf, n, what);
 }
 
@@ -480,14 +479,14 @@ static void test_ipc_invalid_group_name(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		expect_bad_register_group(bad[i]);
-		expect_bad_registered(bad[i], "/dev/shm");
+		expect_bad_registered(bad[i], 0, 0);
 	}
 	/* The daemon always names the group it grants. */
-	expect_bad_registered("", "/dev/shm");
-	/* And the directory is absolute. */
-	expect_bad_registered("ok", "");
-	expect_bad_registered("ok", "dev/shm");
-	expect_bad_registered("ok", "./shm");
+	expect_bad_registered("", 0, 0);
+	/* A slot the region does not have; the reserved word is 0. */
+	expect_bad_registered("ok", CS_GROUP_MAX_PROCS, 0);
+	expect_bad_registered("ok", UINT32_MAX, 0);
+	expect_bad_registered("ok", 0, 1);
 }
 
 /* ---- truncation and streams ---- */

@@ -31,6 +31,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "cs-group.h"
 #include "ipc-harness.h"
 
 #define NPROCS 1000
@@ -147,7 +148,10 @@ static enum outcome from_errno(int e)
 	}
 }
 
-/* A well-behaved process: REGISTER for `group`, expect it granted in the daemon's shm_dir. */
+/*
+ * A well-behaved process: REGISTER for `group`, expect it granted with a
+ * slot and a sealed region of that group.
+ */
 static enum outcome child_register(int fd, const char *group)
 {
 	struct cs_ipc_msg reply;
@@ -162,8 +166,16 @@ static enum outcome child_register(int fd, const char *group)
 		snprintf(want, sizeof(want), "%s", group);
 	else
 		snprintf(want, sizeof(want), "pid-%ld", (long)getpid());
-	if (strcmp(reply.u.ok.group, want) != 0 || strcmp(reply.u.ok.shm_dir, daemon_.shm_dir) != 0)
+	if (strcmp(reply.u.ok.group, want) != 0 || reply.u.ok.slot >= CS_GROUP_MAX_PROCS)
 		return E_GROUP;
+	{
+		struct cs_group_handle h;
+
+		if (ipc_last_fd < 0 || cs_group_attach_fd(&h, ipc_last_fd, want) != 0 ||
+		    cs_group_register_slot(&h, (int)reply.u.ok.slot) != (int)reply.u.ok.slot)
+			return E_GROUP;
+		ipc_last_fd = -1;	/* h owns it; the process exits with it */
+	}
 	/* Registered processes may PING. */
 	e = ipc_ping(fd, 2, (uint64_t)getpid());
 	return e ? from_errno(e) : OK;

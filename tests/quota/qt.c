@@ -3,6 +3,8 @@
  */
 #include "qt.h"
 
+#include "nvml-abi.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -455,6 +457,44 @@ void qt_region_open(struct cs_group_handle *h, const char *group)
 	assert_int_equal(atomic_load(&h->g->dev[0].state), CS_GROUP_DEV_READY);
 }
 
+bool qt_region_of_pid(struct cs_group_handle *h, pid_t pid, const char *group)
+{
+	char path[64], link[256], want[128];
+	struct dirent *e;
+	bool found = false;
+	DIR *fds;
+
+	assert_true(nregions < MAX_REGIONS);
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	snprintf(want, sizeof(want), "/memfd:cuslice-group-%s (deleted)", group);
+	fds = opendir(path);
+	if (!fds)
+		return false;
+	while (!found && (e = readdir(fds))) {
+		ssize_t n = readlinkat(dirfd(fds), e->d_name, link, sizeof(link) - 1);
+		char fdpath[400];
+		int fd;
+
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		if (strcmp(link, want) != 0)
+			continue;
+		snprintf(fdpath, sizeof(fdpath), "%s/%s", path, e->d_name);
+		fd = open(fdpath, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (cs_group_attach_fd(h, fd, group) == 0)
+			found = true;
+		else
+			close(fd);
+	}
+	closedir(fds);
+	if (found)
+		regions[nregions++] = *h;
+	return found;
+}
+
 uint64_t qt_used(const struct cs_group_handle *h)
 {
 	return atomic_load(&h->g->dev[0].used);
@@ -520,4 +560,16 @@ const char *qt_u64(uint64_t v)
 
 	snprintf(b, sizeof(bufs[0]), "%" PRIu64, v);
 	return b;
+}
+
+uint64_t qt_device_used(void)
+{
+	nvmlDevice_t dev;
+	nvmlMemory_t m;
+
+	assert_int_equal(nvmlInit_v2(), NVML_SUCCESS);
+	assert_int_equal(nvmlDeviceGetHandleByIndex_v2(0, &dev), NVML_SUCCESS);
+	assert_int_equal(nvmlDeviceGetMemoryInfo(dev, &m), NVML_SUCCESS);
+	assert_int_equal(nvmlShutdown(), NVML_SUCCESS);
+	return m.used;
 }

@@ -117,6 +117,13 @@ bool qt_reaped(struct qt_proc *p);
 /* Opens group `group`'s region in qt_dir() (not registered). Asserts device 0 is ready. */
 void qt_region_open(struct cs_group_handle *h, const char *group);
 
+/*
+ * Opens the sealed region of group `group` that process pid holds (a
+ * cusliced region: a memfd reachable only through its holders' /proc/PID/fd,
+ * which root can open), not registered. False when pid holds none.
+ */
+bool qt_region_of_pid(struct cs_group_handle *h, pid_t pid, const char *group);
+
 /* dev[0].used and dev[0].limit of the group. */
 uint64_t qt_used(const struct cs_group_handle *h);
 uint64_t qt_limit(const struct cs_group_handle *h);
@@ -129,6 +136,9 @@ uint64_t qt_slot_used(const struct cs_group_handle *h, int slot);
 
 /* The number of LIVE slots. */
 unsigned qt_live_slots(const struct cs_group_handle *h);
+
+/* What the simulated device 0 holds, through cusim's NVML (the test program holds no context). */
+uint64_t qt_device_used(void);
 
 /* ---- misc ---- */
 

@@ -43,6 +43,26 @@
  *   mipmap FMT CH W H D LEVELS      cuMipmappedArrayCreate -> id
  *                                   FMT: u8 u16 u32 s8 s16 s32 half float
  *   ctx                             cuCtxCreate_v4 (the primary stays current) -> id
+ *   use ID | use primary            makes context ID (or the primary) current
+ *   attach                          cuCtxAttach on the current context (a created one)
+ *   detach ID | detach primary      cuCtxDetach of context ID, then the primary is made
+ *                                   current (the id is gone once its count is 0); or of
+ *                                   the primary context
+ *   ctxloop N                       N x (cuCtxCreate_v4, cuCtxDetach) -> n (done)
+ *   module HOW PATH                 loads the image file PATH into the current context:
+ *                                   HOW file (cuModuleLoad), data (cuModuleLoadData of its
+ *                                   bytes), dataex (cuModuleLoadDataEx, no options),
+ *                                   fatbin (cuModuleLoadFatBinary) -> id
+ *   library HOW PATH                cuLibraryLoadFromFile (file) / cuLibraryLoadData
+ *                                   (data) -> id
+ *   libmodule ID | libglobal ID NAME   cuLibraryGetModule / cuLibraryGetGlobal of library
+ *                                   ID in the current context -> bytes (libglobal)
+ *   graphalloc B                    a graph of one memory alloc node of B bytes on device 0,
+ *                                   instantiated -> id (free: cuGraphExecDestroy and
+ *                                   cuGraphDestroy; rc 500 when the driver has no
+ *                                   cuGraphAddMemAllocNode)
+ *   graphlaunch ID | graphfree ID   cuGraphLaunch + cuStreamSynchronize / cuMemFree of the
+ *                                   graph's allocation (also after the graph's `free`)
  *   pretain | prelease | preset     cuDevicePrimaryCtxRetain (made current) /
  *                                   cuDevicePrimaryCtxRelease_v2 / cuDevicePrimaryCtxReset_v2
  *   free ID                         the matching free/destroy/release (vmm
@@ -93,13 +113,18 @@ enum obj_kind {
 	OBJ_VA,			/* VMM address reservation */
 	OBJ_ARRAY,
 	OBJ_MIPMAP,
-	OBJ_CTX,
+	OBJ_CTX,		/* size: its usage count (cuCtxAttach) */
+	OBJ_MODULE,
+	OBJ_LIBRARY,
+	OBJ_GEXEC,		/* value: the executable graph; graph, dptr: see struct obj */
 };
 
 struct obj {
 	enum obj_kind kind;
 	uint64_t value;		/* pointer, handle or address */
 	uint64_t size;		/* bytes asked for (0 for a retained handle) */
+	uint64_t graph;		/* OBJ_GEXEC: its graph */
+	uint64_t dptr;		/* OBJ_GEXEC: the alloc node's address */
 };
 
 /* Slot 0 is never used, so that id 0 can mean "none". Single-threaded (serve/alloc). */
@@ -241,6 +266,17 @@ static CUresult obj_free(struct obj *o)
 		r = cuCtxDestroy((CUcontext)(uintptr_t)o->value);
 		if (r == CUDA_SUCCESS)
 			r = cuCtxSetCurrent(qc_primary);
+		break;
+	case OBJ_MODULE:
+		r = cuModuleUnload((CUmodule)(uintptr_t)o->value);
+		break;
+	case OBJ_LIBRARY:
+		r = cuLibraryUnload((CUlibrary)(uintptr_t)o->value);
+		break;
+	case OBJ_GEXEC:
+		r = cuGraphExecDestroy((CUgraphExec)(uintptr_t)o->value);
+		if (r == CUDA_SUCCESS)
+			r = cuGraphDestroy((CUgraph)(uintptr_t)o->graph);
 		break;
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
@@ -696,7 +732,226 @@ static CUresult cmd_ctx(char **argv)
 	/* The new context was made current: later commands run in the primary one. */
 	if (r == CUDA_SUCCESS)
 		named(cuCtxSetCurrent(qc_primary), "cuCtxSetCurrent");
-	return reply_new(r, OBJ_CTX, (uintptr_t)c, 0);
+	return reply_new(r, OBJ_CTX, (uintptr_t)c, 1);
+}
+
+static CUresult cmd_use(char **argv)
+{
+	struct obj *o = obj_get(argv[1], OBJ_CTX);
+
+	if (strcmp(argv[1], "primary") == 0)
+		return reply(cuCtxSetCurrent(qc_primary), NULL);
+	if (!o)
+		return bad("context", argv[1]);
+	return reply(cuCtxSetCurrent((CUcontext)(uintptr_t)o->value), NULL);
+}
+
+/* cuCtxAttach/Detach are deprecated in cuda.h (since CUDA 4.0) and still used: PyCUDA. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static CUresult cmd_attach(char **argv)
+{
+	CUcontext c = NULL;
+	CUresult r;
+
+	(void)argv;
+	r = cuCtxAttach(&c, 0);
+	for (unsigned i = 1; r == CUDA_SUCCESS && i < nobjs; i++)
+		if (objs[i].kind == OBJ_CTX && objs[i].value == (uintptr_t)c)
+			objs[i].size++;
+	return reply(r, NULL);
+}
+
+static CUresult cmd_detach(char **argv)
+{
+	struct obj *o = obj_get(argv[1], OBJ_CTX);
+	CUresult r;
+
+	/* The last reference of the primary context ends it: nothing is current then. */
+	if (strcmp(argv[1], "primary") == 0)
+		return reply(cuCtxDetach(qc_primary), NULL);
+	if (!o)
+		return bad("context", argv[1]);
+	r = cuCtxDetach((CUcontext)(uintptr_t)o->value);
+	if (r == CUDA_SUCCESS && --o->size == 0)
+		o->kind = OBJ_NONE;
+	if (r == CUDA_SUCCESS)
+		r = cuCtxSetCurrent(qc_primary);
+	return reply(r, NULL);
+}
+
+static CUresult cmd_ctxloop(char **argv)
+{
+	CUresult r = CUDA_SUCCESS;
+	uint64_t n, i;
+	CUcontext c;
+
+	if (!arg_u64(argv[1], &n))
+		return bad("count", argv[1]);
+	for (i = 0; i < n && r == CUDA_SUCCESS; i++) {
+		r = cuCtxCreate_v4(&c, NULL, 0, qc_dev);
+		if (r == CUDA_SUCCESS)
+			r = cuCtxDetach(c);
+	}
+	named(cuCtxSetCurrent(qc_primary), "cuCtxSetCurrent");
+	return reply(r, "n=%llu", (unsigned long long)(r == CUDA_SUCCESS ? i : i - 1));
+}
+#pragma GCC diagnostic pop
+
+/* A whole file plus a NUL (PTX is text), malloc'ed; NULL when unreadable. */
+static void *read_image(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+		buf[n] = '\0';
+	} else {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	return buf;
+}
+
+static CUresult cmd_module(char **argv)
+{
+	CUmodule m = NULL;
+	void *img = NULL;
+	CUresult r;
+
+	if (strcmp(argv[1], "file") == 0) {
+		r = cuModuleLoad(&m, argv[2]);
+		return reply_new(r, OBJ_MODULE, (uintptr_t)m, 0);
+	}
+	img = read_image(argv[2]);
+	if (!img)
+		return bad("image", argv[2]);
+	if (strcmp(argv[1], "data") == 0)
+		r = cuModuleLoadData(&m, img);
+	else if (strcmp(argv[1], "dataex") == 0)
+		r = cuModuleLoadDataEx(&m, img, 0, NULL, NULL);
+	else if (strcmp(argv[1], "fatbin") == 0)
+		r = cuModuleLoadFatBinary(&m, img);
+	else
+		r = (CUresult)-1;
+	free(img);
+	if (r == (CUresult)-1)
+		return bad("how", argv[1]);
+	return reply_new(r, OBJ_MODULE, (uintptr_t)m, 0);
+}
+
+static CUresult cmd_library(char **argv)
+{
+	CUlibrary l = NULL;
+	void *img;
+	CUresult r;
+
+	if (strcmp(argv[1], "file") == 0) {
+		r = cuLibraryLoadFromFile(&l, argv[2], NULL, NULL, 0, NULL, NULL, 0);
+		return reply_new(r, OBJ_LIBRARY, (uintptr_t)l, 0);
+	}
+	if (strcmp(argv[1], "data") != 0)
+		return bad("how", argv[1]);
+	img = read_image(argv[2]);
+	if (!img)
+		return bad("image", argv[2]);
+	r = cuLibraryLoadData(&l, img, NULL, NULL, 0, NULL, NULL, 0);
+	free(img);
+	return reply_new(r, OBJ_LIBRARY, (uintptr_t)l, 0);
+}
+
+static CUresult cmd_libmodule(char **argv)
+{
+	struct obj *o = obj_get(argv[1], OBJ_LIBRARY);
+	CUmodule m;
+
+	if (!o)
+		return bad("library", argv[1]);
+	return reply(cuLibraryGetModule(&m, (CUlibrary)(uintptr_t)o->value), NULL);
+}
+
+typedef CUresult (*add_alloc_node_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+				      CUDA_MEM_ALLOC_NODE_PARAMS *);
+
+/* Looked up by name: cusim may not have memory nodes, and then the command says so. */
+static CUresult cmd_graphalloc(char **argv)
+{
+	add_alloc_node_fn add = (add_alloc_node_fn)dlsym(RTLD_DEFAULT, "cuGraphAddMemAllocNode");
+	CUDA_MEM_ALLOC_NODE_PARAMS p;
+	CUgraph g = NULL;
+	CUgraphExec x = NULL;
+	CUgraphNode n;
+	uint64_t b;
+	unsigned id;
+	CUresult r;
+
+	if (!arg_u64(argv[1], &b))
+		return bad("size", argv[1]);
+	if (!add)
+		return reply(CUDA_ERROR_NOT_FOUND, "error=no-cuGraphAddMemAllocNode");
+	memset(&p, 0, sizeof(p));
+	p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	p.poolProps.location.id = qc_dev;
+	p.bytesize = b;
+	r = cuGraphCreate(&g, 0);
+	if (r == CUDA_SUCCESS)
+		r = add(&n, g, NULL, 0, &p);
+	if (r == CUDA_SUCCESS)
+		r = cuGraphInstantiateWithFlags(&x, g, 0);
+	if (r != CUDA_SUCCESS) {
+		if (g)
+			cuGraphDestroy(g);
+		return reply(r, NULL);
+	}
+	id = obj_add(OBJ_GEXEC, (uintptr_t)x, b);
+	if (!id)
+		return reply(CUDA_ERROR_OUT_OF_MEMORY, "error=object-table-full");
+	objs[id].graph = (uintptr_t)g;
+	objs[id].dptr = p.dptr;
+	return reply(r, "id=%u", id);
+}
+
+static CUresult cmd_graphlaunch(char **argv)
+{
+	struct obj *o = obj_get(argv[1], OBJ_GEXEC);
+	CUresult r;
+
+	if (!o)
+		return bad("graph", argv[1]);
+	r = cuGraphLaunch((CUgraphExec)(uintptr_t)o->value, NULL);
+	if (r == CUDA_SUCCESS)
+		r = cuStreamSynchronize(NULL);
+	return reply(r, NULL);
+}
+
+/* The graph's allocation outlives the graph: its id still names it after `free`. */
+static CUresult cmd_graphfree(char **argv)
+{
+	char *end;
+	unsigned long v = strtoul(argv[1], &end, 10);
+
+	if (*end || v == 0 || v >= nobjs || !objs[v].dptr)
+		return bad("graph", argv[1]);
+	return reply(cuMemFree(objs[v].dptr), NULL);
+}
+
+static CUresult cmd_libglobal(char **argv)
+{
+	struct obj *o = obj_get(argv[1], OBJ_LIBRARY);
+	CUdeviceptr p = 0;
+	size_t bytes = 0;
+	CUresult r;
+
+	if (!o)
+		return bad("library", argv[1]);
+	r = cuLibraryGetGlobal(&p, &bytes, (CUlibrary)(uintptr_t)o->value, argv[2]);
+	return reply(r, "bytes=%zu", bytes);
 }
 
 static CUresult cmd_pretain(char **argv)
@@ -822,6 +1077,12 @@ static const struct cmd cmds[] = {
 	{"release", 1, cmd_release},	 {"array", 4, cmd_array},
 	{"array3d", 5, cmd_array3d},	 {"mipmap", 6, cmd_mipmap},
 	{"ctx", 0, cmd_ctx},		 {"pretain", 0, cmd_pretain},
+	{"use", 1, cmd_use},		 {"attach", 0, cmd_attach},
+	{"detach", 1, cmd_detach},	 {"ctxloop", 1, cmd_ctxloop},
+	{"module", 2, cmd_module},	 {"library", 2, cmd_library},
+	{"libmodule", 1, cmd_libmodule}, {"libglobal", 2, cmd_libglobal},
+	{"graphalloc", 1, cmd_graphalloc}, {"graphlaunch", 1, cmd_graphlaunch},
+	{"graphfree", 1, cmd_graphfree},
 	{"prelease", 0, cmd_prelease},	 {"preset", 0, cmd_preset},
 	{"freeasync", 1, cmd_freeasync}, {"free", 1, cmd_free},
 	{"freeall", 0, cmd_freeall},	 {"sync", 0, cmd_sync},

@@ -4,9 +4,12 @@
  * THREADS threads allocate and free memory of random sizes (1..MAXBYTES)
  * and kinds for SECONDS seconds against the group's limit, then free
  * everything and release the primary context. KINDS is a comma list of
- * device, managed, pitch, vmm, array, async (default: device,managed,pitch,vmm;
- * async allocates from the device's current pool, which keeps what it
- * reserved until the end).
+ * device, managed, pitch, vmm, array, async, pool, ctx (default:
+ * device,managed,pitch,vmm; async allocates from the device's current pool,
+ * pool from a pool of the thread's own (created at its first use, trimmed
+ * now and then, destroyed at the end), so that several pools grow at once;
+ * ctx creates a context, which costs its footprint, and destroys it when
+ * freed).
  * Sizes are whole multiples of what cusim charges (512 bytes; 2 MiB for
  * vmm) so that the group's charge equals the simulated device's.
  *
@@ -31,16 +34,27 @@
 #define VMM_GRAIN (2ull << 20)
 #define SIM_ALIGN 512ull
 
-enum skind { SK_DEVICE, SK_MANAGED, SK_PITCH, SK_VMM, SK_ARRAY, SK_ASYNC, SK_COUNT };
+enum skind {
+	SK_DEVICE,
+	SK_MANAGED,
+	SK_PITCH,
+	SK_VMM,
+	SK_ARRAY,
+	SK_ASYNC,
+	SK_POOL,
+	SK_CTX,
+	SK_COUNT
+};
 
-static const char *const skind_names[SK_COUNT] = {"device", "managed", "pitch",
-						  "vmm",    "array",   "async"};
+static const char *const skind_names[SK_COUNT] = {"device", "managed", "pitch", "vmm",
+						  "array",  "async",   "pool",  "ctx"};
 
 struct held {
 	enum skind kind;
 	CUdeviceptr ptr;		/* device pointer or VMM address */
 	CUmemGenericAllocationHandle handle;	/* vmm: 0 once released */
 	CUarray array;
+	CUcontext ctx;
 	uint64_t size;
 };
 
@@ -50,6 +64,7 @@ struct worker {
 	unsigned long allocs, frees, ooms, errors;
 	unsigned nheld;
 	struct held held[MAX_HELD];
+	CUmemoryPool pool;	/* SK_POOL: the thread's own, NULL until first used */
 };
 
 static struct {
@@ -156,6 +171,29 @@ static bool alloc_one(struct worker *w, struct held *h)
 	case SK_ASYNC:
 		h->size = size;
 		return outcome(w, cuMemAllocAsync(&h->ptr, size, NULL), "cuMemAllocAsync");
+	case SK_POOL:
+		h->size = size;
+		if (!w->pool) {
+			CUmemPoolProps props = {
+				.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+				.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = qc_dev},
+			};
+
+			if (!outcome(w, cuMemPoolCreate(&w->pool, &props), "cuMemPoolCreate")) {
+				w->pool = NULL;
+				return false;
+			}
+		}
+		/* Now and then the pool gives back what it does not use. */
+		if (rand_r(&w->seed) % 8 == 0)
+			outcome(w, cuMemPoolTrimTo(w->pool, 0), "cuMemPoolTrimTo");
+		return outcome(w, cuMemAllocFromPoolAsync(&h->ptr, size, w->pool, NULL),
+			       "cuMemAllocFromPoolAsync");
+	case SK_CTX:
+		/* cuCtxCreate makes the new context current: pop it, the primary stays ours. */
+		if (!outcome(w, cuCtxCreate(&h->ctx, NULL, 0, qc_dev), "cuCtxCreate"))
+			return false;
+		return outcome(w, cuCtxPopCurrent(NULL), "cuCtxPopCurrent");
 	default:
 		return false;
 	}
@@ -184,7 +222,11 @@ static void free_one(struct worker *w, struct held *h)
 		outcome(w, cuArrayDestroy(h->array), "cuArrayDestroy");
 		break;
 	case SK_ASYNC:
+	case SK_POOL:
 		outcome(w, cuMemFreeAsync(h->ptr, NULL), "cuMemFreeAsync");
+		break;
+	case SK_CTX:
+		outcome(w, cuCtxDestroy(h->ctx), "cuCtxDestroy");
 		break;
 	default:
 		break;
@@ -215,6 +257,8 @@ static void *work(void *arg)
 	}
 	while (w->nheld)
 		free_one(w, &w->held[--w->nheld]);
+	if (w->pool && outcome(w, cuStreamSynchronize(NULL), "cuStreamSynchronize"))
+		outcome(w, cuMemPoolDestroy(w->pool), "cuMemPoolDestroy");
 	return NULL;
 }
 
@@ -253,7 +297,7 @@ int qc_stress_main(int argc, char **argv)
 	    !parse_kinds(argc == 5 ? argv[4] : "device,managed,pitch,vmm") || threads == 0 ||
 	    threads > MAX_THREADS || cfg.maxbytes == 0) {
 		fprintf(stderr, "usage: " QC_PROG " stress THREADS(1..%d) SECONDS MAXBYTES SEED "
-				"[KINDS: comma list of device,managed,pitch,vmm,array,async]\n",
+				"[KINDS: comma list of device,managed,pitch,vmm,array,async,pool,ctx]\n",
 			MAX_THREADS);
 		return QC_EXIT_USAGE;
 	}

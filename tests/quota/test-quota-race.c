@@ -171,13 +171,9 @@ static void test_race_limit_holds(void **state)
  * Stream-ordered allocation from the device's pool, by 4 threads a process:
  * the pool's growth must stay within the limit too. Pools keep what they
  * reserved until their process ends: usage is 0 once all slots are
- * reclaimed.
- *
- * The group's counter never passes the limit. The device may: at the limit,
- * a block the pool's spare reserve should hold is tried without a
- * reservation, and when the spare was too fragmented the pool grows and the
- * block is undone before the call returns (docs/libcuslice.md). That is at
- * most one block (64 MiB here) per process at any instant.
+ * reclaimed. Every pool allocation reserves the most it can add to its pool
+ * before the driver is asked, so neither the group's counter nor the
+ * device (NVML) ever passes the limit.
  */
 static void test_race_async_limit_holds(void **state)
 {
@@ -190,7 +186,28 @@ static void test_race_async_limit_holds(void **state)
 	assert_int_equal(qt_live_slots(&h), 0);
 	assert_int_equal(qt_used(&h), 0);
 	assert_true(s.max_used <= RACE_LIMIT);
-	assert_true(s.max_phys <= RACE_LIMIT + RACE_PROCS * 64 * MiB);
+	assert_true(s.max_phys <= RACE_LIMIT);
+}
+
+/*
+ * Concurrent pools: every thread of every process grows a pool of its own
+ * (cuMemPoolCreate + cuMemAllocFromPoolAsync, trimmed now and then) next to
+ * the device's pool: 20 pools at once, none of which may take the device
+ * past the limit (NVML sampled).
+ */
+static void test_race_pools_limit_holds(void **state)
+{
+	struct cs_group_handle h;
+	struct sampler s;
+
+	(void)state;
+	race("qr-pools", "pool,async", &h, &s);
+	assert_true(cs_group_reclaim(&h) >= 0);
+	assert_int_equal(qt_live_slots(&h), 0);
+	assert_int_equal(qt_used(&h), 0);
+	assert_true(s.max_used <= RACE_LIMIT);
+	assert_true(s.phys_samples >= 10);
+	assert_true(s.max_phys <= RACE_LIMIT);
 }
 
 /* Waits until the stress process's slot holds more than its context (it is mid-work). */
@@ -305,6 +322,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_race_limit_holds, qt_end),
 		cmocka_unit_test_teardown(test_race_async_limit_holds, qt_end),
+		cmocka_unit_test_teardown(test_race_pools_limit_holds, qt_end),
 		cmocka_unit_test_teardown(test_kill9_mid_allocation, qt_end),
 		cmocka_unit_test_teardown(test_kill9_library_reclaims, qt_end),
 	};

@@ -99,8 +99,7 @@ int sys_metrics_port(void)
 	return d.port;
 }
 
-/* A TCP port on 127.0.0.1 that nobody listens on right now. */
-static int free_port(void)
+int sys_free_port(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
@@ -234,7 +233,7 @@ void sys_daemon_start(void)
 	uint64_t deadline = qt_now_ms() + START_TIMEOUT_MS;
 
 	assert_int_equal(d.pid, 0);
-	d.port = free_port();
+	d.port = sys_free_port();
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", d.port);
 	argv[n++] = (char *)cusliced_path;
 	argv[n++] = "--socket";
@@ -525,25 +524,36 @@ static void group_env(char *out[24], char group_var[128], const char *group, cha
 	out[n] = NULL;
 }
 
-void sys_holder(struct qt_proc *p, const char *group, const char *bytes, char *const env[])
+void sys_holder_spawn(struct qt_proc *p, const char *group, const char *bytes,
+		      char *const env[])
 {
 	char group_var[128];
 	char *envv[24];
 	char *argv[] = {(char *)sys_client("cs-alloc"), "--bytes", (char *)bytes,
 			"--verify", "sample", "--hold-until-signal", NULL};
-	const char *line;
 
 	group_env(envv, group_var, group, env);
 	qt_spawn(p, argv, envv, true);
+}
+
+void sys_holder_ready(struct qt_proc *p)
+{
+	const char *line;
+
 	while ((line = qt_read_line(p, 60000)) != NULL && strcmp(line, "ready") != 0)
 		;
 	if (!line) {
 		int st = qt_kill(p, SIGKILL);
 
-		print_error("cs-alloc --bytes %s (group %s) ended (status %d) before `ready`\n",
-			    bytes, group ? group : "-", st);
+		print_error("cs-alloc (pid %d) ended (status %d) before `ready`\n", (int)p->pid, st);
 		fail();
 	}
+}
+
+void sys_holder(struct qt_proc *p, const char *group, const char *bytes, char *const env[])
+{
+	sys_holder_spawn(p, group, bytes, env);
+	sys_holder_ready(p);
 }
 
 void sys_serve(struct qt_proc *p, const char *group, char *const env[])

@@ -90,6 +90,9 @@ void sys_daemon_start(void);
 /* Sends sig to the daemon and reaps it; returns its exit status (128+signal when killed). */
 int sys_daemon_signal(int sig);
 
+/* A TCP port on 127.0.0.1 that nobody listens on right now. */
+int sys_free_port(void);
+
 /* The running daemon's pid (0 when none), its metrics port. */
 pid_t sys_daemon_pid(void);
 int sys_metrics_port(void);
@@ -239,6 +242,10 @@ void sys_assert_contains_(const char *haystack, const char *needle, const char *
  * `ready` (fails the test when it ends first). SIGTERM makes it free and exit 0.
  */
 void sys_holder(struct qt_proc *p, const char *group, const char *bytes, char *const env[]);
+/* sys_holder in two steps: start it; wait for its `ready`. */
+void sys_holder_spawn(struct qt_proc *p, const char *group, const char *bytes,
+		      char *const env[]);
+void sys_holder_ready(struct qt_proc *p);
 
 /*
  * Starts `quota-client serve` (tests/quota; CS_QUOTA_CLIENT) under
@@ -263,6 +270,20 @@ int sys_ipc_register(int fd, const char *group, const char *token, struct cs_ipc
 
 /* Reads one message within timeout_ms (same returns as sys_ipc_register). */
 int sys_ipc_recv(int fd, struct cs_ipc_msg *msg, int timeout_ms);
+
+/*
+ * The descriptor the last message received carried (REGISTERED: the
+ * group's region), or -1. A caller that keeps it sets sys_ipc_fd = -1;
+ * otherwise the next receive closes it.
+ */
+extern int sys_ipc_fd;
+
+/*
+ * Group `group`'s region as the daemon hands it out: registers by hand (a
+ * registration of this test process, let go at once) and maps the
+ * descriptor that came with REGISTERED into *h (not registered in it).
+ */
+void sys_region(struct cs_group_handle *h, const char *group);
 
 /*
  * True when the peer closes fd (EOF or reset) within timeout_ms; what it

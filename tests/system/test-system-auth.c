@@ -6,6 +6,7 @@
  * a group whose policy requires the daemon fails closed without it.
  */
 #include "sys.h"
+#include "stage.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -66,6 +67,31 @@ static int setup_token(void **state)
 	return 0;
 }
 
+/*
+ * What nobody runs, copied where nobody can reach it (stage.h): the build
+ * tree may lie where only root may enter. The client, libcuslice, cusim's
+ * libraries (LD_LIBRARY_PATH=stage names them), the CLI.
+ */
+static struct {
+	struct stage stage;
+	char client[PATH_MAX], preload[PATH_MAX], cli[PATH_MAX];
+} nob;
+
+static void stage_for_nobody(void)
+{
+	const char *ld_path = getenv("LD_LIBRARY_PATH");
+
+	assert_int_equal(stage_open(&nob.stage), 0);
+	assert_int_equal(
+	    stage_add(&nob.stage, sys_client("cs-alloc"), NULL, nob.client, sizeof(nob.client)), 0);
+	assert_int_equal(
+	    stage_add(&nob.stage, getenv("CS_PRELOAD"), NULL, nob.preload, sizeof(nob.preload)), 0);
+	assert_int_equal(
+	    stage_add(&nob.stage, getenv("CS_CUSLICE"), NULL, nob.cli, sizeof(nob.cli)), 0);
+	assert_int_equal(stage_add_lib(&nob.stage, ld_path, "libcuda.so.1"), 0);
+	assert_int_equal(stage_add_lib(&nob.stage, ld_path, "libnvidia-ml.so.1"), 0);
+}
+
 static int setup_uid(void **state)
 {
 	(void)state;
@@ -73,9 +99,16 @@ static int setup_uid(void **state)
 		/* Another uid needs root to become; cmocka's skip() counts it as skipped. */
 		return 0;
 	}
+	stage_for_nobody();
 	/* The socket's group lets nobody's group connect; authorization is the daemon's. */
 	sys_begin("sysuid", "socket_group = nogroup");
 	return 0;
+}
+
+static int end_uid(void **state)
+{
+	stage_close(&nob.stage);
+	return sys_end(state);
 }
 
 /* Reads the daemon's answer to a raw REGISTER into r (no cmocka assertions: runs in children). */
@@ -178,10 +211,11 @@ static double metric_value(const char *name)
 static void test_system_other_uid(void **state)
 {
 	const char *g = qt_group("nob");
-	char gvar[96];
-	char *env[] = {gvar, "CUSLICE_DAEMON=required", NULL};
+	char gvar[96], ld_preload[PATH_MAX + 16], ld_path[PATH_MAX + 32];
+	char *env[] = {gvar, ld_preload, ld_path, "CUSLICE_DAEMON=required", NULL};
 	char *argv[] = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-			(char *)sys_client("cs-alloc"), "--bytes", "64MiB", NULL};
+			nob.client, "--bytes", "64MiB", NULL};
+	char want[PATH_MAX + 64];
 	struct peer_result r;
 	struct sys_out o;
 	struct stat st;
@@ -207,12 +241,14 @@ static void test_system_other_uid(void **state)
 
 	/* The library under another uid: refused, and it fails closed. */
 	snprintf(gvar, sizeof(gvar), "CUSLICE_GROUP=%s", g);
-	sys_run(argv, env, true, &o, 60000);
+	snprintf(ld_preload, sizeof(ld_preload), "LD_PRELOAD=%s", nob.preload);
+	snprintf(ld_path, sizeof(ld_path), "LD_LIBRARY_PATH=%s", nob.stage.dir);
+	sys_run(argv, env, false, &o, 60000);
 	sys_assert_status(&o, 1);
 	sys_assert_contains(o.err, "cusliced refused this process");
 	/* A refusal fails closed in the default mode too (CUSLICE_DAEMON=optional). */
-	env[1] = NULL;
-	sys_run(argv, env, true, &o, 60000);
+	env[3] = NULL;
+	sys_run(argv, env, false, &o, 60000);
 	sys_assert_status(&o, 1);
 	sys_assert_contains(o.err, "cusliced refused this process");
 	/* Nothing of it was registered. */
@@ -221,23 +257,24 @@ static void test_system_other_uid(void **state)
 	/* The CLI of another uid gets the daemon's refusal: exit 1. */
 	{
 		char *cli[] = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-			       getenv("CS_CUSLICE"), "--socket", (char *)sys_sock(), "status",
-			       NULL};
+			       nob.cli, "--socket", (char *)sys_sock(), "status", NULL};
 
 		sys_run(cli, NULL, false, &o, 60000);
 		sys_assert_status(&o, 1);
-		assert_true(o.err[0] != '\0');
+		sys_assert_contains(o.err, "cuslice: permission denied: uid 65534");
 	}
 
 	/* A user outside the socket's group cannot even connect: the CLI says so, exit 1. */
 	{
 		char *cli[] = {"setpriv", "--reuid=65534", "--regid=1", "--clear-groups",
-			       getenv("CS_CUSLICE"), "--socket", (char *)sys_sock(), "status",
-			       NULL};
+			       nob.cli, "--socket", (char *)sys_sock(), "status", NULL};
 
 		sys_run(cli, NULL, false, &o, 60000);
 		sys_assert_status(&o, 1);
-		sys_assert_contains(o.err, "Permission denied");
+		/* The CLI's words, not setpriv's "failed to execute ...: Permission denied". */
+		snprintf(want, sizeof(want),
+			 "cuslice: cannot connect to cusliced at %s: Permission denied", sys_sock());
+		sys_assert_contains(o.err, want);
 	}
 
 	assert_true(metric_value("cuslice_ipc_refused_total") >= 3);
@@ -433,20 +470,34 @@ static void test_system_membership(void **state)
 	sys_run(argv, env, true, &o, 60000);
 	sys_assert_status(&o, 0);
 	sys_assert_contains(o.out, "total=1073741824");
-	qt_region_open(&h, q);
+	sys_region(&h, q);
 	assert_int_equal(atomic_load(&h.g->flags), CS_GROUP_MANAGED | CS_GROUP_DAEMON_REQUIRED);
 
-	/* ...and fail closed without it; a group without the requirement runs standalone. */
+	/*
+	 * ...and fail closed without it, like every process of a node whose
+	 * daemon does not answer: the socket file stays when it stops, and a
+	 * process waits CUSLICE_DAEMON_WAIT for it, then fails closed.
+	 */
 	assert_int_equal(sys_daemon_signal(SIGTERM), 0);
-	sys_run(argv, env, true, &o, 60000);
-	sys_assert_status(&o, 1);
-	sys_assert_contains(o.err, "its policy requires cusliced, which is not reachable");
-	sys_assert_contains(o.err, sys_sock());
-	snprintf(gvar, sizeof(gvar), "CUSLICE_GROUP=%s", "free-group");
+	{
+		char *wait_env[] = {gvar, "CUSLICE_DAEMON_WAIT=300ms", NULL};
+
+		sys_run(argv, wait_env, true, &o, 60000);
+		sys_assert_status(&o, 1);
+		sys_assert_contains(o.err, "exists but registration failed");
+		sys_assert_contains(o.err, sys_sock());
+		snprintf(gvar, sizeof(gvar), "CUSLICE_GROUP=%s", "free-group");
+		sys_run(argv, wait_env, true, &o, 60000);
+		sys_assert_status(&o, 1);
+		sys_assert_contains(o.err, "CUSLICE_DAEMON_WAIT");
+	}
+	/* With the socket removed (the daemon retired), processes run standalone... */
+	assert_int_equal(unlink(sys_sock()), 0);
 	sys_run(argv, env, true, &o, 60000);
 	sys_assert_status(&o, 0);
 	{
-		char *req[] = {gvar, "CUSLICE_DAEMON=required", NULL};
+		/* ...unless they require a daemon. */
+		char *req[] = {gvar, "CUSLICE_DAEMON=required", "CUSLICE_DAEMON_WAIT=200ms", NULL};
 
 		sys_run(argv, req, true, &o, 60000);
 		sys_assert_status(&o, 1);
@@ -493,7 +544,7 @@ static void test_system_membership(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_system_other_uid, setup_uid, sys_end),
+		cmocka_unit_test_setup_teardown(test_system_other_uid, setup_uid, end_uid),
 		cmocka_unit_test_setup_teardown(test_system_token, setup_token, sys_end),
 		cmocka_unit_test_setup_teardown(test_system_membership, setup_membership,
 						sys_end),

@@ -151,7 +151,6 @@ static void test_system_hostile_ipc(void **state)
 		struct cs_ipc_registered ok = {.version = CS_IPC_VERSION};
 
 		snprintf(ok.group, sizeof(ok.group), "x");
-		snprintf(ok.shm_dir, sizeof(ok.shm_dir), "/tmp");
 		n = cs_ipc_encode(CS_IPC_REGISTERED, 1, &ok, buf, sizeof(buf));
 		expect_closed("REGISTERED from a client", buf, n);
 	}
@@ -213,7 +212,16 @@ static void test_system_hostile_ipc(void **state)
 	assert_int_equal(sys_ipc_register(fd, "hostile-good", NULL, &m), 0);
 	assert_int_equal(m.h.type, CS_IPC_REGISTERED);
 	assert_string_equal(m.u.ok.group, "hostile-good");
-	assert_string_equal(m.u.ok.shm_dir, sys_dir());
+	/* With its group's region: sealed, of that group. */
+	{
+		struct cs_group_handle h;
+
+		assert_true(sys_ipc_fd >= 0);
+		assert_int_equal(cs_group_attach_fd(&h, sys_ipc_fd, "hostile-good"), 0);
+		sys_ipc_fd = -1;
+		assert_int_equal(cs_group_register_slot(&h, (int)m.u.ok.slot), (int)m.u.ok.slot);
+		cs_group_close(&h);
+	}
 	n = cs_ipc_encode(CS_IPC_PING, 7, &ping, buf, sizeof(buf));
 	sys_send(fd, buf, n);
 	assert_int_equal(sys_ipc_recv(fd, &m, CLOSE_MS), 0);

@@ -1,9 +1,10 @@
 /*
  * The daemon comes and goes, processes die: a daemon killed (-9) and
  * restarted while clients allocate costs them nothing and leaves the
- * accounting exact; what dead processes held leaves their group at once
- * (their connection's end) or within the periodic reclaim (processes
- * registered before a restart, which have no connection to the new daemon).
+ * accounting exact (the new daemon finds its regions and their members
+ * through /proc); what dead processes held leaves their group at once
+ * (their pidfd), registered before a restart or not; a process that starts
+ * while the daemon is away waits for it.
  */
 #include "sys.h"
 
@@ -110,9 +111,14 @@ static void test_system_restart_under_load(void **state)
 
 	qt_sleep_ms(700);
 	assert_int_equal(sys_daemon_signal(SIGKILL), 128 + SIGKILL);
-	/* A process that starts while the daemon is down runs standalone, on the same region. */
-	sys_holder(&h3, g, "100MiB", NULL);
+	/*
+	 * A process that starts while the daemon is down waits for it (the
+	 * socket file says the node is managed), then registers in its group.
+	 */
+	sys_holder_spawn(&h3, g, "100MiB", NULL);
+	qt_sleep_ms(300);
 	sys_daemon_start();
+	sys_holder_ready(&h3);
 	qt_sleep_ms(600);
 	assert_int_equal(sys_daemon_signal(SIGKILL), 128 + SIGKILL);
 	sys_daemon_start();
@@ -144,7 +150,7 @@ static void test_system_restart_under_load(void **state)
 			 2 * GiB);
 	cJSON_Delete(j);
 
-	/* A process registered with an earlier daemon dies: the periodic reclaim takes it back. */
+	/* A process registered with an earlier daemon dies: its pidfd says so at once. */
 	qt_kill(&h1, SIGKILL);
 	fprintf(stderr, "pre-restart process reclaimed in %" PRIu64 " ms\n",
 		sys_wait_group(g, expect - 200 * MiB - QT_CTX, 3, SYS_REFRESH_MS));
@@ -157,6 +163,58 @@ static void test_system_restart_under_load(void **state)
 	assert_int_equal(qt_kill(&h4, SIGTERM), 0);
 	sys_wait_group(g, 0, 0, SYS_REFRESH_MS);
 	sys_wait_gpu_used(0, SYS_REFRESH_MS);
+}
+
+/*
+ * A policy keyed by GPU index survives a restart: the new daemon knows the
+ * GPUs before it applies the policy to the regions it recovers. Once it
+ * applied {"default": 0, "0": ...} without them: the running group's limit
+ * read 0 until the first backstop tick (allocations refused, and a backstop
+ * that compared with it killed the group's processes). Two threads allocate
+ * all along, never near the limit: not one refusal.
+ */
+static void test_system_restart_index_policy(void **state)
+{
+	const char *g = qt_group("byindex");
+	char group_var[128];
+	char *env[] = {group_var, NULL};
+	char *argv[] = {(char *)sys_quota_client(), "stress", "2", "5", "4MiB", "21", "device",
+			NULL};
+	struct qt_proc s;
+	const char *line;
+	cJSON *j;
+
+	(void)state;
+	j = sys_put_group(g, "{\"memory_limit\": {\"default\": 0, \"0\": \"2GiB\"}, "
+			     "\"on_violation\": \"kill\"}");
+	cJSON_Delete(j);
+	snprintf(group_var, sizeof(group_var), "CUSLICE_GROUP=%s", g);
+	qt_spawn(&s, argv, env, true);
+	line = qt_read_line(&s, 60000);
+	assert_non_null(line);
+	assert_int_equal(strncmp(line, "ready ", 6), 0);
+	qt_send(&s, "go");
+	for (int i = 0; i < 3; i++) {
+		qt_sleep_ms(800);
+		assert_int_equal(sys_daemon_signal(SIGKILL), 128 + SIGKILL);
+		sys_daemon_start();
+	}
+	while ((line = qt_read_line(&s, 60000)) != NULL && strncmp(line, "stress ", 7) != 0)
+		;
+	assert_non_null(line);
+	fprintf(stderr, "pid %d: %s\n", (int)s.pid, line);
+	/* 2 threads x 64 blocks x 4 MiB at most: never near 2 GiB. */
+	assert_int_equal(qt_val(line, "ooms"), 0);
+	assert_int_equal(qt_val(line, "errors"), 0);
+	assert_int_equal(qt_finish(&s), 0);
+	assert_false(sys_log_contains("over_quota"));
+	j = sys_group(g);
+	assert_int_equal(sys_u64(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "devices"),
+						    0),
+				 "memory_limit"),
+			 2 * GiB);
+	cJSON_Delete(j);
+	sys_wait_group(g, 0, 0, SYS_REFRESH_MS);
 }
 
 /* ---- 4. dead-process reclamation ---- */
@@ -185,7 +243,7 @@ static void test_system_reclaim(void **state)
 	{
 		struct cs_group_handle h;
 
-		qt_region_open(&h, g);
+		assert_true(qt_region_of_pid(&h, keeper.pid, g));
 		assert_int_equal(qt_live_slots(&h), 1);
 		assert_int_equal(qt_used(&h), 128 * MiB + QT_CTX);
 	}
@@ -202,23 +260,18 @@ static void test_system_reclaim(void **state)
 	sys_wait_group(g, 0, 0, SYS_REFRESH_MS);
 }
 
-/* ---- idle sessions expire ---- */
-
-static int setup_ttl(void **state)
-{
-	(void)state;
-	sys_begin("systtl", "session_ttl = 2s");
-	return 0;
-}
+/* ---- registered means holding a connection or a slot ---- */
 
 /*
- * A registration whose connection is gone while its process lives on (this
- * test program: it registers by hand, then hangs up) outlives the
- * connection by session_ttl, then expires.
+ * A process registered by hand (this test program) stays registered after
+ * it hangs up as long as it holds the slot the daemon gave it (a process
+ * that closed its socket but still maps its region); once it lets go of
+ * that too (as an exec does), it is registered no more, at once.
  */
-static void test_system_session_ttl(void **state)
+static void test_system_let_go(void **state)
 {
-	const char *g = qt_group("ttl");
+	const char *g = qt_group("letgo");
+	struct cs_group_handle h;
 	struct cs_ipc_msg m;
 	uint64_t start;
 	int fd;
@@ -227,22 +280,38 @@ static void test_system_session_ttl(void **state)
 	fd = sys_connect();
 	assert_int_equal(sys_ipc_register(fd, g, NULL, &m), 0);
 	assert_int_equal(m.h.type, CS_IPC_REGISTERED);
+	assert_true(sys_ipc_fd >= 0);
+	assert_int_equal(cs_group_attach_fd(&h, sys_ipc_fd, g), 0);
+	sys_ipc_fd = -1;
+	assert_int_equal(cs_group_register_slot(&h, (int)m.u.ok.slot), (int)m.u.ok.slot);
 	close(fd);
-	start = qt_now_ms();
+	qt_sleep_ms(500);	/* several ticks */
 	assert_true(listed(getpid(), g));
+	cs_group_close(&h);
+	start = qt_now_ms();
 	while (listed(getpid(), g)) {
-		if (qt_now_ms() - start > 2000 + SYS_REFRESH_MS) {
-			print_error("session of pid %d still listed %d ms after its connection "
-				    "closed (session_ttl 2 s)\n",
-				    (int)getpid(), 2000 + SYS_REFRESH_MS);
+		if (qt_now_ms() - start > SYS_REFRESH_MS) {
+			print_error("pid %d still listed %d ms after it let go of its slot\n",
+				    (int)getpid(), SYS_REFRESH_MS);
 			fail();
 		}
 		qt_sleep_ms(50);
 	}
-	fprintf(stderr, "idle session expired %" PRIu64 " ms after its connection closed\n",
+	fprintf(stderr, "registration ended %" PRIu64 " ms after the slot was let go\n",
 		qt_now_ms() - start);
-	/* Not before the TTL (less a tick of slack for when the daemon saw the hang-up). */
-	assert_true(qt_now_ms() - start >= 1000);
+	assert_true(sys_wait_event("unregistered", getpid(), 1000) >= 0);
+
+	/* Without ever taking its slot: gone with its connection. */
+	fd = sys_connect();
+	assert_int_equal(sys_ipc_register(fd, g, NULL, &m), 0);
+	assert_int_equal(m.h.type, CS_IPC_REGISTERED);
+	assert_true(listed(getpid(), g));
+	close(fd);
+	start = qt_now_ms();
+	while (listed(getpid(), g)) {
+		assert_true(qt_now_ms() - start < SYS_REFRESH_MS);
+		qt_sleep_ms(20);
+	}
 }
 
 int main(int argc, char **argv)
@@ -250,8 +319,10 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_system_restart_under_load, setup_plain,
 						sys_end),
+		cmocka_unit_test_setup_teardown(test_system_restart_index_policy, setup_plain,
+						sys_end),
 		cmocka_unit_test_setup_teardown(test_system_reclaim, setup_plain, sys_end),
-		cmocka_unit_test_setup_teardown(test_system_session_ttl, setup_ttl, sys_end),
+		cmocka_unit_test_setup_teardown(test_system_let_go, setup_plain, sys_end),
 	};
 
 	(void)argc;

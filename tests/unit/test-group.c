@@ -280,10 +280,11 @@ static void test_group_open_creates(void **state)
 	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++)
 		assert_int_equal(atomic_load(&H.g->dev[i].state), CS_GROUP_DEV_FREE);
 
-	/* 0660 whatever the umask; no temporary file left behind. */
+	/* 0600 whatever the umask (a standalone group is one user's); no temporary file left. */
 	region_path(path, sizeof(path), name);
 	assert_int_equal(stat(path, &st), 0);
-	assert_int_equal(st.st_mode & 07777, 0660);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_false(H.sealed);
 	assert_int_equal(st.st_size, sizeof(struct cs_group));
 	assert_int_equal(dir_entries(), 1);
 

@@ -9,6 +9,7 @@
  */
 #include "http-int.h"
 
+#include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -57,6 +58,35 @@ static void group_dev_labels(FILE *f, const struct cd_snap_group *g, const struc
 	fputc(',', f);
 	LABEL(f, "gpu", v->uuid);
 	fputc('}', f);
+}
+
+/*
+ * cuslice_group_info{group="G",label_KEY="VALUE",...} 1. The labels come
+ * from the stored policy the daemon validated (keys of the accepted form,
+ * metric names distinct); a policy that does not parse gives no labels
+ * rather than no sample. One series per group, so label churn never
+ * multiplies the per-GPU families.
+ */
+static void group_info(FILE *f, const struct cd_snap_group *g)
+{
+	cJSON *policy = g->policy_json ? cJSON_Parse(g->policy_json) : NULL;
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, "labels"), *it;
+	const cJSON *set = cJSON_IsObject(labels) ? labels : NULL;
+	char name[CD_LABEL_METRIC_NAME_LEN];
+	unsigned n = 0;
+
+	fputs("cuslice_group_info{", f);
+	LABEL(f, "group", g->name);
+	cJSON_ArrayForEach(it, set)
+	{
+		if (!cJSON_IsString(it) || n++ == CD_LABELS_MAX)
+			continue;
+		cd_label_metric_name(it->string, name, sizeof(name));
+		fputc(',', f);
+		label(f, name, it->valuestring, CD_LABEL_VALUE_MAX);
+	}
+	fputs("} 1\n", f);
+	cJSON_Delete(policy);
 }
 
 /* v / 10^digits, exactly, trailing zeros dropped: "0.3", "12", "1.000000001". */
@@ -196,6 +226,11 @@ static void render(FILE *f, const struct cd_snapshot *s)
 		LABEL(f, "group", s->groups[i].name);
 		fprintf(f, "} %u\n", s->groups[i].processes);
 	}
+
+	family(f, "cuslice_group_info", "gauge",
+	       "1 for every group; its labels (policy field labels) as label_<key>.");
+	for (unsigned i = 0; i < s->ngroups; i++)
+		group_info(f, &s->groups[i]);
 
 	family(f, "cuslice_bypass_detections_total", "counter",
 	       "Processes found using a GPU without being registered (bypassing libcuslice).");

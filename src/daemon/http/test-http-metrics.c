@@ -175,6 +175,31 @@ static void test_http_metrics_empty(void **state)
 	free(t);
 }
 
+/* One info sample per group, its policy labels as label_<key>, escaped. */
+static void test_http_metrics_group_info(void **state)
+{
+	char *t;
+
+	(void)state;
+	snprintf(fake.policies[0], sizeof(fake.policies[0]),
+		 "{\"memory_limit\":\"4GiB\",\"labels\":{\"k8s.pod\":\"web-0\","
+		 "\"k8s.namespace\":\"team-a\",\"slurm/job-id\":\"say \\\"hi\\\" \\\\o/\"}}");
+	t = cd_metrics_render(&fake.snap);
+	assert_non_null(t);
+	assert_line(t, "# TYPE cuslice_group_info gauge");
+	assert_line(t, "cuslice_group_info{group=\"train\",label_k8s_pod=\"web-0\","
+		       "label_k8s_namespace=\"team-a\",label_slurm_job_id=\"say \\\"hi\\\" \\\\o/\"} 1");
+	assert_line(t, "cuslice_group_info{group=\"pid-42\"} 1");
+	promtool_check(t);
+	free(t);
+	/* A stored policy that does not parse still gives the group its sample. */
+	snprintf(fake.policies[0], sizeof(fake.policies[0]), "{\"labels\":");
+	t = cd_metrics_render(&fake.snap);
+	assert_non_null(t);
+	assert_line(t, "cuslice_group_info{group=\"train\"} 1");
+	free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -182,6 +207,7 @@ int main(void)
 		cmocka_unit_test_setup(test_http_metrics_format, setup),
 		cmocka_unit_test_setup(test_http_metrics_promtool, setup),
 		cmocka_unit_test_setup(test_http_metrics_empty, setup),
+		cmocka_unit_test_setup(test_http_metrics_group_info, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,8 @@ static void memory_of(unsigned index, unsigned long long *total, unsigned long l
 		      unsigned long long *free_bytes)
 {
 	*total = sim_nvml.shm->desc[index].total_mem;
+	/* What dead processes held is free on a real GPU the moment they die (as cuMemGetInfo). */
+	sim_proc_reclaim_dead(sim_nvml.shm);
 	*used = atomic_load_explicit(&sim_nvml.shm->dev[index].used, memory_order_acquire);
 	*free_bytes = *used < *total ? *total - *used : 0;
 }

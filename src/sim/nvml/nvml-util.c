@@ -14,20 +14,24 @@
  *
  * Per-process utilization (nvmlDeviceGetProcessUtilization and
  * nvmlDeviceGetProcessesUtilizationInfo): like the real NVML, whose driver
- * samples utilization periodically, samples are taken at the boundaries of
- * the busy-time buckets. A query answers for the window from lastSeen to
- * the last bucket boundary before the call (at most 1 s back), with one
- * sample per live process holding a context on the device that ran kernels
- * in it; the sample's timeStamp is that boundary (CLOCK_REALTIME,
+ * samples utilization periodically, samples are taken at period boundaries:
+ * multiples of the instance's sample period (CUSIM_UTIL_SAMPLE_MS; by default
+ * every busy-time bucket, 10 ms; a real GPU samples about every 1/6 s). A
+ * query answers for the window from lastSeen to the last boundary before
+ * the call whose bucket is complete (at most 1 s back, in whole periods),
+ * with one sample per live process holding a context on the device that ran
+ * kernels in it; the sample's timeStamp is that boundary (CLOCK_REALTIME,
  * microseconds, as NVML's CPU timestamps are) and smUtil the process's busy
  * time in the window over the window's length. Only complete buckets are
  * read: they never change afterwards (kernels are only ever placed at or
  * after the present), so a caller that passes back the newest timeStamp it
  * saw gets every nanosecond of device time exactly once, and
  * NVML_ERROR_NOT_FOUND when nothing ran since. A lastSeen between
- * boundaries counts from the nearest one. memUtil follows smUtil as memory
- * follows gpu above; encoder, decoder, JPEG and OFA engines are not
- * simulated (0).
+ * boundaries counts from the nearest one. A period that is not a multiple
+ * of the bucket splits the bucket it ends in pro rata (busy time is spread
+ * evenly over a bucket), so the windows still add up to every nanosecond.
+ * memUtil follows smUtil as memory follows gpu above; encoder, decoder,
+ * JPEG and OFA engines are not simulated (0).
  *
  * Bucket granularity is SIM_BUCKET_NS (10 ms). Device utilization reads
  * partial buckets pro rata, so its figure is exact for a busy or idle second
@@ -75,42 +79,60 @@ static unsigned int mem_of(unsigned int sm)
 }
 
 /*
- * The sample a query answers with, on both clocks: `mono` is the last bucket
- * boundary before the call (what the buckets are indexed by), `real_us` the
- * same instant as NVML timestamps are, `offset` realtime - monotonic now.
+ * The sample a query answers with, on both clocks: `mono` is the last period
+ * boundary before the call whose bucket is complete (the buckets are indexed
+ * by the monotonic clock), `real_us` the same instant as NVML timestamps are,
+ * `offset` realtime - monotonic now, `period` the instance's sample period.
  */
 struct query_time {
 	uint64_t mono;
 	uint64_t real_us;
 	uint64_t offset;
+	uint64_t period;
 };
+
+/* The instance's per-process sample period, ns. */
+static uint64_t sample_period(void)
+{
+	uint32_t ms = sim_nvml.shm->util_sample_ms;
+
+	return ms ? ms * 1000000ull : SIM_BUCKET_NS;
+}
 
 static void query_now(struct query_time *q)
 {
 	uint64_t real = clock_ns(CLOCK_REALTIME);
 	uint64_t now = sim_now_ns();
+	uint64_t b;
 
 	q->offset = real - now;
-	q->mono = now / SIM_BUCKET_NS * SIM_BUCKET_NS;
+	q->period = sample_period();
+	b = now / q->period * q->period;
+	/* A boundary inside a bucket is sampled once that bucket is complete. */
+	if ((b + SIM_BUCKET_NS - 1) / SIM_BUCKET_NS * SIM_BUCKET_NS > now)
+		b = b >= q->period ? b - q->period : 0;
+	q->mono = b;
 	q->real_us = (q->mono + q->offset) / 1000u;
 }
 
 /*
  * Start of the window of a per-process query: lastSeen (CLOCK_REALTIME us)
  * moved to the monotonic clock with the current offset and to the nearest
- * bucket boundary, but no earlier than one sample period before the
- * sample. Returns q->mono (an empty window) when lastSeen is at or after it.
+ * period boundary, but no earlier than the whole periods of one second
+ * before the sample. Returns q->mono (an empty window) when lastSeen is at
+ * or after it.
  */
 static uint64_t window_start(const struct query_time *q, unsigned long long last_seen_us)
 {
-	uint64_t floor = q->mono > SAMPLE_NS ? q->mono - SAMPLE_NS : 0;
+	uint64_t back = SAMPLE_NS / q->period * q->period;
+	uint64_t floor = q->mono > back ? q->mono - back : 0;
 	uint64_t seen_ns, seen_mono;
 
 	if (last_seen_us >= q->real_us)
 		return q->mono;
 	seen_ns = (uint64_t)last_seen_us * 1000u;
 	seen_mono = seen_ns > q->offset ? seen_ns - q->offset : 0;
-	seen_mono = (seen_mono + SIM_BUCKET_NS / 2) / SIM_BUCKET_NS * SIM_BUCKET_NS;
+	seen_mono = (seen_mono + q->period / 2) / q->period * q->period;
 	if (seen_mono > q->mono)
 		seen_mono = q->mono;
 	return seen_mono > floor ? seen_mono : floor;
