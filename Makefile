@@ -3,7 +3,7 @@ BUILD ?= build
 PREFIX ?= /usr/local
 MESON_OPTS ?=
 
-.PHONY: all deps deps-fuzz setup test demo bench install clean fuzz fresh-check
+.PHONY: all deps deps-fuzz setup test compat demo bench install clean fuzz fresh-check
 
 all: setup
 	ninja -C $(BUILD)
@@ -20,7 +20,12 @@ setup: deps
 	@test -f $(BUILD)/build.ninja || meson setup $(BUILD) --werror $(MESON_OPTS)
 
 test: all
-	meson test -C $(BUILD) --print-errorlogs --num-processes 2
+	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --no-suite compat
+
+# Third-party programs on bare cusim and under libcuslice (tests/compat, docs/compat.md).
+compat: all
+	@scripts/deps.sh compat
+	meson test -C $(BUILD) --print-errorlogs --suite compat
 
 demo: all
 	@scripts/demo.sh $(BUILD)

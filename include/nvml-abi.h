@@ -214,6 +214,199 @@ typedef nvmlProcessesUtilizationInfo_v1_t nvmlProcessesUtilizationInfo_t;
 
 #define nvmlProcessesUtilizationInfo_v1 NVML_STRUCT_VERSION(ProcessesUtilizationInfo, 1)
 
+/* ---- monitoring: enums and structs ---- */
+
+/* Clock domains (nvmlDeviceGetClockInfo and friends). */
+typedef enum nvmlClockType_enum {
+	NVML_CLOCK_GRAPHICS = 0,
+	NVML_CLOCK_SM = 1,
+	NVML_CLOCK_MEM = 2,
+	NVML_CLOCK_VIDEO = 3,
+	NVML_CLOCK_COUNT
+} nvmlClockType_t;
+
+/* Which clock of a domain nvmlDeviceGetClock reports. */
+typedef enum nvmlClockId_enum {
+	NVML_CLOCK_ID_CURRENT = 0,
+	NVML_CLOCK_ID_APP_CLOCK_TARGET = 1,
+	NVML_CLOCK_ID_APP_CLOCK_DEFAULT = 2,
+	NVML_CLOCK_ID_CUSTOMER_BOOST_MAX = 3,
+	NVML_CLOCK_ID_COUNT
+} nvmlClockId_t;
+
+/* Performance states: P0 (maximum performance) to P15 (minimum). */
+typedef enum nvmlPStates_enum {
+	NVML_PSTATE_0 = 0,
+	NVML_PSTATE_8 = 8,
+	NVML_PSTATE_15 = 15,
+	NVML_PSTATE_UNKNOWN = 32
+} nvmlPstates_t;
+
+typedef enum nvmlEnableState_enum {
+	NVML_FEATURE_DISABLED = 0,
+	NVML_FEATURE_ENABLED = 1
+} nvmlEnableState_t;
+
+typedef enum nvmlComputeMode_enum {
+	NVML_COMPUTEMODE_DEFAULT = 0,
+	NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,
+	NVML_COMPUTEMODE_PROHIBITED = 2,
+	NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3,
+	NVML_COMPUTEMODE_COUNT
+} nvmlComputeMode_t;
+
+typedef enum nvmlBrandType_enum {
+	NVML_BRAND_UNKNOWN = 0,
+	NVML_BRAND_QUADRO = 1,
+	NVML_BRAND_TESLA = 2,
+	NVML_BRAND_NVS = 3,
+	NVML_BRAND_GRID = 4,
+	NVML_BRAND_GEFORCE = 5,
+	NVML_BRAND_TITAN = 6,
+	NVML_BRAND_NVIDIA_VAPPS = 7,
+	NVML_BRAND_NVIDIA_VPC = 8,
+	NVML_BRAND_NVIDIA_VCS = 9,
+	NVML_BRAND_NVIDIA_VWS = 10,
+	NVML_BRAND_NVIDIA_CLOUD_GAMING = 11,
+	NVML_BRAND_QUADRO_RTX = 12,
+	NVML_BRAND_NVIDIA_RTX = 13,
+	NVML_BRAND_NVIDIA = 14,
+	NVML_BRAND_GEFORCE_RTX = 15,
+	NVML_BRAND_TITAN_RTX = 16,
+	NVML_BRAND_COUNT
+} nvmlBrandType_t;
+
+/* GPU architectures (an unsigned int, as in nvml.h). */
+typedef unsigned int nvmlDeviceArchitecture_t;
+#define NVML_DEVICE_ARCH_KEPLER 2
+#define NVML_DEVICE_ARCH_MAXWELL 3
+#define NVML_DEVICE_ARCH_PASCAL 4
+#define NVML_DEVICE_ARCH_VOLTA 5
+#define NVML_DEVICE_ARCH_TURING 6
+#define NVML_DEVICE_ARCH_AMPERE 7
+#define NVML_DEVICE_ARCH_ADA 8
+#define NVML_DEVICE_ARCH_HOPPER 9
+#define NVML_DEVICE_ARCH_BLACKWELL 10
+#define NVML_DEVICE_ARCH_UNKNOWN 0xffffffff
+
+typedef enum nvmlTemperatureSensors_enum {
+	NVML_TEMPERATURE_GPU = 0,
+	NVML_TEMPERATURE_COUNT
+} nvmlTemperatureSensors_t;
+
+typedef enum nvmlTemperatureThresholds_enum {
+	NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0,
+	NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1,
+	NVML_TEMPERATURE_THRESHOLD_MEM_MAX = 2,
+	NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3,
+	NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN = 4,
+	NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR = 5,
+	NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX = 6,
+	NVML_TEMPERATURE_THRESHOLD_GPS_CURR = 7,
+	NVML_TEMPERATURE_THRESHOLD_COUNT
+} nvmlTemperatureThresholds_t;
+
+/* nvmlDeviceGetPcieThroughput counters, KB/s over a 20 ms window. */
+typedef enum nvmlPcieUtilCounter_enum {
+	NVML_PCIE_UTIL_TX_BYTES = 0,
+	NVML_PCIE_UTIL_RX_BYTES = 1,
+	NVML_PCIE_UTIL_COUNT
+} nvmlPcieUtilCounter_t;
+
+/* BAR1 (the GPU memory window the CPU and peers map), bytes. */
+typedef struct nvmlBAR1Memory_st {
+	unsigned long long bar1Total;
+	unsigned long long bar1Free;
+	unsigned long long bar1Used;
+} nvmlBAR1Memory_t;
+
+typedef enum nvmlMemoryErrorType_enum {
+	NVML_MEMORY_ERROR_TYPE_CORRECTED = 0,
+	NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1,
+	NVML_MEMORY_ERROR_TYPE_COUNT
+} nvmlMemoryErrorType_t;
+
+typedef enum nvmlEccCounterType_enum {
+	NVML_VOLATILE_ECC = 0,
+	NVML_AGGREGATE_ECC = 1,
+	NVML_ECC_COUNTER_TYPE_COUNT
+} nvmlEccCounterType_t;
+
+typedef enum nvmlMemoryLocation_enum {
+	NVML_MEMORY_LOCATION_L1_CACHE = 0,
+	NVML_MEMORY_LOCATION_L2_CACHE = 1,
+	NVML_MEMORY_LOCATION_DRAM = 2,
+	NVML_MEMORY_LOCATION_DEVICE_MEMORY = 2,
+	NVML_MEMORY_LOCATION_REGISTER_FILE = 3,
+	NVML_MEMORY_LOCATION_TEXTURE_MEMORY = 4,
+	NVML_MEMORY_LOCATION_TEXTURE_SHM = 5,
+	NVML_MEMORY_LOCATION_CBU = 6,
+	NVML_MEMORY_LOCATION_SRAM = 7,
+	NVML_MEMORY_LOCATION_COUNT
+} nvmlMemoryLocation_t;
+
+typedef enum nvmlPageRetirementCause_enum {
+	NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0,
+	NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1,
+	NVML_PAGE_RETIREMENT_CAUSE_COUNT
+} nvmlPageRetirementCause_t;
+
+typedef enum nvmlInforomObject_enum {
+	NVML_INFOROM_OEM = 0,
+	NVML_INFOROM_ECC = 1,
+	NVML_INFOROM_POWER = 2,
+	NVML_INFOROM_COUNT
+} nvmlInforomObject_t;
+
+/* nvmlDeviceGetMigMode values. */
+#define NVML_DEVICE_MIG_DISABLE 0x0
+#define NVML_DEVICE_MIG_ENABLE 0x1
+
+/* Clock event (throttle) reasons, a bit mask. */
+#define nvmlClocksEventReasonGpuIdle 0x0000000000000001ULL
+#define nvmlClocksEventReasonApplicationsClocksSetting 0x0000000000000002ULL
+#define nvmlClocksEventReasonSwPowerCap 0x0000000000000004ULL
+#define nvmlClocksThrottleReasonHwSlowdown 0x0000000000000008ULL
+#define nvmlClocksEventReasonSyncBoost 0x0000000000000010ULL
+#define nvmlClocksEventReasonSwThermalSlowdown 0x0000000000000020ULL
+#define nvmlClocksThrottleReasonHwThermalSlowdown 0x0000000000000040ULL
+#define nvmlClocksThrottleReasonHwPowerBrakeSlowdown 0x0000000000000080ULL
+#define nvmlClocksEventReasonDisplayClockSetting 0x0000000000000100ULL
+#define nvmlClocksEventReasonNone 0x0000000000000000ULL
+
+/* NvLink. */
+#define NVML_NVLINK_MAX_LINKS 18
+
+typedef enum nvmlNvLinkCapability_enum {
+	NVML_NVLINK_CAP_P2P_SUPPORTED = 0,
+	NVML_NVLINK_CAP_SYSMEM_ACCESS = 1,
+	NVML_NVLINK_CAP_P2P_ATOMICS = 2,
+	NVML_NVLINK_CAP_SYSMEM_ATOMICS = 3,
+	NVML_NVLINK_CAP_SLI_BRIDGE = 4,
+	NVML_NVLINK_CAP_VALID = 5,
+	NVML_NVLINK_CAP_COUNT
+} nvmlNvLinkCapability_t;
+
+typedef enum nvmlIntNvLinkDeviceType_enum {
+	NVML_NVLINK_DEVICE_TYPE_GPU = 0x00,
+	NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01,
+	NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02,
+	NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF
+} nvmlIntNvLinkDeviceType_t;
+
+/* Scope of an affinity query: the GPU's NUMA node, or its CPU socket. */
+typedef unsigned int nvmlAffinityScope_t;
+#define NVML_AFFINITY_SCOPE_NODE 0
+#define NVML_AFFINITY_SCOPE_SOCKET 1
+
+/* Video encoder codecs (nvmlDeviceGetEncoderCapacity). */
+typedef enum nvmlEncoderQueryType_enum {
+	NVML_ENCODER_QUERY_H264 = 0x00,
+	NVML_ENCODER_QUERY_HEVC = 0x01,
+	NVML_ENCODER_QUERY_AV1 = 0x02,
+	NVML_ENCODER_QUERY_UNKNOWN = 0xFF
+} nvmlEncoderType_t;
+
 /* ---- per-process data: MPS, process details, accounting, sessions ---- */
 
 /* nvmlProcessDetailList_v1_t.mode */
@@ -271,6 +464,14 @@ typedef struct nvmlFBCStats_st {
 	unsigned int averageFPS;
 	unsigned int averageLatency;		/* us */
 } nvmlFBCStats_t;
+
+typedef enum nvmlFBCSessionType_enum {
+	NVML_FBC_SESSION_TYPE_UNKNOWN = 0,
+	NVML_FBC_SESSION_TYPE_TOSYS,
+	NVML_FBC_SESSION_TYPE_CUDA,
+	NVML_FBC_SESSION_TYPE_VID,
+	NVML_FBC_SESSION_TYPE_HWENC
+} nvmlFBCSessionType_t;
 
 typedef struct nvmlFBCSessionInfo_st {
 	unsigned int sessionId;
@@ -383,6 +584,148 @@ nvmlReturn_t nvmlDeviceGetJpgUtilization(nvmlDevice_t device, unsigned int *util
 nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t device, unsigned int *utilization,
 					 unsigned int *samplingPeriodUs);
 
+/* ---- monitoring: clocks, performance state ---- */
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock);
+nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+				       unsigned int *clock);
+nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t device, nvmlClockType_t clockType,
+					    unsigned int *clockMHz);
+nvmlReturn_t nvmlDeviceGetDefaultApplicationsClock(nvmlDevice_t device, nvmlClockType_t clockType,
+						   unsigned int *clockMHz);
+nvmlReturn_t nvmlDeviceGetMaxCustomerBoostClock(nvmlDevice_t device, nvmlClockType_t clockType,
+						unsigned int *clockMHz);
+nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t device, nvmlClockType_t clockType,
+				nvmlClockId_t clockId, unsigned int *clockMHz);
+nvmlReturn_t nvmlDeviceGetAutoBoostedClocksEnabled(nvmlDevice_t device,
+						   nvmlEnableState_t *isEnabled,
+						   nvmlEnableState_t *defaultIsEnabled);
+nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *pState);
+nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, nvmlPstates_t *pState);
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+						    unsigned long long *clocksEventReasons);
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+						       unsigned long long *clocksThrottleReasons);
+nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t device,
+						      unsigned long long *supportedClocksEventReasons);
+nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(
+	nvmlDevice_t device, unsigned long long *supportedClocksThrottleReasons);
+
+/* ---- monitoring: power, energy, temperature, fans ---- */
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power);
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy);
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit);
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int *limit);
+nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t device,
+						      unsigned int *defaultLimit);
+nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device,
+							  unsigned int *minLimit,
+							  unsigned int *maxLimit);
+nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, nvmlEnableState_t *mode);
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+				      unsigned int *temp);
+nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device,
+					       nvmlTemperatureThresholds_t thresholdType,
+					       unsigned int *temp);
+nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed);
+nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t device, unsigned int fan, unsigned int *speed);
+nvmlReturn_t nvmlDeviceGetNumFans(nvmlDevice_t device, unsigned int *numFans);
+
+/* ---- monitoring: PCIe and BAR1 ---- */
+
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int *currLinkGen);
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *maxLinkGen);
+nvmlReturn_t nvmlDeviceGetGpuMaxPcieLinkGeneration(nvmlDevice_t device,
+						   unsigned int *maxLinkGenDevice);
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *currLinkWidth);
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int *maxLinkWidth);
+nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
+					 unsigned int *value);
+nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int *value);
+nvmlReturn_t nvmlDeviceGetPcieSpeed(nvmlDevice_t device, unsigned int *pcieSpeed);
+nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *bar1Memory);
+
+/* ---- monitoring: identity of the board ---- */
+
+nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length);
+nvmlReturn_t nvmlDeviceGetBoardPartNumber(nvmlDevice_t device, char *partNumber,
+					  unsigned int length);
+nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *version, unsigned int length);
+nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char *version,
+					      unsigned int length);
+nvmlReturn_t nvmlDeviceGetInforomVersion(nvmlDevice_t device, nvmlInforomObject_t object,
+					 char *version, unsigned int length);
+nvmlReturn_t nvmlDeviceGetBoardId(nvmlDevice_t device, unsigned int *boardId);
+nvmlReturn_t nvmlDeviceGetMultiGpuBoard(nvmlDevice_t device, unsigned int *multiGpuBool);
+nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type);
+nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t *arch);
+nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int *numCores);
+nvmlReturn_t nvmlDeviceGetMemoryBusWidth(nvmlDevice_t device, unsigned int *busWidth);
+nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnableState_t *display);
+nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, nvmlEnableState_t *isActive);
+
+/* ---- monitoring: modes, ECC, MIG ---- */
+
+nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode);
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode);
+nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, nvmlEnableState_t *mode);
+nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current,
+				  nvmlEnableState_t *pending);
+nvmlReturn_t nvmlDeviceGetDefaultEccMode(nvmlDevice_t device, nvmlEnableState_t *defaultMode);
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+					 nvmlEccCounterType_t counterType,
+					 unsigned long long *eccCounts);
+nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+					     nvmlEccCounterType_t counterType,
+					     nvmlMemoryLocation_t locationType,
+					     unsigned long long *count);
+nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, nvmlPageRetirementCause_t cause,
+				       unsigned int *pageCount, unsigned long long *addresses);
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+						    nvmlEnableState_t *isPending);
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows,
+				       unsigned int *uncRows, unsigned int *isPending,
+				       unsigned int *failureOccurred);
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
+				  unsigned int *pendingMode);
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count);
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice);
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+						 nvmlDevice_t *migDevice);
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice,
+							  nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id);
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id);
+
+/* ---- monitoring: topology and NvLink ---- */
+
+nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int cpuSetSize,
+				      unsigned long *cpuSet);
+nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned int cpuSetSize,
+						 unsigned long *cpuSet, nvmlAffinityScope_t scope);
+nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int nodeSetSize,
+					 unsigned long *nodeSet, nvmlAffinityScope_t scope);
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+				      nvmlEnableState_t *isActive);
+nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link,
+					unsigned int *version);
+nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device, unsigned int link,
+					   nvmlNvLinkCapability_t capability,
+					   unsigned int *capResult);
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link,
+					      nvmlPciInfo_t *pci);
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+						 nvmlPciInfo_t *pci);
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+						 nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType);
+
+/* ---- monitoring: video encoder capacity, process names ---- */
+
+nvmlReturn_t nvmlDeviceGetEncoderCapacity(nvmlDevice_t device, nvmlEncoderType_t encoderQueryType,
+					  unsigned int *encoderCapacity);
+nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length);
+
 /* ---- layout checks (x86-64 / aarch64 LP64, as NVIDIA ships NVML) ---- */
 
 #ifndef __cplusplus
@@ -432,6 +775,11 @@ _Static_assert(offsetof(nvmlEncoderSessionInfo_t, pid) == 4, "encoder session.pi
 _Static_assert(sizeof(nvmlFBCStats_t) == 12, "nvmlFBCStats_t size");
 _Static_assert(sizeof(nvmlFBCSessionInfo_t) == 48, "nvmlFBCSessionInfo_t size");
 _Static_assert(offsetof(nvmlFBCSessionInfo_t, pid) == 4, "FBC session.pid");
+_Static_assert(sizeof(nvmlBAR1Memory_t) == 24, "nvmlBAR1Memory_t size");
+_Static_assert(offsetof(nvmlBAR1Memory_t, bar1Used) == 16, "nvmlBAR1Memory_t.bar1Used");
+_Static_assert(sizeof(nvmlClockType_t) == 4 && sizeof(nvmlPstates_t) == 4 &&
+		       sizeof(nvmlEnableState_t) == 4 && sizeof(nvmlBrandType_t) == 4,
+	       "NVML enums are int-sized");
 #endif
 
 #ifdef __cplusplus

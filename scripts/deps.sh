@@ -24,12 +24,16 @@ set -eu
 # a private single-node cluster; installed without starting their services);
 # gRPC C-core, protobuf-c and openssl (the Kubernetes plugins; openssl makes
 # the tests' CA); @node and @k8s_js (node and the npm packages, from the
-# committed lockfile, of the fake kubelet and API server in tests/k8s/js).
-group_build="make meson ninja-build pkg-config python3 gcc libc6-dev g++ binutils util-linux libcmocka-dev libcjson-dev libmicrohttpd-dev libinih-dev libsmartcols-dev libcurl4-openssl-dev valgrind slurmd slurmctld slurm-client libslurm-dev munge libgrpc-dev libprotobuf-c-dev protobuf-c-compiler openssl @promtool @node @k8s_js"
+# committed lockfile, of the fake kubelet and API server in tests/k8s/js);
+# the OpenGL, EGL and VDPAU headers (cusim's interop entry points are
+# declared with the toolkit's cudaGL.h, cudaEGL.h and cudaVDPAU.h).
+group_build="make meson ninja-build pkg-config python3 gcc libc6-dev g++ binutils util-linux libcmocka-dev libcjson-dev libmicrohttpd-dev libinih-dev libsmartcols-dev libcurl4-openssl-dev valgrind slurmd slurmctld slurm-client libslurm-dev munge libgrpc-dev libprotobuf-c-dev protobuf-c-compiler openssl libgl-dev libegl-dev libvdpau-dev @promtool @node @k8s_js"
 # fuzz: `make fuzz`. clang, and its libFuzzer and sanitizer runtimes, which Debian 12 ships apart.
 group_fuzz="clang libclang-rt-14-dev"
 # fresh: `make fresh-check` builds a fresh Debian 12 root to run the README's commands in.
 group_fresh="debootstrap"
+# compat: `make compat`, the third-party programs of the compatibility suite (docs/compat.md).
+group_compat="python3-numba ffmpeg hashcat"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 # Tools fetched into the project (ignored by git) rather than installed on the machine.

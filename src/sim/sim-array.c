@@ -734,6 +734,21 @@ static bool mipmap_live_locked(const struct sim_mipmap *m)
 	return m && tfind(m, &live_mipmaps, cmp_ptr) && m->magic == SIM_MIPMAP_MAGIC;
 }
 
+bool sim_mipmap_live(CUmipmappedArray h)
+{
+	bool live;
+
+	pthread_mutex_lock(&sim.lock);
+	live = mipmap_live_locked((const struct sim_mipmap *)h);
+	pthread_mutex_unlock(&sim.lock);
+	return live;
+}
+
+CUresult sim_array_element_size(CUarray_format f, unsigned channels, size_t *ret)
+{
+	return element_size(f, channels, ret);
+}
+
 SIM_API CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray,
 					  unsigned int level)
 {

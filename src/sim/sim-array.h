@@ -42,6 +42,16 @@ struct sim_array {
  */
 CUresult sim_array_from_handle(CUarray handle, struct sim_array **ret);
 
+/* True when h is a live mipmapped array. Takes sim.lock. */
+bool sim_mipmap_live(CUmipmappedArray h);
+
+/*
+ * Bytes per element of an array format with `channels` channels:
+ * CUDA_ERROR_INVALID_VALUE for an unknown format or a channel count it does
+ * not take, CUDA_ERROR_NOT_SUPPORTED for formats cusim does not model.
+ */
+CUresult sim_array_element_size(CUarray_format f, unsigned channels, size_t *ret);
+
 /*
  * Releases every array and mipmapped array created in ctx (context
  * destruction frees them, as the real driver does); their handles become

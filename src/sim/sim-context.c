@@ -11,11 +11,11 @@
 #include "sim.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include "sim-array.h"
 #include "sim-exec.h"
-#include <string.h>
-
 #include "sim-vram.h"
 
 #define CTX_STACK_MAX 64
@@ -45,10 +45,59 @@ struct sim_ctx *sim_ctx_current(void)
 	return tls.depth ? tls.stack[tls.depth - 1] : NULL;
 }
 
+/*
+ * Every context structure comes from one table of CTX_TABLE_MAX slots,
+ * reserved at the first allocation (address space only: a page costs memory
+ * once a context lives in it) and never freed. A CUcontext from the caller
+ * is therefore checked by address before it is read: an application that
+ * passes garbage (e.g. numba 0.56 calling the CUDA 13 cuCtxGetDevice_v2
+ * through the CUDA 12 prototype, leaving a stray register as the context)
+ * gets CUDA_ERROR_INVALID_CONTEXT, not a SIGSEGV.
+ */
+#define CTX_TABLE_MAX (1u << 18)
+
+static struct {
+	struct sim_ctx *slots;		/* CTX_TABLE_MAX structures */
+	_Atomic unsigned used;		/* slots handed out, in order */
+} ctx_table;
+
+/*
+ * A zeroed context structure with its magic set, or NULL when the table is
+ * full or cannot be mapped. Caller holds sim.lock.
+ */
+static struct sim_ctx *ctx_alloc_locked(void)
+{
+	unsigned i = atomic_load_explicit(&ctx_table.used, memory_order_relaxed);
+	struct sim_ctx *c;
+
+	if (!ctx_table.slots) {
+		void *p = mmap(NULL, CTX_TABLE_MAX * sizeof(struct sim_ctx), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED)
+			return NULL;
+		ctx_table.slots = p;
+	}
+	if (i == CTX_TABLE_MAX)
+		return NULL;
+	c = &ctx_table.slots[i];
+	c->magic = SIM_CTX_MAGIC;
+	c->destroyed = true;
+	/* The slot counts as ours once filled in (sim_ctx_valid reads `used` with acquire). */
+	atomic_store_explicit(&ctx_table.used, i + 1, memory_order_release);
+	return c;
+}
+
 bool sim_ctx_valid(const struct sim_ctx *ctx)
 {
+	uintptr_t base = (uintptr_t)ctx_table.slots, p = (uintptr_t)ctx;
+	unsigned used = atomic_load_explicit(&ctx_table.used, memory_order_acquire);
+
+	/* One of our slots, by address, before any byte of it is read. */
+	if (!ctx || !base || p < base || (p - base) % sizeof(struct sim_ctx) != 0 ||
+	    (p - base) / sizeof(struct sim_ctx) >= used)
+		return false;
 	/* A child of a CUDA process cannot use its parent's contexts. */
-	return ctx && ctx->magic == SIM_CTX_MAGIC && !ctx->destroyed &&
+	return ctx->magic == SIM_CTX_MAGIC && !ctx->destroyed &&
 	       ctx->epoch == atomic_load_explicit(&sim_epoch, memory_order_relaxed);
 }
 
@@ -82,13 +131,18 @@ static CUresult ctx_activate_locked(struct sim_ctx *c)
 
 	if (r)
 		return r;
-	r = sim_mem_charge(c->device, sim.shm->ctx_mem);
-	if (r)
+	/* A green context shares its primary context's footprint. */
+	c->charged = c->green ? 0 : sim.shm->ctx_mem;
+	r = sim_mem_charge(c->device, c->charged);
+	if (r) {
+		c->charged = 0;
 		return r;
-	c->charged = sim.shm->ctx_mem;
+	}
 	c->destroyed = false;
 	c->id = atomic_fetch_add(&sim.next_id, 1);
 	c->epoch = atomic_load(&sim_epoch);
+	c->npeers = 0;
+	c->profiling = false;
 	set_default_limits(c);
 	if (ctx_count[c->device]++ == 0)
 		atomic_fetch_or(&sim.slot->ctx_devices, 1u << c->device);
@@ -147,6 +201,33 @@ static CUresult enter_device(const char *name, CUdevice dev)
 	return r ? r : sim_check_device(dev);
 }
 
+/* Retains dev's primary context, activating it at the first reference. Caller holds sim.lock. */
+static CUresult primary_retain_locked(CUdevice dev, struct sim_ctx **ret)
+{
+	struct sim_ctx *c = sim.primary[dev];
+	CUresult r;
+
+	if (!c) {
+		/* One structure per device for the process's life: handles stay stable. */
+		c = ctx_alloc_locked();
+		if (!c)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		c->device = sim_dev_index(dev);
+		c->ordinal = dev;
+		c->primary = true;
+		sim.primary[dev] = c;
+	}
+	if (sim.primary_refs[dev] == 0) {
+		c->flags = sim.primary_flags[dev];
+		r = ctx_activate_locked(c);
+		if (r)
+			return r;
+	}
+	sim.primary_refs[dev]++;
+	*ret = c;
+	return CUDA_SUCCESS;
+}
+
 SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
 	CUresult r = enter_device(__func__, dev);
@@ -157,33 +238,11 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	if (!pctx)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&sim.lock);
-	c = sim.primary[dev];
-	if (!c) {
-		/* One structure per device for the process's life: handles stay stable. */
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			pthread_mutex_unlock(&sim.lock);
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		}
-		c->magic = SIM_CTX_MAGIC;
-		c->device = sim_dev_index(dev);
-		c->ordinal = dev;
-		c->primary = true;
-		c->destroyed = true;
-		sim.primary[dev] = c;
-	}
-	if (sim.primary_refs[dev] == 0) {
-		c->flags = sim.primary_flags[dev];
-		r = ctx_activate_locked(c);
-		if (r) {
-			pthread_mutex_unlock(&sim.lock);
-			return r;
-		}
-	}
-	sim.primary_refs[dev]++;
+	r = primary_retain_locked(dev, &c);
 	pthread_mutex_unlock(&sim.lock);
-	*pctx = (CUcontext)c;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*pctx = (CUcontext)c;
+	return r;
 }
 
 static CUresult primary_release(const char *name, CUdevice dev, bool reset)
@@ -282,21 +341,21 @@ static CUresult ctx_create(const char *name, CUcontext *pctx, unsigned int flags
 		return r;
 	if (!pctx || (flags & ~(unsigned)CU_CTX_FLAGS_MASK))
 		return CUDA_ERROR_INVALID_VALUE;
-	c = calloc(1, sizeof(*c));
-	if (!c)
+	pthread_mutex_lock(&sim.lock);
+	c = ctx_alloc_locked();
+	if (!c) {
+		pthread_mutex_unlock(&sim.lock);
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	c->magic = SIM_CTX_MAGIC;
+	}
 	c->device = sim_dev_index(dev);
 	c->ordinal = dev;
 	c->flags = flags;
 	c->usage = 1;
-	pthread_mutex_lock(&sim.lock);
+	/* A failed activation leaves the slot destroyed: handles are never reused. */
 	r = ctx_activate_locked(c);
 	pthread_mutex_unlock(&sim.lock);
-	if (r) {
-		free(c);
+	if (r)
 		return r;
-	}
 	tls_sync();
 	if (tls.depth == CTX_STACK_MAX) {
 		pthread_mutex_lock(&sim.lock);
@@ -319,20 +378,47 @@ SIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice de
 	return ctx_create(__func__, pctx, flags, dev);
 }
 
-/* Execution affinity (SM partitioning) is accepted and not modelled. */
+/*
+ * Execution affinity (a context limited to some SMs) is only supported under
+ * Volta+ MPS (cuda.h), and cusim runs no MPS (MPS_ENABLED 0,
+ * cuDeviceGetExecAffinitySupport 0): a request for it is
+ * CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY, as on a GPU without MPS.
+ */
 SIM_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
 				unsigned int flags, CUdevice dev)
 {
-	if (numParams < 0 || (numParams > 0 && !paramsArray))
-		return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+	CUresult r;
+
+	if (numParams < 0 || (numParams > 0 && !paramsArray)) {
+		r = sim_check_init();
+		return r ? r : CUDA_ERROR_INVALID_VALUE;
+	}
+	if (numParams > 0) {
+		r = sim_enter(__func__);
+		return r ? r : CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+	}
 	return ctx_create(__func__, pctx, flags, dev);
 }
 
 SIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
 				unsigned int flags, CUdevice dev)
 {
-	if (ctxCreateParams && ctxCreateParams->execAffinityParams && ctxCreateParams->cigParams)
-		return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+	CUresult r;
+
+	if (ctxCreateParams && ctxCreateParams->execAffinityParams && ctxCreateParams->cigParams) {
+		r = sim_check_init();
+		return r ? r : CUDA_ERROR_INVALID_VALUE;
+	}
+	if (ctxCreateParams && ctxCreateParams->execAffinityParams &&
+	    ctxCreateParams->numExecAffinityParams > 0) {
+		r = sim_enter(__func__);
+		return r ? r : CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+	}
+	/* CUDA in graphics (CIG) shares a D3D12/Vulkan context: no graphics here. */
+	if (ctxCreateParams && ctxCreateParams->cigParams) {
+		r = sim_enter(__func__);
+		return r ? r : CUDA_ERROR_NOT_SUPPORTED;
+	}
 	return ctx_create(__func__, pctx, flags, dev);
 }
 
@@ -723,4 +809,183 @@ SIM_API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPr
 	if (greatestPriority)
 		*greatestPriority = -5;
 	return CUDA_SUCCESS;
+}
+
+/* ---- shared memory bank size, execution affinity, L2 persistence ---- */
+
+/*
+ * Deprecated: bank sizes are fixed at 4 bytes since Volta, and the driver
+ * only validates and records the setting, as here.
+ */
+SIM_API CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!pConfig)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	*pConfig = c->shmem_config;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (config != CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE &&
+	    config != CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE &&
+	    config != CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	c->shmem_config = config;
+	return CUDA_SUCCESS;
+}
+
+/* No MPS in cusim: no execution affinity (see cuCtxCreate_v3). */
+SIM_API CUresult cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type, CUdevice dev)
+{
+	CUresult r = enter_device(__func__, dev);
+
+	if (r)
+		return r;
+	if (!pi || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pi = 0;
+	return CUDA_SUCCESS;
+}
+
+/* A context without affinity has every SM of its device. */
+SIM_API CUresult cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexecAffinityType type)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	if (!pExecAffinity || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	pExecAffinity->type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+	pExecAffinity->param.smCount.val = sim.shm->desc[c->device].sm_count;
+	return CUDA_SUCCESS;
+}
+
+/*
+ * Resets every persisting L2 line to normal. cusim has no L2 cache model:
+ * no line is ever persisting (access policy windows are recorded on
+ * streams only), so the state after the call is the state the driver
+ * leaves. Needs a current context, as the driver's does.
+ */
+SIM_API CUresult cuCtxResetPersistingL2Cache(void)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	return r ? r : sim_ctx_resolve(NULL, &c);
+}
+
+/* ---- profiler control (cudaProfiler.h) ---- */
+
+/*
+ * Marks the profiled region of the current context. No profiler attaches to
+ * cusim, so, as with the driver when no tool is attached, the calls change
+ * only the context's profiling state (struct sim_ctx.profiling) and
+ * succeed; starting twice or stopping when stopped is allowed, as
+ * cudaProfiler.h documents.
+ */
+SIM_API CUresult cuProfilerStart(void)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	c->profiling = true;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuProfilerStop(void)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c;
+
+	if (r)
+		return r;
+	r = sim_ctx_resolve(NULL, &c);
+	if (r)
+		return r;
+	c->profiling = false;
+	return CUDA_SUCCESS;
+}
+
+/* cudaProfiler.h: since CUDA 12.0 this always returns CUDA_ERROR_NOT_SUPPORTED. */
+SIM_API CUresult cuProfilerInitialize(const char *configFile, const char *outputFile,
+				      CUoutput_mode outputMode)
+{
+	CUresult r = sim_enter(__func__);
+
+	(void)configFile;
+	(void)outputFile;
+	(void)outputMode;
+	return r ? r : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- green contexts (the API is in sim-green.c) ---- */
+
+CUresult sim_ctx_green_create(CUdevice ordinal, unsigned sm_count, void *green,
+			      struct sim_ctx **ret)
+{
+	struct sim_ctx *p, *c;
+	CUresult r;
+
+	pthread_mutex_lock(&sim.lock);
+	r = primary_retain_locked(ordinal, &p);
+	if (r) {
+		pthread_mutex_unlock(&sim.lock);
+		return r;
+	}
+	c = ctx_alloc_locked();
+	if (!c) {
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		c->device = sim_dev_index(ordinal);
+		c->ordinal = ordinal;
+		c->flags = p->flags;
+		c->usage = 1;
+		c->green = green;
+		c->sm_limit = sm_count;
+		r = ctx_activate_locked(c);
+	}
+	if (r && --sim.primary_refs[ordinal] == 0)
+		ctx_deactivate_locked(p);
+	pthread_mutex_unlock(&sim.lock);
+	if (r == CUDA_SUCCESS)
+		*ret = c;
+	return r;
+}
+
+void sim_ctx_green_destroy(struct sim_ctx *c)
+{
+	pthread_mutex_lock(&sim.lock);
+	if (sim_ctx_valid(c))
+		ctx_deactivate_locked(c);
+	if (sim.primary_refs[c->ordinal] && --sim.primary_refs[c->ordinal] == 0)
+		ctx_deactivate_locked(sim.primary[c->ordinal]);
+	pthread_mutex_unlock(&sim.lock);
+	tls_remove(c);
 }

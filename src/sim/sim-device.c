@@ -256,6 +256,10 @@ SIM_API CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attri
 	case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
 		*value = 1;
 		return CUDA_SUCCESS;
+	case CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED:
+		/* Every atomic is native over the link (cuDeviceGetP2PAtomicCapabilities). */
+		*value = 0;
+		return CUDA_SUCCESS;
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
 	}

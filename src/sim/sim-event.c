@@ -205,3 +205,119 @@ SIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUe
 {
 	return elapsed(__func__, pMilliseconds, hStart, hEnd);
 }
+
+/* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (invalidating them) when a stream of x is capturing. */
+static CUresult no_capture(struct sim_ctx_exec *x)
+{
+	bool capturing = false;
+
+	pthread_mutex_lock(&sim.lock);
+	for (struct sim_stream *s = x->streams; s; s = s->next) {
+		if (s->capture && !s->destroyed) {
+			sim_graph_capture_invalidate(s);
+			capturing = true;
+		}
+	}
+	pthread_mutex_unlock(&sim.lock);
+	return capturing ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+/*
+ * Captures all work of the context at the time of the call (every stream's
+ * kernels, copies and host functions of the legacy stream), as an event
+ * recorded on each stream at once would.
+ */
+SIM_API CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_event *e = (struct sim_event *)hEvent;
+	struct sim_ctx *c = (struct sim_ctx *)hCtx;
+	struct sim_ctx_exec *x;
+	uint64_t now, tail;
+
+	if (r)
+		return r;
+	if (!sim_ctx_valid(c))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	r = check_live(e);
+	if (r)
+		return r;
+	if (e->ctx != c)
+		return CUDA_ERROR_INVALID_HANDLE;
+	x = sim_exec_of(c);
+	r = no_capture(x);
+	if (r)
+		return r;
+	now = sim_now_ns();
+	tail = atomic_load(&x->tail);
+	atomic_store(&e->recorded_at, now);
+	atomic_store(&e->ts, tail > now ? tail : now);
+	atomic_store(&e->host_seq, atomic_load(&x->legacy.host_seq));
+	atomic_store(&e->host_stream, &x->legacy);
+	return CUDA_SUCCESS;
+}
+
+/*
+ * All work submitted to the context afterwards waits for the event's work
+ * (on the device: the calling thread does not block). The event may be of
+ * another context or device.
+ */
+SIM_API CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_event *e = (struct sim_event *)hEvent;
+	struct sim_ctx *c = (struct sim_ctx *)hCtx;
+	struct sim_ctx_exec *x;
+	uint64_t ts, cur;
+
+	if (r)
+		return r;
+	if (!sim_ctx_valid(c))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	r = check_live(e);
+	if (r)
+		return r;
+	x = sim_exec_of(c);
+	r = no_capture(x);
+	if (r)
+		return r;
+	ts = atomic_load(&e->ts);
+	cur = atomic_load(&x->floor);
+	while (cur < ts && !atomic_compare_exchange_weak(&x->floor, &cur, ts))
+		;
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_event_check(CUevent h)
+{
+	return check_live((struct sim_event *)h);
+}
+
+CUresult sim_event_record_on(CUevent h, struct sim_stream *s)
+{
+	struct sim_event *e = (struct sim_event *)h;
+	uint64_t now, deps;
+	CUresult r = check_live(e);
+
+	if (r)
+		return r;
+	now = sim_now_ns();
+	deps = sim_exec_deps(s);
+	atomic_store(&e->recorded_at, now);
+	atomic_store(&e->ts, deps > now ? deps : now);
+	atomic_store(&e->host_seq, atomic_load(&s->host_seq));
+	atomic_store(&e->host_stream, s);
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_event_wait_on(CUevent h, struct sim_stream *s)
+{
+	struct sim_event *e = (struct sim_event *)h;
+	CUresult r = check_event(e);
+
+	if (r)
+		return r;
+	/* An event never recorded (ts 0) is no dependency, as for cuStreamWaitEvent. */
+	sim_exec_complete_at(s, atomic_load(&e->ts));
+	return CUDA_SUCCESS;
+}

@@ -152,8 +152,11 @@ CUresult sim_exec_stream(CUstream h, bool per_thread, struct sim_stream **ret)
 uint64_t sim_exec_deps(struct sim_stream *s)
 {
 	struct sim_ctx_exec *x = sim_exec_of(s->ctx);
-	uint64_t t = atomic_load_explicit(&s->tail, memory_order_acquire);
-	uint64_t other;
+	uint64_t t, other;
+
+	if (__builtin_expect(atomic_load_explicit(&s->gated, memory_order_acquire), 0))
+		sim_exec_gate_wait(s);
+	t = atomic_load_explicit(&s->tail, memory_order_acquire);
 
 	if (s->legacy)
 		other = atomic_load_explicit(&x->blocking_tail, memory_order_acquire);
@@ -161,6 +164,9 @@ uint64_t sim_exec_deps(struct sim_stream *s)
 		other = atomic_load_explicit(&x->legacy.tail, memory_order_acquire);
 	else
 		other = 0;
+	if (t < other)
+		t = other;
+	other = atomic_load_explicit(&x->floor, memory_order_acquire);
 	return t > other ? t : other;
 }
 
@@ -315,8 +321,10 @@ static void *host_thread(void *arg)
 		j->fn(j->data);
 		pthread_mutex_lock(&host.lock);
 		/* A stream's jobs run in the order queued (their times never decrease). */
-		atomic_store(&j->stream->host_done, j->seq);
-		atomic_fetch_sub(&j->stream->host_pending, 1);
+		if (j->stream) {
+			atomic_store(&j->stream->host_done, j->seq);
+			atomic_fetch_sub(&j->stream->host_pending, 1);
+		}
 		free(j);
 		pthread_cond_broadcast(&host.done);
 	}
@@ -379,6 +387,30 @@ CUresult sim_exec_host_func(struct sim_stream *s, CUhostFn fn, void *data)
 	pthread_mutex_unlock(&host.lock);
 	/* Not j->when: once unlocked, the host thread may have run and freed j. */
 	sim_exec_complete_at(s, when);
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_exec_host_call(CUhostFn fn, void *data)
+{
+	struct host_job *j = calloc(1, sizeof(*j)), **pp;
+
+	if (!j)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	j->when = sim_now_ns();
+	j->fn = fn;
+	j->data = data;
+	pthread_mutex_lock(&host.lock);
+	if (host_start_locked() < 0) {
+		pthread_mutex_unlock(&host.lock);
+		free(j);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	for (pp = &host.jobs; *pp && (*pp)->when <= j->when; pp = &(*pp)->next)
+		;
+	j->next = *pp;
+	*pp = j;
+	pthread_cond_signal(&host.wake);
+	pthread_mutex_unlock(&host.lock);
 	return CUDA_SUCCESS;
 }
 
@@ -445,6 +477,17 @@ CUresult sim_exec_ctx_wait(struct sim_ctx *ctx)
 	pthread_mutex_unlock(&sim.lock);
 	if (capturing)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	/* Streams held back by a memory wait first (their tails move when it is satisfied). */
+	sim_exec_gate_wait(&x->legacy);
+	pthread_mutex_lock(&sim.lock);
+	for (struct sim_stream *s = x->streams; s; s = s->next) {
+		if (!atomic_load(&s->gated))
+			continue;
+		pthread_mutex_unlock(&sim.lock);
+		sim_exec_gate_wait(s);
+		pthread_mutex_lock(&sim.lock);
+	}
+	pthread_mutex_unlock(&sim.lock);
 	sim_exec_sleep_until(atomic_load(&x->tail));
 	wait_host(&x->legacy);
 	pthread_mutex_lock(&sim.lock);

@@ -30,6 +30,24 @@
 
 struct sim_graph;
 
+/* A stream memory wait (cuStreamWaitValue*) whose condition did not hold yet. */
+struct sim_gate {
+	uintptr_t addr;
+	uint64_t value;
+	unsigned flags;			/* CU_STREAM_WAIT_VALUE_* */
+	bool wide;			/* 64-bit */
+};
+
+/* Stream attributes (cuStreamSetAttribute), zero until set. */
+struct sim_stream_attrs {
+	CUaccessPolicyWindow window;
+	CUsynchronizationPolicy sync_policy;	/* 0: CU_SYNC_POLICY_AUTO */
+	bool domain_map_set;
+	CUlaunchMemSyncDomainMap domain_map;
+	CUlaunchMemSyncDomain domain;
+	unsigned nvlink_centric;
+};
+
 struct sim_stream {
 	uint32_t magic;
 	bool destroyed;
@@ -45,9 +63,16 @@ struct sim_stream {
 	_Atomic unsigned host_pending;	/* host functions queued, not yet run */
 	_Atomic unsigned long long host_seq;	/* host functions ever queued (numbers them) */
 	_Atomic unsigned long long host_done;	/* number of the last one that has run */
-	struct sim_graph *capture;	/* non-NULL while capturing (sim-graph.c) */
+	struct sim_graph *capture;	/* non-NULL while capturing (sim-graph-capture.c) */
 	CUstreamCaptureMode capture_mode;
 	unsigned long long capture_id;
+	bool capture_to_graph;		/* cuStreamBeginCaptureToGraph: the graph is the caller's */
+	CUgraphNode *capture_deps;	/* what the next captured node depends on */
+	CUgraphEdgeData *capture_edges;
+	size_t capture_ndeps, capture_cap;
+	struct sim_stream_attrs attrs;
+	_Atomic bool gated;		/* a memory wait holds back its later work */
+	struct sim_gate gate;		/* valid while gated */
 	struct sim_stream *next;	/* in the context's list */
 };
 
@@ -58,6 +83,7 @@ struct sim_ctx_exec {
 	struct sim_stream *streams;	/* created and per-thread streams */
 	_Atomic uint64_t blocking_tail;	/* max tail over blocking streams */
 	_Atomic uint64_t tail;		/* max tail over all streams */
+	_Atomic uint64_t floor;		/* cuCtxWaitEvent: no later work starts before this */
 	_Atomic int sticky;		/* a sticky error (e.g. ILLEGAL_ADDRESS), 0 if none */
 	uint64_t launch_ends[SIM_LAUNCH_QUEUE];	/* ring of recent launches' end times */
 	unsigned long long launches;
@@ -92,7 +118,11 @@ struct sim_ctx_exec *sim_exec_of(struct sim_ctx *ctx);
  */
 CUresult sim_exec_stream(CUstream h, bool ptds, struct sim_stream **ret);
 
-/* Earliest start of new work on s: its own tail and the legacy-stream dependencies. */
+/*
+ * Earliest start of new work on s: its own tail and the legacy-stream
+ * dependencies. While a memory wait holds s back (sim_exec_gate_wait),
+ * blocks until it is satisfied.
+ */
 uint64_t sim_exec_deps(struct sim_stream *s);
 
 /* Records that work on s completes at end (updates s, the context, legacy sync). */
@@ -140,11 +170,39 @@ CUresult sim_exec_ctx_wait(struct sim_ctx *ctx);
  */
 CUresult sim_exec_host_func(struct sim_stream *s, CUhostFn fn, void *data);
 
+/*
+ * Runs fn(data) on cusim's host-function thread as soon as it can, outside
+ * any stream (user object destructors).
+ */
+CUresult sim_exec_host_call(CUhostFn fn, void *data);
+
 /* True when the first `seq` host functions queued on s have run. */
 bool sim_exec_host_reached(struct sim_stream *s, unsigned long long seq);
 
 /* Waits until the first `seq` host functions queued on s have run. */
 void sim_exec_wait_host(struct sim_stream *s, unsigned long long seq);
+
+/*
+ * Stream memory waits (sim-memop.c). sim_exec_gate_poll checks the
+ * condition of s's pending wait once and, when it holds, lets the stream go
+ * on (its later work starts no earlier than now); true when nothing holds s
+ * back any more. sim_exec_gate_wait polls until then.
+ */
+bool sim_exec_gate_poll(struct sim_stream *s);
+void sim_exec_gate_wait(struct sim_stream *s);
+
+/*
+ * Runs (check_only: only validates) a batch of stream memory operations on
+ * s, every one checked before any runs (cuStreamBatchMemOp, graph batch
+ * memop nodes).
+ */
+CUresult sim_memop_batch(struct sim_stream *s, unsigned count, const CUstreamBatchMemOpParams *ops,
+			 bool check_only);
+
+/* Events for graph nodes (sim-event.c): a live event; record on s; make s wait for it. */
+CUresult sim_event_check(CUevent h);
+CUresult sim_event_record_on(CUevent h, struct sim_stream *s);
+CUresult sim_event_wait_on(CUevent h, struct sim_stream *s);
 
 /* In a forked child: the host-function thread is gone. */
 void sim_exec_forget_after_fork(void);

@@ -1,360 +1,160 @@
 /*
- * CUDA graphs: built by stream capture or node by node, instantiated into an
- * executable snapshot, and launched onto a stream.
- *
- * What a graph may hold here: kernel launches, host functions and empty
- * nodes. Nodes are kept in insertion order; a dependency must already be in
- * the graph when a node is added, so insertion order is a topological order
- * and replaying the nodes one after another on the launch stream honours
- * every edge. (A real GPU may run independent branches concurrently; cusim's
- * device runs one kernel at a time anyway, so only the order matters.)
- *
- * Capture records a single stream's kernel launches and host functions;
- * other work on a capturing stream (copies, memsets, events, waits) is not
- * capturable here and invalidates the capture, which cuStreamEndCapture then
- * reports with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+ * CUDA graphs: graphs, nodes and edges, clones, DOT dumps and user objects.
+ * Node parameters are in sim-graph-node.c, executable graphs in
+ * sim-graph-exec.c, stream capture in sim-graph-capture.c (the model:
+ * sim-graph-int.h).
  */
-#include "sim-graph.h"
+#include "sim-graph-int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define GRAPH_MAGIC 0x48505247u	/* "GRPH" */
-#define NODE_MAGIC 0x45444f4eu	/* "NODE" */
-#define EXEC_MAGIC 0x43455847u	/* "GXEC" */
-
-enum node_kind {
-	NODE_KERNEL,
-	NODE_HOST,
-	NODE_EMPTY,
-};
-
-struct sim_graph_node {
-	uint32_t magic;
-	struct sim_graph *graph;
-	enum node_kind kind;
-	struct sim_launch launch;	/* NODE_KERNEL; args owned */
-	CUhostFn fn;			/* NODE_HOST */
-	void *data;
-};
-
-struct sim_graph {
-	uint32_t magic;
-	bool invalidated;		/* capture saw an uncapturable operation */
-	struct sim_graph_node **nodes;
-	size_t n, cap;
-};
-
-struct sim_graph_exec {
-	uint32_t magic;
-	bool destroyed;
-	struct sim_graph_node *nodes;	/* snapshot; kernel args owned */
-	size_t n;
-};
-
-static _Atomic unsigned long long next_capture_id = 1;
-
-static bool graph_ok(const struct sim_graph *g)
+bool sim_graph_ok(const struct sim_graph *g)
 {
-	return g && g->magic == GRAPH_MAGIC;
+	return g && g->magic == SIM_GRAPH_MAGIC;
 }
 
-static bool node_of(const struct sim_graph *g, const struct sim_graph_node *n)
+bool sim_graph_node_ok(const struct sim_graph_node *n)
 {
-	return n && n->magic == NODE_MAGIC && n->graph == g;
+	return n && n->magic == SIM_NODE_MAGIC && sim_graph_ok(n->graph);
 }
 
-static struct sim_graph *graph_new(void)
+struct sim_graph *sim_graph_new(void)
 {
 	struct sim_graph *g = calloc(1, sizeof(*g));
 
 	if (g)
-		g->magic = GRAPH_MAGIC;
+		g->magic = SIM_GRAPH_MAGIC;
 	return g;
 }
 
 static void node_free(struct sim_graph_node *n)
 {
-	if (n->kind == NODE_KERNEL)
-		free(n->launch.args);
+	sim_graph_node_free_params(n);
+	free(n->deps);
 	n->magic = 0;
 	free(n);
 }
 
-static void graph_free(struct sim_graph *g)
+void sim_graph_free(struct sim_graph *g)
 {
 	for (size_t i = 0; i < g->n; i++)
 		node_free(g->nodes[i]);
+	for (size_t i = 0; i < g->nusers; i++)
+		sim_user_obj_release(g->users[i].obj, g->users[i].count);
+	free(g->users);
 	free(g->nodes);
 	g->magic = 0;
 	free(g);
 }
 
-/* Appends a node; copies a kernel launch's arguments. */
-static CUresult graph_add(struct sim_graph *g, enum node_kind kind, const struct sim_launch *l,
-			  CUhostFn fn, void *data, struct sim_graph_node **ret)
+/* True when `from` is already a dependency of n. */
+static bool has_dep(const struct sim_graph_node *n, const struct sim_graph_node *from)
 {
-	struct sim_graph_node *n = calloc(1, sizeof(*n));
+	for (size_t i = 0; i < n->ndeps; i++)
+		if (n->deps[i].from == from)
+			return true;
+	return false;
+}
 
-	if (!n)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	n->magic = NODE_MAGIC;
-	n->graph = g;
-	n->kind = kind;
-	n->fn = fn;
-	n->data = data;
-	if (kind == NODE_KERNEL) {
-		n->launch = *l;
-		n->launch.args = malloc(l->args_len ? l->args_len : 1);
-		if (!n->launch.args) {
-			free(n);
+/*
+ * Validates edge data: default edges anywhere; programmatic ones only
+ * between kernel nodes (cuda.h, CUgraphEdgeData).
+ */
+static bool edge_ok(const CUgraphEdgeData *e, const struct sim_graph_node *from,
+		    CUgraphNodeType to_type)
+{
+	static const unsigned char zero[sizeof(e->reserved)];
+
+	if (!e)
+		return true;
+	if (e->to_port != 0 || memcmp(e->reserved, zero, sizeof(zero)) != 0)
+		return false;
+	switch (e->type) {
+	case CU_GRAPH_DEPENDENCY_TYPE_DEFAULT:
+		return e->from_port == CU_GRAPH_KERNEL_NODE_PORT_DEFAULT;
+	case CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC:
+		return (e->from_port == CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC ||
+			e->from_port == CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER) &&
+		       from->type == CU_GRAPH_NODE_TYPE_KERNEL && to_type == CU_GRAPH_NODE_TYPE_KERNEL;
+	default:
+		return false;
+	}
+}
+
+static CUresult add_edge(struct sim_graph_node *to, struct sim_graph_node *from,
+			 const CUgraphEdgeData *data)
+{
+	if (to->ndeps == to->cap) {
+		size_t cap = to->cap ? 2 * to->cap : 4;
+		struct sim_graph_edge *v = realloc(to->deps, cap * sizeof(*v));
+
+		if (!v)
 			return CUDA_ERROR_OUT_OF_MEMORY;
-		}
-		memcpy(n->launch.args, l->args, l->args_len);
+		to->deps = v;
+		to->cap = cap;
+	}
+	to->deps[to->ndeps].from = from;
+	memset(&to->deps[to->ndeps].data, 0, sizeof(to->deps[to->ndeps].data));
+	if (data)
+		to->deps[to->ndeps].data = *data;
+	to->ndeps++;
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_graph_add_node(struct sim_graph *g, CUgraphNodeType type, const CUgraphNode *deps,
+			    const CUgraphEdgeData *edges, size_t ndeps, struct sim_graph_node **ret)
+{
+	struct sim_graph_node *n;
+	CUresult r;
+
+	if (ndeps && !deps)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < ndeps; i++) {
+		struct sim_graph_node *d = (struct sim_graph_node *)deps[i];
+
+		if (!sim_graph_node_ok(d) || d->graph != g || !edge_ok(edges ? &edges[i] : NULL, d, type))
+			return CUDA_ERROR_INVALID_VALUE;
+		/* A dependency listed twice is an error (cuda.h). */
+		for (size_t j = 0; j < i; j++)
+			if (deps[j] == deps[i])
+				return CUDA_ERROR_INVALID_VALUE;
 	}
 	if (g->n == g->cap) {
 		size_t cap = g->cap ? 2 * g->cap : 16;
 		struct sim_graph_node **v = realloc(g->nodes, cap * sizeof(*v));
-		if (!v) {
-			node_free(n);
+
+		if (!v)
 			return CUDA_ERROR_OUT_OF_MEMORY;
-		}
 		g->nodes = v;
 		g->cap = cap;
 	}
-	g->nodes[g->n++] = n;
-	if (ret)
-		*ret = n;
-	return CUDA_SUCCESS;
-}
-
-/* Work on a stream whose capture was invalidated is refused until the capture ends. */
-CUresult sim_graph_capture_kernel(struct sim_stream *s, const struct sim_launch *l)
-{
-	if (s->capture->invalidated)
-		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-	return graph_add(s->capture, NODE_KERNEL, l, NULL, NULL, NULL);
-}
-
-CUresult sim_graph_capture_host(struct sim_stream *s, CUhostFn fn, void *data)
-{
-	if (s->capture->invalidated)
-		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-	return graph_add(s->capture, NODE_HOST, NULL, fn, data, NULL);
-}
-
-void sim_graph_capture_invalidate(struct sim_stream *s)
-{
-	if (s->capture)
-		s->capture->invalidated = true;
-}
-
-/* ---- capture ---- */
-
-static CUresult begin_capture(const char *name, CUstream h, CUstreamCaptureMode mode, bool ptds)
-{
-	CUresult r = sim_enter(name);
-	struct sim_stream *s;
-
-	if (r)
-		return r;
-	if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_exec_stream(h, ptds, &s);
-	if (r)
-		return r;
-	/* The legacy stream synchronizes with everything: it cannot be captured. */
-	if (s->legacy)
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	if (s->capture)
-		return CUDA_ERROR_ILLEGAL_STATE;
-	s->capture = graph_new();
-	if (!s->capture)
+	n = calloc(1, sizeof(*n));
+	if (!n)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	s->capture_mode = mode;
-	s->capture_id = atomic_fetch_add(&next_capture_id, 1);
-	return CUDA_SUCCESS;
-}
-
-SIM_API CUresult cuStreamBeginCapture(CUstream hStream)
-{
-	return begin_capture(__func__, hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
-}
-
-SIM_API CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
-{
-	return begin_capture(__func__, hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, true);
-}
-
-SIM_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
-{
-	return begin_capture(__func__, hStream, mode, false);
-}
-
-SIM_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
-{
-	return begin_capture(__func__, hStream, mode, true);
-}
-
-static CUresult end_capture(const char *name, CUstream h, CUgraph *phGraph, bool ptds)
-{
-	CUresult r = sim_enter(name);
-	struct sim_stream *s;
-	struct sim_graph *g;
-
-	if (r)
-		return r;
-	if (!phGraph)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_exec_stream(h, ptds, &s);
-	if (r)
-		return r;
-	g = s->capture;
-	if (!g)
-		return CUDA_ERROR_ILLEGAL_STATE;
-	s->capture = NULL;
-	if (g->invalidated) {
-		graph_free(g);
-		*phGraph = NULL;
-		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	n->magic = SIM_NODE_MAGIC;
+	n->graph = g;
+	n->type = type;
+	n->seq = g->next_seq++;
+	for (size_t i = 0; i < ndeps; i++) {
+		r = add_edge(n, (struct sim_graph_node *)deps[i], edges ? &edges[i] : NULL);
+		if (r) {
+			node_free(n);
+			return r;
+		}
 	}
-	*phGraph = (CUgraph)g;
+	g->nodes[g->n++] = n;
+	*ret = n;
 	return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+void sim_graph_drop_last(struct sim_graph *g)
 {
-	return end_capture(__func__, hStream, phGraph, false);
+	node_free(g->nodes[--g->n]);
 }
 
-SIM_API CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
-{
-	return end_capture(__func__, hStream, phGraph, true);
-}
-
-static CUstreamCaptureStatus status_of(const struct sim_stream *s)
-{
-	if (!s->capture)
-		return CU_STREAM_CAPTURE_STATUS_NONE;
-	return s->capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
-				       : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-}
-
-static CUresult is_capturing(const char *name, CUstream h, CUstreamCaptureStatus *st, bool ptds)
-{
-	CUresult r = sim_enter(name);
-	struct sim_stream *s;
-
-	if (r)
-		return r;
-	if (!st)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_exec_stream(h, ptds, &s);
-	if (r)
-		return r;
-	*st = status_of(s);
-	return CUDA_SUCCESS;
-}
-
-SIM_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-	return is_capturing(__func__, hStream, captureStatus, false);
-}
-
-SIM_API CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-	return is_capturing(__func__, hStream, captureStatus, true);
-}
-
-/* The last captured node is the dependency set of the next one. */
-static CUresult capture_info(const char *name, CUstream h, bool ptds, CUstreamCaptureStatus *st,
-			     cuuint64_t *id, CUgraph *graph, const CUgraphNode **deps,
-			     const CUgraphEdgeData **edges, size_t *ndeps)
-{
-	CUresult r = sim_enter(name);
-	struct sim_stream *s;
-	struct sim_graph *g;
-
-	if (r)
-		return r;
-	if (!st)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_exec_stream(h, ptds, &s);
-	if (r)
-		return r;
-	g = s->capture;
-	*st = status_of(s);
-	if (id && g)
-		*id = s->capture_id;
-	if (graph)
-		*graph = (CUgraph)g;
-	if (deps)
-		*deps = g && g->n ? (const CUgraphNode *)&g->nodes[g->n - 1] : NULL;
-	if (edges)
-		*edges = NULL;
-	if (ndeps)
-		*ndeps = g && g->n ? 1 : 0;
-	return CUDA_SUCCESS;
-}
-
-SIM_API CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-					cuuint64_t *id_out)
-{
-	return capture_info(__func__, hStream, false, captureStatus_out, id_out, NULL, NULL, NULL,
-			    NULL);
-}
-
-SIM_API CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream,
-					     CUstreamCaptureStatus *captureStatus_out,
-					     cuuint64_t *id_out)
-{
-	return capture_info(__func__, hStream, true, captureStatus_out, id_out, NULL, NULL, NULL,
-			    NULL);
-}
-
-SIM_API CUresult cuStreamGetCaptureInfo_v2(CUstream hStream,
-					   CUstreamCaptureStatus *captureStatus_out,
-					   cuuint64_t *id_out, CUgraph *graph_out,
-					   const CUgraphNode **dependencies_out,
-					   size_t *numDependencies_out)
-{
-	return capture_info(__func__, hStream, false, captureStatus_out, id_out, graph_out,
-			    dependencies_out, NULL, numDependencies_out);
-}
-
-SIM_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream,
-						CUstreamCaptureStatus *captureStatus_out,
-						cuuint64_t *id_out, CUgraph *graph_out,
-						const CUgraphNode **dependencies_out,
-						size_t *numDependencies_out)
-{
-	return capture_info(__func__, hStream, true, captureStatus_out, id_out, graph_out,
-			    dependencies_out, NULL, numDependencies_out);
-}
-
-SIM_API CUresult cuStreamGetCaptureInfo_v3(CUstream hStream,
-					   CUstreamCaptureStatus *captureStatus_out,
-					   cuuint64_t *id_out, CUgraph *graph_out,
-					   const CUgraphNode **dependencies_out,
-					   const CUgraphEdgeData **edgeData_out,
-					   size_t *numDependencies_out)
-{
-	return capture_info(__func__, hStream, false, captureStatus_out, id_out, graph_out,
-			    dependencies_out, edgeData_out, numDependencies_out);
-}
-
-SIM_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream,
-						CUstreamCaptureStatus *captureStatus_out,
-						cuuint64_t *id_out, CUgraph *graph_out,
-						const CUgraphNode **dependencies_out,
-						const CUgraphEdgeData **edgeData_out,
-						size_t *numDependencies_out)
-{
-	return capture_info(__func__, hStream, true, captureStatus_out, id_out, graph_out,
-			    dependencies_out, edgeData_out, numDependencies_out);
-}
-
-/* ---- graphs built by hand ---- */
+/* ---- creation, destruction, queries ---- */
 
 SIM_API CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
@@ -364,7 +164,7 @@ SIM_API CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 		return r;
 	if (!phGraph || flags != 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	*phGraph = (CUgraph)graph_new();
+	*phGraph = (CUgraph)sim_graph_new();
 	return *phGraph ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -374,10 +174,20 @@ SIM_API CUresult cuGraphDestroy(CUgraph hGraph)
 
 	if (r)
 		return r;
-	if (!graph_ok((struct sim_graph *)hGraph))
+	if (!sim_graph_ok((struct sim_graph *)hGraph))
 		return CUDA_ERROR_INVALID_VALUE;
-	graph_free((struct sim_graph *)hGraph);
+	sim_graph_free((struct sim_graph *)hGraph);
 	return CUDA_SUCCESS;
+}
+
+/* The NVML/cuda.h list protocol: fill up to *n entries, report the count. */
+static void list_out(CUgraphNode *out, size_t *n, struct sim_graph_node **v, size_t count)
+{
+	if (out) {
+		for (size_t i = 0; i < *n; i++)
+			out[i] = i < count ? (CUgraphNode)v[i] : NULL;
+	}
+	*n = count;
 }
 
 SIM_API CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
@@ -387,305 +197,583 @@ SIM_API CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *num
 
 	if (r)
 		return r;
-	if (!graph_ok(g) || !numNodes)
+	if (!sim_graph_ok(g) || !numNodes)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (nodes) {
-		for (size_t i = 0; i < *numNodes; i++)
-			nodes[i] = i < g->n ? (CUgraphNode)g->nodes[i] : NULL;
-	}
-	*numNodes = g->n;
+	list_out(nodes, numNodes, g->nodes, g->n);
 	return CUDA_SUCCESS;
 }
 
-static CUresult check_deps(struct sim_graph *g, const CUgraphNode *deps, size_t ndeps)
+SIM_API CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
 {
-	if (ndeps && !deps)
+	CUresult r = sim_enter(__func__);
+	struct sim_graph *g = (struct sim_graph *)hGraph;
+	struct sim_graph_node **roots;
+	size_t k = 0;
+
+	if (r)
+		return r;
+	if (!sim_graph_ok(g) || !numRootNodes)
 		return CUDA_ERROR_INVALID_VALUE;
-	for (size_t i = 0; i < ndeps; i++)
-		if (!node_of(g, (struct sim_graph_node *)deps[i]))
-			return CUDA_ERROR_INVALID_VALUE;
+	roots = calloc(g->n ? g->n : 1, sizeof(*roots));
+	if (!roots)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (size_t i = 0; i < g->n; i++)
+		if (g->nodes[i]->ndeps == 0)
+			roots[k++] = g->nodes[i];
+	list_out(rootNodes, numRootNodes, roots, k);
+	free(roots);
 	return CUDA_SUCCESS;
 }
 
-/* A kernel node from its parameters; the function is resolved in ctx (or the current one). */
-static CUresult add_kernel(const char *name, CUgraphNode *ph, CUgraph hg, const CUgraphNode *deps,
-			   size_t ndeps, CUfunction f, CUkernel kern, CUcontext ctx,
-			   const unsigned grid[3], const unsigned block[3], unsigned shmem,
-			   void **params, void **extra)
+/* Every edge of g, in creation order of the destination nodes. */
+static CUresult get_edges(const char *name, CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+			  CUgraphEdgeData *data, size_t *num)
 {
 	CUresult r = sim_enter(name);
-	struct sim_graph *g = (struct sim_graph *)hg;
-	struct sim_launch l = {0};
-	struct sim_ctx *c;
+	struct sim_graph *g = (struct sim_graph *)hGraph;
+	size_t k = 0;
 
 	if (r)
 		return r;
-	if (!ph || !graph_ok(g))
+	if (!sim_graph_ok(g) || !num || (!from) != (!to) || (data && !from))
 		return CUDA_ERROR_INVALID_VALUE;
-	r = check_deps(g, deps, ndeps);
-	if (r)
-		return r;
-	r = sim_ctx_resolve(ctx, &c);
-	if (r)
-		return r;
-	r = sim_function_resolve_ctx(f ? f : (CUfunction)kern, c, &l.f);
-	if (r)
-		return r;
-	memcpy(l.grid, grid, sizeof(l.grid));
-	memcpy(l.block, block, sizeof(l.block));
-	l.shmem = shmem;
-	r = sim_launch_check(&l, c->device);
-	if (r)
-		return r;
-	l.args_len = sim_function_param_bytes(l.f);
-	l.args = malloc(l.args_len ? l.args_len : 1);
-	if (!l.args)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	r = sim_function_pack_args(l.f, params, extra, l.args, l.args_len);
-	if (r == CUDA_SUCCESS)
-		r = graph_add(g, NODE_KERNEL, &l, NULL, NULL, (struct sim_graph_node **)ph);
-	free(l.args);
+	for (size_t i = 0; i < g->n; i++) {
+		struct sim_graph_node *n = g->nodes[i];
+
+		for (size_t j = 0; j < n->ndeps; j++, k++) {
+			if (!from || k >= *num)
+				continue;
+			from[k] = (CUgraphNode)n->deps[j].from;
+			to[k] = (CUgraphNode)n;
+			if (data)
+				data[k] = n->deps[j].data;
+		}
+	}
+	if (from) {
+		for (size_t i = k; i < *num; i++) {
+			from[i] = to[i] = NULL;
+			if (data)
+				memset(&data[i], 0, sizeof(data[i]));
+		}
+	}
+	/* cuda.h: lossy when edge data was not asked for but an edge carries some. */
+	if (from && !data) {
+		for (size_t i = 0; i < g->n; i++)
+			for (size_t j = 0; j < g->nodes[i]->ndeps; j++)
+				if (g->nodes[i]->deps[j].data.type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT ||
+				    g->nodes[i]->deps[j].data.from_port)
+					r = CUDA_ERROR_LOSSY_QUERY;
+	}
+	*num = k;
 	return r;
 }
 
-SIM_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
-					 const CUgraphNode *dependencies, size_t numDependencies,
-					 const CUDA_KERNEL_NODE_PARAMS *p)
+SIM_API CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+				 size_t *numEdges)
 {
-	if (!p) {
-		CUresult r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
-	unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
-	return add_kernel(__func__, phGraphNode, hGraph, dependencies, numDependencies, p->func,
-			  p->kern, p->ctx, grid, block, p->sharedMemBytes, p->kernelParams,
-			  p->extra);
+	return get_edges(__func__, hGraph, from, to, NULL, numEdges);
 }
 
-SIM_API CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-				      const CUgraphNode *dependencies, size_t numDependencies,
-				      const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+SIM_API CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+				    CUgraphEdgeData *edgeData, size_t *numEdges)
 {
-	if (!p) {
-		CUresult r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
-	unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
-	return add_kernel(__func__, phGraphNode, hGraph, dependencies, numDependencies, p->func,
-			  NULL, NULL, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
+	return get_edges(__func__, hGraph, from, to, edgeData, numEdges);
 }
 
-SIM_API CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-				    const CUgraphNode *dependencies, size_t numDependencies,
-				    const CUDA_HOST_NODE_PARAMS *nodeParams)
+static CUresult node_deps(const char *name, CUgraphNode hNode, CUgraphNode *out,
+			  CUgraphEdgeData *data, size_t *num)
+{
+	CUresult r = sim_enter(name);
+	struct sim_graph_node *n = (struct sim_graph_node *)hNode;
+
+	if (r)
+		return r;
+	if (!sim_graph_node_ok(n) || !num || (data && !out))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (out) {
+		for (size_t i = 0; i < *num; i++) {
+			out[i] = i < n->ndeps ? (CUgraphNode)n->deps[i].from : NULL;
+			if (data && i < n->ndeps)
+				data[i] = n->deps[i].data;
+			else if (data)
+				memset(&data[i], 0, sizeof(data[i]));
+		}
+	}
+	*num = n->ndeps;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies,
+					    size_t *numDependencies)
+{
+	return node_deps(__func__, hNode, dependencies, NULL, numDependencies);
+}
+
+SIM_API CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies,
+					       CUgraphEdgeData *edgeData, size_t *numDependencies)
+{
+	return node_deps(__func__, hNode, dependencies, edgeData, numDependencies);
+}
+
+static CUresult node_dependents(const char *name, CUgraphNode hNode, CUgraphNode *out,
+				CUgraphEdgeData *data, size_t *num)
+{
+	CUresult r = sim_enter(name);
+	struct sim_graph_node *n = (struct sim_graph_node *)hNode;
+	struct sim_graph *g;
+	size_t k = 0;
+
+	if (r)
+		return r;
+	if (!sim_graph_node_ok(n) || !num || (data && !out))
+		return CUDA_ERROR_INVALID_VALUE;
+	g = n->graph;
+	for (size_t i = 0; i < g->n; i++) {
+		for (size_t j = 0; j < g->nodes[i]->ndeps; j++) {
+			if (g->nodes[i]->deps[j].from != n)
+				continue;
+			if (out && k < *num) {
+				out[k] = (CUgraphNode)g->nodes[i];
+				if (data)
+					data[k] = g->nodes[i]->deps[j].data;
+			}
+			k++;
+		}
+	}
+	for (size_t i = k; out && i < *num; i++)
+		out[i] = NULL;
+	*num = k;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes,
+					      size_t *numDependentNodes)
+{
+	return node_dependents(__func__, hNode, dependentNodes, NULL, numDependentNodes);
+}
+
+SIM_API CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes,
+						 CUgraphEdgeData *edgeData,
+						 size_t *numDependentNodes)
+{
+	return node_dependents(__func__, hNode, dependentNodes, edgeData, numDependentNodes);
+}
+
+SIM_API CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 {
 	CUresult r = sim_enter(__func__);
+	struct sim_graph_node *n = (struct sim_graph_node *)hNode;
+
+	if (r)
+		return r;
+	if (!sim_graph_node_ok(n) || !type)
+		return CUDA_ERROR_INVALID_VALUE;
+	*type = n->type;
+	return CUDA_SUCCESS;
+}
+
+/* ---- editing edges ---- */
+
+/*
+ * Adds (add) or removes edges from[i] -> to[i]; all validated before any
+ * changes, as the driver does: nodes of one graph, no self edge, no
+ * duplicate when adding, an existing edge when removing.
+ */
+static CUresult edit_edges(const char *name, CUgraph hGraph, const CUgraphNode *from,
+			   const CUgraphNode *to, const CUgraphEdgeData *data, size_t num, bool add)
+{
+	CUresult r = sim_enter(name);
 	struct sim_graph *g = (struct sim_graph *)hGraph;
 
 	if (r)
 		return r;
-	if (!phGraphNode || !graph_ok(g) || !nodeParams || !nodeParams->fn)
+	if (!sim_graph_ok(g) || (num && (!from || !to)))
 		return CUDA_ERROR_INVALID_VALUE;
-	r = check_deps(g, dependencies, numDependencies);
-	if (r)
-		return r;
-	return graph_add(g, NODE_HOST, NULL, nodeParams->fn, nodeParams->userData,
-			 (struct sim_graph_node **)phGraphNode);
+	for (size_t i = 0; i < num; i++) {
+		struct sim_graph_node *f = (struct sim_graph_node *)from[i];
+		struct sim_graph_node *t = (struct sim_graph_node *)to[i];
+
+		if (!sim_graph_node_ok(f) || !sim_graph_node_ok(t) || f->graph != g ||
+		    t->graph != g || f == t || has_dep(t, f) != !add ||
+		    (add && !edge_ok(data ? &data[i] : NULL, f, t->type)))
+			return CUDA_ERROR_INVALID_VALUE;
+		for (size_t j = 0; j < i; j++)
+			if (from[j] == from[i] && to[j] == to[i])
+				return CUDA_ERROR_INVALID_VALUE;
+	}
+	for (size_t i = 0; i < num; i++) {
+		struct sim_graph_node *f = (struct sim_graph_node *)from[i];
+		struct sim_graph_node *t = (struct sim_graph_node *)to[i];
+
+		if (add) {
+			r = add_edge(t, f, data ? &data[i] : NULL);
+			if (r)
+				return r;
+			continue;
+		}
+		for (size_t j = 0; j < t->ndeps; j++) {
+			if (t->deps[j].from == f) {
+				memmove(&t->deps[j], &t->deps[j + 1],
+					(t->ndeps - j - 1) * sizeof(t->deps[0]));
+				t->ndeps--;
+				break;
+			}
+		}
+	}
+	return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-				     const CUgraphNode *dependencies, size_t numDependencies)
+SIM_API CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from,
+					const CUgraphNode *to, size_t numDependencies)
+{
+	return edit_edges(__func__, hGraph, from, to, NULL, numDependencies, true);
+}
+
+SIM_API CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from,
+					   const CUgraphNode *to, const CUgraphEdgeData *edgeData,
+					   size_t numDependencies)
+{
+	return edit_edges(__func__, hGraph, from, to, edgeData, numDependencies, true);
+}
+
+SIM_API CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from,
+					   const CUgraphNode *to, size_t numDependencies)
+{
+	return edit_edges(__func__, hGraph, from, to, NULL, numDependencies, false);
+}
+
+SIM_API CUresult cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from,
+					      const CUgraphNode *to,
+					      const CUgraphEdgeData *edgeData,
+					      size_t numDependencies)
+{
+	(void)edgeData;
+	return edit_edges(__func__, hGraph, from, to, NULL, numDependencies, false);
+}
+
+/* Removes a node and every edge from or to it. */
+SIM_API CUresult cuGraphDestroyNode(CUgraphNode hNode)
 {
 	CUresult r = sim_enter(__func__);
-	struct sim_graph *g = (struct sim_graph *)hGraph;
+	struct sim_graph_node *n = (struct sim_graph_node *)hNode;
+	struct sim_graph *g;
 
 	if (r)
 		return r;
-	if (!phGraphNode || !graph_ok(g))
+	if (!sim_graph_node_ok(n))
 		return CUDA_ERROR_INVALID_VALUE;
-	r = check_deps(g, dependencies, numDependencies);
-	if (r)
-		return r;
-	return graph_add(g, NODE_EMPTY, NULL, NULL, NULL, (struct sim_graph_node **)phGraphNode);
-}
+	g = n->graph;
+	for (size_t i = 0; i < g->n; i++) {
+		struct sim_graph_node *t = g->nodes[i];
 
-/* ---- executable graphs ---- */
-
-static CUresult instantiate(struct sim_graph *g, struct sim_graph_exec **ret)
-{
-	struct sim_graph_exec *x = calloc(1, sizeof(*x));
-
-	if (!x)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	x->magic = EXEC_MAGIC;
-	x->n = g->n;
-	x->nodes = calloc(g->n ? g->n : 1, sizeof(*x->nodes));
-	if (!x->nodes) {
-		free(x);
-		return CUDA_ERROR_OUT_OF_MEMORY;
+		for (size_t j = 0; j < t->ndeps; j++) {
+			if (t->deps[j].from != n)
+				continue;
+			memmove(&t->deps[j], &t->deps[j + 1], (t->ndeps - j - 1) * sizeof(t->deps[0]));
+			t->ndeps--;
+			j--;
+		}
 	}
 	for (size_t i = 0; i < g->n; i++) {
-		x->nodes[i] = *g->nodes[i];
-		if (x->nodes[i].kind != NODE_KERNEL)
-			continue;
-		x->nodes[i].launch.args = malloc(g->nodes[i]->launch.args_len + 1);
-		if (!x->nodes[i].launch.args) {
-			while (i--)
-				if (x->nodes[i].kind == NODE_KERNEL)
-					free(x->nodes[i].launch.args);
-			free(x->nodes);
-			free(x);
-			return CUDA_ERROR_OUT_OF_MEMORY;
+		if (g->nodes[i] == n) {
+			memmove(&g->nodes[i], &g->nodes[i + 1], (g->n - i - 1) * sizeof(g->nodes[0]));
+			g->n--;
+			break;
 		}
-		memcpy(x->nodes[i].launch.args, g->nodes[i]->launch.args,
-		       g->nodes[i]->launch.args_len);
 	}
-	*ret = x;
+	node_free(n);
 	return CUDA_SUCCESS;
 }
 
-static CUresult instantiate_entry(const char *name, CUgraphExec *ph, CUgraph hg,
-				  unsigned long long flags)
+/* ---- clones ---- */
+
+CUresult sim_graph_clone(const struct sim_graph *g, struct sim_graph **ret)
 {
-	CUresult r = sim_enter(name);
+	struct sim_graph *c = sim_graph_new();
+	CUresult r = c ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 
-	if (r)
-		return r;
-	if (!ph || !graph_ok((struct sim_graph *)hg))
-		return CUDA_ERROR_INVALID_VALUE;
-	/* Flags (auto-free, upload, device launch, priorities) change nothing here. */
-	(void)flags;
-	return instantiate((struct sim_graph *)hg, (struct sim_graph_exec **)ph);
-}
+	for (size_t i = 0; r == CUDA_SUCCESS && i < g->n; i++) {
+		const struct sim_graph_node *o = g->nodes[i];
+		struct sim_graph_node *n;
 
-SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
-					     unsigned long long flags)
-{
-	return instantiate_entry(__func__, phGraphExec, hGraph, flags);
-}
-
-SIM_API CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
-				    CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize)
-{
-	if (phErrorNode)
-		*phErrorNode = NULL;
-	if (logBuffer && bufferSize)
-		logBuffer[0] = '\0';
-	return instantiate_entry(__func__, phGraphExec, hGraph, 0);
-}
-
-SIM_API CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
-				       CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize)
-{
-	if (phErrorNode)
-		*phErrorNode = NULL;
-	if (logBuffer && bufferSize)
-		logBuffer[0] = '\0';
-	return instantiate_entry(__func__, phGraphExec, hGraph, 0);
-}
-
-static CUresult instantiate_params(const char *name, CUgraphExec *ph, CUgraph hg,
-				   CUDA_GRAPH_INSTANTIATE_PARAMS *p)
-{
-	CUresult r;
-
-	if (!p) {
-		r = sim_enter(name);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
+		/* Edges are added after every node exists. */
+		r = sim_graph_add_node(c, o->type, NULL, NULL, 0, &n);
+		if (r)
+			break;
+		r = sim_graph_node_copy_params(n, o);
+		if (r) {
+			sim_graph_drop_last(c);
+			break;
+		}
+		n->origin = (struct sim_graph_node *)o;
 	}
-	r = instantiate_entry(name, ph, hg, p->flags);
-	p->hErrNode_out = NULL;
-	p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS
-					  : CUDA_GRAPH_INSTANTIATE_ERROR;
-	return r;
+	for (size_t i = 0; r == CUDA_SUCCESS && i < g->n; i++) {
+		const struct sim_graph_node *o = g->nodes[i];
+
+		for (size_t j = 0; r == CUDA_SUCCESS && j < o->ndeps; j++) {
+			size_t k = 0;
+
+			while (g->nodes[k] != o->deps[j].from)
+				k++;
+			r = add_edge(c->nodes[i], c->nodes[k], &o->deps[j].data);
+		}
+	}
+	for (size_t i = 0; r == CUDA_SUCCESS && i < g->nusers; i++) {
+		struct sim_user_ref *v = realloc(c->users, (c->nusers + 1) * sizeof(*v));
+
+		if (!v) {
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+			break;
+		}
+		c->users = v;
+		c->users[c->nusers++] = g->users[i];
+		atomic_fetch_add(&g->users[i].obj->refs, g->users[i].count);
+	}
+	if (r) {
+		if (c)
+			sim_graph_free(c);
+		return r;
+	}
+	*ret = c;
+	return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
-					      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-	return instantiate_params(__func__, phGraphExec, hGraph, instantiateParams);
-}
-
-SIM_API CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
-						   CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-	return instantiate_params(__func__, phGraphExec, hGraph, instantiateParams);
-}
-
-SIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+SIM_API CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
 	CUresult r = sim_enter(__func__);
-	struct sim_graph_exec *x = (struct sim_graph_exec *)hGraphExec;
 
 	if (r)
 		return r;
-	if (!x || x->magic != EXEC_MAGIC || x->destroyed)
+	if (!phGraphClone || !sim_graph_ok((struct sim_graph *)originalGraph))
 		return CUDA_ERROR_INVALID_VALUE;
-	for (size_t i = 0; i < x->n; i++)
-		if (x->nodes[i].kind == NODE_KERNEL)
-			free(x->nodes[i].launch.args);
-	free(x->nodes);
-	x->nodes = NULL;
-	x->n = 0;
-	/* Kept, marked dead: a stale handle is an error, not a use-after-free. */
-	x->destroyed = true;
+	return sim_graph_clone((struct sim_graph *)originalGraph, (struct sim_graph **)phGraphClone);
+}
+
+SIM_API CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode,
+					CUgraph hClonedGraph)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_graph *c = (struct sim_graph *)hClonedGraph;
+
+	if (r)
+		return r;
+	if (!phNode || !sim_graph_ok(c) || !hOriginalNode)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* Compared by address only: the original may be gone. */
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->nodes[i]->origin == (struct sim_graph_node *)hOriginalNode) {
+			*phNode = (CUgraphNode)c->nodes[i];
+			return CUDA_SUCCESS;
+		}
+	}
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- DOT ---- */
+
+static const char *type_name(CUgraphNodeType t)
+{
+	switch (t) {
+	case CU_GRAPH_NODE_TYPE_KERNEL:
+		return "KERNEL";
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
+		return "MEMCPY";
+	case CU_GRAPH_NODE_TYPE_MEMSET:
+		return "MEMSET";
+	case CU_GRAPH_NODE_TYPE_HOST:
+		return "HOST";
+	case CU_GRAPH_NODE_TYPE_GRAPH:
+		return "GRAPH";
+	case CU_GRAPH_NODE_TYPE_EMPTY:
+		return "EMPTY";
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+		return "WAIT_EVENT";
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+		return "EVENT_RECORD";
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+		return "MEM_ALLOC";
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		return "MEM_FREE";
+	case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+		return "BATCH_MEM_OP";
+	default:
+		return "NODE";
+	}
+}
+
+/* Writes g's nodes (labelled with their type and, for kernels, the name) and edges. */
+static void dot_graph(FILE *f, const struct sim_graph *g, const char *prefix)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		const struct sim_graph_node *n = g->nodes[i];
+
+		fprintf(f, "\t\"%s%zu\" [label=\"%s", prefix, i, type_name(n->type));
+		if (n->type == CU_GRAPH_NODE_TYPE_KERNEL && n->launch.f)
+			fprintf(f, "\\n%s", n->launch.f->desc->name);
+		fprintf(f, "\"];\n");
+		for (size_t j = 0; j < n->ndeps; j++) {
+			size_t k = 0;
+
+			while (g->nodes[k] != n->deps[j].from)
+				k++;
+			fprintf(f, "\t\"%s%zu\" -> \"%s%zu\";\n", prefix, k, prefix, i);
+		}
+		if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child) {
+			char sub[64];
+
+			snprintf(sub, sizeof(sub), "%s%zu.", prefix, i);
+			fprintf(f, "\tsubgraph \"cluster_%s\" {\n", sub);
+			dot_graph(f, n->child, sub);
+			fprintf(f, "\t}\n");
+		}
+	}
+}
+
+SIM_API CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_graph *g = (struct sim_graph *)hGraph;
+	FILE *f;
+
+	(void)flags;	/* verbosity flags: one level of detail here */
+	if (r)
+		return r;
+	if (!sim_graph_ok(g) || !path)
+		return CUDA_ERROR_INVALID_VALUE;
+	f = fopen(path, "we");
+	if (!f)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	fprintf(f, "digraph cusim_graph {\n");
+	dot_graph(f, g, "n");
+	fprintf(f, "}\n");
+	return fclose(f) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
+}
+
+/* ---- user objects ---- */
+
+static bool user_obj_ok(const struct sim_user_obj *o)
+{
+	return o && o->magic == SIM_USEROBJ_MAGIC && atomic_load(&o->refs) > 0;
+}
+
+/* Runs a user object's destructor on cusim's host-function thread, as the driver does. */
+static void user_obj_destroy(void *arg)
+{
+	struct sim_user_obj *o = arg;
+
+	o->destroy(o->ptr);
+	o->magic = 0;
+	free(o);
+}
+
+void sim_user_obj_release(struct sim_user_obj *o, unsigned count)
+{
+	if (atomic_fetch_sub(&o->refs, count) == count &&
+	    sim_exec_host_call(user_obj_destroy, o) != CUDA_SUCCESS)
+		user_obj_destroy(o); /* no thread could start: run it here */
+}
+
+SIM_API CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy,
+				    unsigned int initialRefcount, unsigned int flags)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_user_obj *o;
+
+	if (r)
+		return r;
+	/* cuda.h: CU_USER_OBJECT_NO_DESTRUCTOR_SYNC is required. */
+	if (!object_out || !destroy || initialRefcount == 0 ||
+	    flags != CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)
+		return CUDA_ERROR_INVALID_VALUE;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	o->magic = SIM_USEROBJ_MAGIC;
+	o->ptr = ptr;
+	o->destroy = destroy;
+	atomic_store(&o->refs, initialRefcount);
+	*object_out = (CUuserObject)o;
 	return CUDA_SUCCESS;
 }
 
-static CUresult graph_launch(const char *name, CUgraphExec hx, CUstream h, bool ptds)
+SIM_API CUresult cuUserObjectRetain(CUuserObject object, unsigned int count)
 {
-	CUresult r = sim_enter(name);
-	struct sim_graph_exec *x = (struct sim_graph_exec *)hx;
-	struct sim_stream *s;
+	CUresult r = sim_enter(__func__);
+	struct sim_user_obj *o = (struct sim_user_obj *)object;
 
 	if (r)
 		return r;
-	if (!x || x->magic != EXEC_MAGIC || x->destroyed)
+	if (!user_obj_ok(o) || count == 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_exec_stream(h, ptds, &s);
+	atomic_fetch_add(&o->refs, count);
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuUserObjectRelease(CUuserObject object, unsigned int count)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_user_obj *o = (struct sim_user_obj *)object;
+
 	if (r)
 		return r;
-	if (s->capture) {
-		sim_graph_capture_invalidate(s);
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	}
-	/*
-	 * Every kernel's function must still be live (its module not unloaded,
-	 * its context not destroyed or reset: the node's pointer would dangle)
-	 * and of the launch stream's context; checked before anything runs.
-	 */
-	for (size_t i = 0; i < x->n; i++) {
-		struct sim_function *f;
-		if (x->nodes[i].kind != NODE_KERNEL)
-			continue;
-		if (sim_function_resolve_ctx((CUfunction)x->nodes[i].launch.f, s->ctx, &f) ||
-		    sim_function_ctx(f) != s->ctx)
-			return CUDA_ERROR_INVALID_VALUE;
-	}
-	for (size_t i = 0; i < x->n && r == CUDA_SUCCESS; i++) {
-		struct sim_graph_node *n = &x->nodes[i];
-		switch (n->kind) {
-		case NODE_KERNEL:
-			r = sim_launch_run(s, &n->launch);
-			break;
-		case NODE_HOST:
-			r = sim_exec_host_func(s, n->fn, n->data);
-			break;
-		case NODE_EMPTY:
-			break;
+	if (!user_obj_ok(o) || count == 0 || count > atomic_load(&o->refs))
+		return CUDA_ERROR_INVALID_VALUE;
+	sim_user_obj_release(o, count);
+	return CUDA_SUCCESS;
+}
+
+/* A graph's references: taken from the caller (MOVE) or new ones. */
+SIM_API CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned int count,
+					 unsigned int flags)
+{
+	CUresult r = sim_enter(__func__);
+	struct sim_graph *g = (struct sim_graph *)graph;
+	struct sim_user_obj *o = (struct sim_user_obj *)object;
+	struct sim_user_ref *v;
+
+	if (r)
+		return r;
+	if (!sim_graph_ok(g) || !user_obj_ok(o) || count == 0 ||
+	    (flags & ~(unsigned)CU_GRAPH_USER_OBJECT_MOVE))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < g->nusers; i++) {
+		if (g->users[i].obj == o) {
+			g->users[i].count += count;
+			if (!(flags & CU_GRAPH_USER_OBJECT_MOVE))
+				atomic_fetch_add(&o->refs, count);
+			return CUDA_SUCCESS;
 		}
 	}
-	return r;
+	v = realloc(g->users, (g->nusers + 1) * sizeof(*v));
+	if (!v)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	g->users = v;
+	g->users[g->nusers++] = (struct sim_user_ref){o, count};
+	if (!(flags & CU_GRAPH_USER_OBJECT_MOVE))
+		atomic_fetch_add(&o->refs, count);
+	return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+SIM_API CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned int count)
 {
-	return graph_launch(__func__, hGraphExec, hStream, false);
-}
+	CUresult r = sim_enter(__func__);
+	struct sim_graph *g = (struct sim_graph *)graph;
+	struct sim_user_obj *o = (struct sim_user_obj *)object;
 
-SIM_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-	return graph_launch(__func__, hGraphExec, hStream, true);
+	if (r)
+		return r;
+	if (!sim_graph_ok(g) || !user_obj_ok(o) || count == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < g->nusers; i++) {
+		if (g->users[i].obj != o)
+			continue;
+		if (count > g->users[i].count)
+			return CUDA_ERROR_INVALID_VALUE;
+		g->users[i].count -= count;
+		if (!g->users[i].count)
+			g->users[i] = g->users[--g->nusers];
+		sim_user_obj_release(o, count);
+		return CUDA_SUCCESS;
+	}
+	return CUDA_ERROR_INVALID_VALUE;
 }

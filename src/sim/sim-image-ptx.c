@@ -339,6 +339,7 @@ struct decl {
 	uint64_t count;			/* product of the array dimensions */
 	bool unsized;			/* first dimension [] */
 	bool opaque;			/* .texref/.samplerref/.surfref: no memory */
+	char opaque_kind;		/* 't' texref, 's' surfref, 'm' samplerref */
 	bool ptr;			/* .ptr seen: a following .align is the pointee's */
 	const char *name;
 	size_t name_len;
@@ -404,6 +405,7 @@ static CUresult parse_declarator(struct ptx *x, struct decl *d)
 			}
 		} else if (is(x, ".texref") || is(x, ".samplerref") || is(x, ".surfref")) {
 			d->opaque = true;
+			d->opaque_kind = is(x, ".texref") ? 't' : is(x, ".surfref") ? 's' : 'm';
 		} else {
 			const struct ptype *t = NULL;
 
@@ -432,15 +434,15 @@ static CUresult parse_declarator(struct ptx *x, struct decl *d)
 			next(x);
 			continue;
 		}
-		if (!read_u64(x, &dim) || dim > SIM_IMAGE_MAX_BYTES ||
-		    (dim && d->count > SIM_IMAGE_MAX_BYTES / dim))
+		if (!read_u64(x, &dim) || dim > SIM_IMAGE_MAX_VAR_BYTES ||
+		    (dim && d->count > SIM_IMAGE_MAX_VAR_BYTES / dim))
 			return fail(x, "bad array dimension");
 		d->count *= dim;
 		if (!punct(x, ']'))
 			return fail(x, "expected ']'");
 		next(x);
 	}
-	if (decl_size(d) > SIM_IMAGE_MAX_BYTES)
+	if (decl_size(d) > SIM_IMAGE_MAX_VAR_BYTES)
 		return fail(x, "variable too large");
 	return CUDA_SUCCESS;
 }
@@ -582,8 +584,13 @@ static CUresult parse_var(struct ptx *x, bool is_const, bool ext)
 	}
 	next(x);
 	size = decl_size(&d);
+	if (!ext && d.opaque && d.opaque_kind != 'm') {
+		/* A texture or surface reference (cuModuleGetTexRef / GetSurfRef). */
+		r = sim_image_add_ref(x->img, d.name, d.name_len, d.opaque_kind == 's');
+		goto out;
+	}
 	if (ext || size == 0)
-		goto out;	/* a declaration, an opaque handle, or nothing to allocate */
+		goto out;	/* a declaration, a sampler, or nothing to allocate */
 	for (uint32_t i = 0; i < x->img->nglobals; i++) {
 		if (strlen(x->img->globals[i].name) == d.name_len &&
 		    memcmp(x->img->globals[i].name, d.name, d.name_len) == 0) {
@@ -601,6 +608,11 @@ static CUresult parse_var(struct ptx *x, bool is_const, bool ext)
 		goto out;
 	}
 	if (in.n) {
+		/* The initial bytes are held in host memory: a corrupt-image bound applies. */
+		if (size > SIM_IMAGE_MAX_BYTES) {
+			r = fail(x, "initialized variable too large");
+			goto out;
+		}
 		g->init = calloc(1, size);
 		if (!g->init) {
 			r = CUDA_ERROR_OUT_OF_MEMORY;

@@ -117,10 +117,35 @@ CUresult sim_image_add_global(struct sim_image *img, struct sim_image_global **r
 	return CUDA_SUCCESS;
 }
 
+CUresult sim_image_add_ref(struct sim_image *img, const char *name, size_t len, bool surface)
+{
+	struct sim_image_ref *v;
+
+	for (uint32_t i = 0; i < img->nrefs; i++)
+		if (strlen(img->refs[i].name) == len && memcmp(img->refs[i].name, name, len) == 0)
+			return CUDA_SUCCESS;
+	if (img->nrefs >= (1u << 16))
+		return CUDA_ERROR_INVALID_IMAGE;
+	v = realloc(img->refs, (img->nrefs + 1) * sizeof(*v));
+	if (!v)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	img->refs = v;
+	v = &img->refs[img->nrefs];
+	v->name = strndup(name, len);
+	if (!v->name)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	v->surface = surface;
+	img->nrefs++;
+	return CUDA_SUCCESS;
+}
+
 void sim_image_free(struct sim_image *img)
 {
 	if (!img)
 		return;
+	for (uint32_t i = 0; i < img->nrefs; i++)
+		free(img->refs[i].name);
+	free(img->refs);
 	for (uint32_t i = 0; i < img->nfuncs; i++) {
 		free(img->funcs[i].name);
 		free(img->funcs[i].params);
@@ -688,7 +713,8 @@ static CUresult elf_add_global(struct elf *e, struct sim_image *img, const char 
 	const unsigned char *d;
 	CUresult r;
 
-	if (!in_bounds(value, size, sec->size) || size > SIM_IMAGE_MAX_BYTES) {
+	if (!in_bounds(value, size, sec->size) ||
+	    size > (shdr_nobits(sec) ? SIM_IMAGE_MAX_VAR_BYTES : SIM_IMAGE_MAX_BYTES)) {
 		sim_image_set_err(e->err, e->errlen, "cubin: variable %s lies outside its section",
 				  name);
 		return CUDA_ERROR_INVALID_IMAGE;

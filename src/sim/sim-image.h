@@ -21,8 +21,14 @@
 
 /* The argument buffer of a kernel is at most this large (CUDA 12.1+, Volta+). */
 #define SIM_IMAGE_MAX_PARAM_BYTES 32764u
-/* Images, sections and variables larger than this are refused as corrupt. */
+/* Images, sections and initialized variables larger than this are refused as corrupt. */
 #define SIM_IMAGE_MAX_BYTES (1ull << 30)
+/*
+ * Zero-filled variables (.nv.global is NOBITS; PTX without an initializer)
+ * take no room in the image and may be as large as device memory allows: up
+ * to this, beyond any simulated device (the load then fails for memory).
+ */
+#define SIM_IMAGE_MAX_VAR_BYTES (1ull << 40)
 
 /* PTX ISA version this driver understands (CUDA 13.0: PTX ISA 9.0), as major*10+minor. */
 #define SIM_IMAGE_PTX_ISA_MAX 90
@@ -68,6 +74,12 @@ struct sim_image_global {
 	unsigned char *init;		/* size initial bytes, or NULL: zero-filled */
 };
 
+/* A module-scope texture or surface reference (PTX .texref / .surfref). */
+struct sim_image_ref {
+	char *name;
+	bool surface;
+};
+
 /* A parsed image: owned by whoever parsed it, freed with sim_image_free(). */
 struct sim_image {
 	enum sim_image_kind kind;	/* what the caller passed */
@@ -77,6 +89,8 @@ struct sim_image {
 	struct sim_image_func *funcs;
 	uint32_t nglobals;
 	struct sim_image_global *globals;
+	uint32_t nrefs;
+	struct sim_image_ref *refs;
 };
 
 /*
@@ -127,10 +141,23 @@ bool sim_image_safe_read(void *dst, const void *src, size_t n);
 CUresult sim_image_parse_ptx(const char *text, size_t len, int cc, struct sim_image *img,
 			     char *err, size_t errlen);
 
+/*
+ * Writes img as a cubin for SASS architecture arch (e.g. 90) that
+ * sim_image_parse reads back with the same kernels (parameters, registers,
+ * shared and local memory, launch bounds, clusters), the same variables
+ * (initial bytes included) and the same __constant__ size (sim-image-write.c).
+ * The caller frees *ret. CUDA_ERROR_OUT_OF_MEMORY, or CUDA_ERROR_INVALID_IMAGE
+ * for more kernels than an ELF section table can index.
+ */
+CUresult sim_image_write_cubin(const struct sim_image *img, int arch, unsigned char **ret,
+			       size_t *ret_len);
+
 /* Helpers shared by the two parsers (sim-image.c). */
 void sim_image_set_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 CUresult sim_image_add_func(struct sim_image *img, struct sim_image_func **ret);
 CUresult sim_image_add_global(struct sim_image *img, struct sim_image_global **ret);
+/* Records a texture (surface: surface) reference named name[0..len); a repeat is ignored. */
+CUresult sim_image_add_ref(struct sim_image *img, const char *name, size_t len, bool surface);
 
 #endif

@@ -145,18 +145,15 @@ SIM_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 	return CUDA_SUCCESS;
 }
 
-/*
- * Maps the exporter's bytes [arena_off, arena_off + size) here. Returns
- * CUDA_ERROR_INVALID_HANDLE when the exporter is gone (or is not the process
- * that made the handle), CUDA_ERROR_MAP_FAILED when mmap fails.
- */
-static CUresult map_peer(const struct ipc_wire *w, struct ipc_map *m)
+CUresult sim_ipc_map_peer(const struct sim_peer_mem *w, void **ret_map, size_t *ret_len,
+			  uintptr_t *ret_base)
 {
 	struct sim_proc_slot *slot = sim_proc_find(sim.shm, w->pid);
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), len;
 	uint64_t pg_off = w->arena_off & ~(uint64_t)(pg - 1);
 	char path[64];
 	struct stat st;
+	void *map;
 	int fd;
 
 	if (!slot || atomic_load(&slot->start_time) != w->start_time || slot->vram_fd != w->fd)
@@ -172,13 +169,23 @@ static CUresult map_peer(const struct ipc_wire *w, struct ipc_map *m)
 		close(fd);
 		return CUDA_ERROR_INVALID_HANDLE;
 	}
-	m->map_len = sim_align_up(w->arena_off + w->size - pg_off, pg);
-	m->map = mmap(NULL, m->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)pg_off);
+	len = sim_align_up(w->arena_off + w->size - pg_off, pg);
+	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)pg_off);
 	close(fd);
-	if (m->map == MAP_FAILED)
+	if (map == MAP_FAILED)
 		return CUDA_ERROR_MAP_FAILED;
-	m->base = (uintptr_t)m->map + (uintptr_t)(w->arena_off - pg_off);
+	*ret_map = map;
+	*ret_len = len;
+	*ret_base = (uintptr_t)map + (uintptr_t)(w->arena_off - pg_off);
 	return CUDA_SUCCESS;
+}
+
+/* Maps an IPC handle's allocation (sim_ipc_map_peer). */
+static CUresult map_peer(const struct ipc_wire *w, struct ipc_map *m)
+{
+	struct sim_peer_mem pm = {w->pid, w->fd, w->start_time, w->arena_off, w->size};
+
+	return sim_ipc_map_peer(&pm, &m->map, &m->map_len, &m->base);
 }
 
 /*

@@ -72,7 +72,7 @@ uint64_t sim_launch_duration(const struct sim_launch *l, int dev)
 {
 	const struct sim_device_desc *d = &sim.shm->desc[dev];
 	const struct sim_model *m = sim_config_model(d);
-	uint64_t threads, blocks, per_sm, waves;
+	uint64_t threads, blocks, per_sm, waves, sms;
 
 	switch (sim_function_builtin(l->f)) {
 	case SIM_BUILTIN_SPIN:
@@ -92,12 +92,14 @@ uint64_t sim_launch_duration(const struct sim_launch *l, int dev)
 		per_sm = (uint64_t)m->max_blocks_per_sm;
 	if (per_sm == 0)
 		per_sm = 1;
-	waves = (blocks + per_sm * d->sm_count - 1) / (per_sm * d->sm_count);
+	/* A green context's kernels run on its SMs only. */
+	sms = sim_function_ctx(l->f)->sm_limit ? sim_function_ctx(l->f)->sm_limit : d->sm_count;
+	waves = (blocks + per_sm * sms - 1) / (per_sm * sms);
 	return waves * wave_ns;
 }
 
-/* Performs a built-in's effect on device memory; false: it would fault. */
-static bool run_builtin(const struct sim_launch *l)
+/* Performs a built-in's effect on device memory from context c; false: it would fault. */
+static bool run_builtin(struct sim_ctx *c, const struct sim_launch *l)
 {
 	uint64_t n;
 
@@ -108,7 +110,7 @@ static bool run_builtin(const struct sim_launch *l)
 		n = arg_u64(l, 2);
 		if (n == 0)
 			return true;
-		if (n > SIZE_MAX / 4 || sim_check_range(dst, n * 4, NULL))
+		if (n > SIZE_MAX / 4 || sim_peer_check_range(c, dst, n * 4))
 			return false;
 		for (uint64_t i = 0; i < n; i++)
 			memcpy((void *)(dst + i * 4), &v, 4);
@@ -116,15 +118,15 @@ static bool run_builtin(const struct sim_launch *l)
 	}
 	case SIM_BUILTIN_VECADD_F32: {
 		uintptr_t a = (uintptr_t)arg_u64(l, 0), b = (uintptr_t)arg_u64(l, 1);
-		uintptr_t c = (uintptr_t)arg_u64(l, 2);
+		uintptr_t out = (uintptr_t)arg_u64(l, 2);
 		n = arg_u64(l, 3);
 		if (n == 0)
 			return true;
-		if (n > SIZE_MAX / 4 || sim_check_range(a, n * 4, NULL) ||
-		    sim_check_range(b, n * 4, NULL) || sim_check_range(c, n * 4, NULL))
+		if (n > SIZE_MAX / 4 || sim_peer_check_range(c, a, n * 4) ||
+		    sim_peer_check_range(c, b, n * 4) || sim_peer_check_range(c, out, n * 4))
 			return false;
 		const float *fa = (const float *)a, *fb = (const float *)b;
-		float *fc = (float *)c;
+		float *fc = (float *)out;
 		for (uint64_t i = 0; i < n; i++)
 			fc[i] = fa[i] + fb[i];
 		return true;
@@ -147,10 +149,12 @@ CUresult sim_launch_run(struct sim_stream *s, const struct sim_launch *l)
 	r = sim_check_device_health(dev);
 	if (r)
 		return r;
-	if (!run_builtin(l)) {
+	if (!run_builtin(s->ctx, l)) {
 		/* As a faulting kernel: the launch succeeded, the context is now broken. */
 		int zero = 0;
 		atomic_compare_exchange_strong(&x->sticky, &zero, CUDA_ERROR_ILLEGAL_ADDRESS);
+		sim_log(CU_LOG_LEVEL_ERROR, "kernel %s: illegal address: the context is unusable",
+			l->f->desc->name);
 	}
 	/* The slot first: residency decided before waiting could be evicted meanwhile. */
 	slot = sim_exec_kernel_slot(s);
@@ -195,16 +199,7 @@ CUresult sim_launch_check(const struct sim_launch *l, int dev)
 	return CUDA_SUCCESS;
 }
 
-struct launch_req {
-	CUfunction f;
-	unsigned grid[3], block[3], shmem;
-	CUstream stream;
-	void **params, **extra;
-	bool cooperative;
-	bool ptds;
-};
-
-static CUresult launch(const char *name, const struct launch_req *q)
+CUresult sim_launch_submit(const char *name, const struct sim_launch_req *q)
 {
 	CUresult r = sim_enter(name);
 	struct sim_stream *s;
@@ -246,10 +241,10 @@ SIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
 				unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
 				void **extra)
 {
-	struct launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
+	struct sim_launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
 			       {blockDimX, blockDimY, blockDimZ},
 			       sharedMemBytes, hStream, kernelParams, extra, false, false};
-	return launch(__func__, &q);
+	return sim_launch_submit(__func__, &q);
 }
 
 SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -258,10 +253,10 @@ SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
 				     unsigned int sharedMemBytes, CUstream hStream,
 				     void **kernelParams, void **extra)
 {
-	struct launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
+	struct sim_launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
 			       {blockDimX, blockDimY, blockDimZ},
 			       sharedMemBytes, hStream, kernelParams, extra, false, true};
-	return launch(__func__, &q);
+	return sim_launch_submit(__func__, &q);
 }
 
 SIM_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
@@ -270,10 +265,10 @@ SIM_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
 					   unsigned int blockDimZ, unsigned int sharedMemBytes,
 					   CUstream hStream, void **kernelParams)
 {
-	struct launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
+	struct sim_launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
 			       {blockDimX, blockDimY, blockDimZ},
 			       sharedMemBytes, hStream, kernelParams, NULL, true, false};
-	return launch(__func__, &q);
+	return sim_launch_submit(__func__, &q);
 }
 
 SIM_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
@@ -282,22 +277,22 @@ SIM_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
 						unsigned int blockDimZ, unsigned int sharedMemBytes,
 						CUstream hStream, void **kernelParams)
 {
-	struct launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
+	struct sim_launch_req q = {f,	{gridDimX, gridDimY, gridDimZ},
 			       {blockDimX, blockDimY, blockDimZ},
 			       sharedMemBytes, hStream, kernelParams, NULL, true, true};
-	return launch(__func__, &q);
+	return sim_launch_submit(__func__, &q);
 }
 
 static CUresult launch_ex(const char *name, const CUlaunchConfig *config, CUfunction f,
 			  void **kernelParams, void **extra, bool ptds)
 {
-	struct launch_req q;
+	struct sim_launch_req q;
 
 	if (!config || (config->numAttrs && !config->attrs)) {
 		CUresult r = sim_enter(name);
 		return r ? r : CUDA_ERROR_INVALID_VALUE;
 	}
-	q = (struct launch_req){f,
+	q = (struct sim_launch_req){f,
 				{config->gridDimX, config->gridDimY, config->gridDimZ},
 				{config->blockDimX, config->blockDimY, config->blockDimZ},
 				config->sharedMemBytes,
@@ -312,7 +307,7 @@ static CUresult launch_ex(const char *name, const CUlaunchConfig *config, CUfunc
 		if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
 			q.cooperative = a->value.cooperative != 0;
 	}
-	return launch(name, &q);
+	return sim_launch_submit(name, &q);
 }
 
 SIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
@@ -325,4 +320,60 @@ SIM_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction 
 				       void **kernelParams, void **extra)
 {
 	return launch_ex(__func__, config, f, kernelParams, extra, true);
+}
+
+/*
+ * Deprecated (CUDA 11.3) but exported: one cooperative launch per device,
+ * each on its own stream. cusim launches them one after another; the
+ * CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_*_SYNC flags only relax the
+ * ordering with other work, which submission order already satisfies.
+ */
+SIM_API CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList,
+						      unsigned int numDevices, unsigned int flags)
+{
+	const unsigned known = CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC |
+			       CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC;
+	CUresult r = sim_enter(__func__);
+	bool seen[SIM_MAX_DEVICES] = {false};
+
+	if (r)
+		return r;
+	if (!launchParamsList || numDevices == 0 || (flags & ~known))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (numDevices > (unsigned)sim.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	/* cuda.h: one launch per device, the same geometry everywhere. */
+	for (unsigned i = 0; i < numDevices; i++) {
+		const CUDA_LAUNCH_PARAMS *p = &launchParamsList[i], *p0 = &launchParamsList[0];
+		struct sim_stream *s;
+
+		r = sim_exec_stream(p->hStream, false, &s);
+		if (r)
+			return r;
+		if (s->legacy || seen[s->ctx->device])
+			return CUDA_ERROR_INVALID_VALUE;
+		seen[s->ctx->device] = true;
+		if (p->gridDimX != p0->gridDimX || p->gridDimY != p0->gridDimY ||
+		    p->gridDimZ != p0->gridDimZ || p->blockDimX != p0->blockDimX ||
+		    p->blockDimY != p0->blockDimY || p->blockDimZ != p0->blockDimZ ||
+		    p->sharedMemBytes != p0->sharedMemBytes)
+			return CUDA_ERROR_INVALID_VALUE;
+	}
+	for (unsigned i = 0; i < numDevices; i++) {
+		const CUDA_LAUNCH_PARAMS *p = &launchParamsList[i];
+		struct sim_launch_req q = {p->function,
+					   {p->gridDimX, p->gridDimY, p->gridDimZ},
+					   {p->blockDimX, p->blockDimY, p->blockDimZ},
+					   p->sharedMemBytes,
+					   p->hStream,
+					   p->kernelParams,
+					   NULL,
+					   true,
+					   false};
+
+		r = sim_launch_submit(__func__, &q);
+		if (r)
+			return r;
+	}
+	return CUDA_SUCCESS;
 }

@@ -37,6 +37,23 @@ CUresult sim_launch_run(struct sim_stream *s, const struct sim_launch *l);
  */
 CUresult sim_launch_check(const struct sim_launch *l, int dev);
 
+/* A launch as an entry point receives it. */
+struct sim_launch_req {
+	CUfunction f;
+	unsigned grid[3], block[3], shmem;
+	CUstream stream;
+	void **params, **extra;		/* as cuLaunchKernel's kernelParams and extra */
+	bool cooperative;
+	bool ptds;			/* a _ptsz entry point: stream 0 is the per-thread stream */
+};
+
+/*
+ * The body of every launch entry point (`name` for sim_enter): resolves the
+ * stream and function, validates the geometry, packs the arguments, then
+ * captures the launch or runs it.
+ */
+CUresult sim_launch_submit(const char *name, const struct sim_launch_req *q);
+
 /* Modelled duration of a launch, ns (without unified-memory migration). */
 uint64_t sim_launch_duration(const struct sim_launch *l, int dev);
 

@@ -173,14 +173,22 @@ static CUresult copy_nd(const char *name, const CUDA_MEMCPY3D_PEER *c, bool peer
 			bool ptds)
 {
 	struct sim_ctx *ctx;
-	struct side ss, ds;
-	struct box sb, db;
-	size_t w, h, d, maxp;
-	bool dense;
 	CUresult r = sim_copy_enter(name, &ctx);
 
 	if (r)
 		return r;
+	return sim_copy_3d(ctx, c, peer, stream, ptds, false);
+}
+
+CUresult sim_copy_3d(struct sim_ctx *ctx, const CUDA_MEMCPY3D_PEER *c, bool peer, CUstream stream,
+		     bool ptds, bool check_only)
+{
+	struct side ss, ds;
+	struct box sb, db;
+	size_t w, h, d, maxp;
+	bool dense;
+	CUresult r;
+
 	if (!c)
 		return CUDA_ERROR_INVALID_VALUE;
 	ss = src_side(c);
@@ -203,6 +211,8 @@ static CUresult copy_nd(const char *name, const CUDA_MEMCPY3D_PEER *c, bool peer
 		if (r)
 			return r;
 	}
+	if (check_only)
+		return CUDA_SUCCESS;
 	r = sim_stream_copy(stream, ptds, w * h * d,
 			    ss.type != CU_MEMORYTYPE_HOST && ds.type != CU_MEMORYTYPE_HOST);
 	if (r || !(w && h && d))

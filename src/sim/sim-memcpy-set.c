@@ -43,10 +43,18 @@ static CUresult set_2d(const char *name, CUdeviceptr dst, size_t pitch, unsigned
 		       size_t width, size_t height, CUstream stream, bool ptds)
 {
 	CUresult r = sim_copy_enter(name, NULL);
-	size_t row = 0, span;
 
-	if (r)
-		return r;
+	return r ? r : sim_set_2d(dst, pitch, v, esz, width, height, stream, ptds, false);
+}
+
+CUresult sim_set_2d(CUdeviceptr dst, size_t pitch, unsigned v, size_t esz, size_t width,
+		    size_t height, CUstream stream, bool ptds, bool check_only)
+{
+	size_t row = 0, span;
+	CUresult r;
+
+	if (esz != 1 && esz != 2 && esz != 4)
+		return CUDA_ERROR_INVALID_VALUE;
 	if (dst % esz || (height > 1 && pitch % esz))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (width && height) {
@@ -61,6 +69,8 @@ static CUresult set_2d(const char *name, CUdeviceptr dst, size_t pitch, unsigned
 		if (r)
 			return r;
 	}
+	if (check_only)
+		return CUDA_SUCCESS;
 	r = sim_stream_copy(stream, ptds, width * height * esz, true);
 	if (r || !(width && height))
 		return r;

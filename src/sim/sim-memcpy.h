@@ -41,6 +41,23 @@ CUresult sim_copy_check_unified(uintptr_t p, size_t len);
  */
 CUresult sim_copy_check_writable(uintptr_t p);
 
+/*
+ * Runs a pitched copy (sim-memcpy-2d.c) for an entry point that has done
+ * its own prologue: validates both ends as cuMemcpy3D(Peer) does (ctx gives
+ * the pitch limit; peer: c's contexts are real), then, unless check_only,
+ * orders it on `stream` (SIM_STREAM_SYNC: synchronous) and moves the bytes.
+ * Graph memcpy nodes validate with check_only and run at launch.
+ */
+CUresult sim_copy_3d(struct sim_ctx *ctx, const CUDA_MEMCPY3D_PEER *c, bool peer, CUstream stream,
+		     bool ptds, bool check_only);
+
+/*
+ * Runs a memset of `height` rows of `width` elements of esz (1, 2 or 4)
+ * bytes, `pitch` apart, at dst (sim-memcpy-set.c), the same way.
+ */
+CUresult sim_set_2d(CUdeviceptr dst, size_t pitch, unsigned v, size_t esz, size_t width,
+		    size_t height, CUstream stream, bool ptds, bool check_only);
+
 /* Checks a host buffer (len > 0): not NULL, no wrap-around; else CUDA_ERROR_INVALID_VALUE. */
 CUresult sim_copy_check_host(uintptr_t p, size_t len);
 

@@ -43,6 +43,9 @@ static CUresult alloc_device(const char *name, CUdeviceptr *dptr, size_t bytes,
 		return r;
 	/* Managed memory is charged while resident, by the residency model (sim-um.c). */
 	r = sim_vram_alloc(c->device, bytes, kind != SIM_ALLOC_MANAGED, &a);
+	if (r == CUDA_ERROR_OUT_OF_MEMORY)
+		sim_log(CU_LOG_LEVEL_ERROR, "%s: out of memory: %zu bytes requested on device %d",
+			name, bytes, c->ordinal);
 	if (r)
 		return r;
 	if (kind == SIM_ALLOC_MANAGED)
@@ -128,8 +131,11 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 
 void sim_mem_release_locked(struct sim_alloc *a)
 {
-	if (a->kind == SIM_ALLOC_MANAGED)
+	if (a->kind == SIM_ALLOC_MANAGED) {
 		sim_um_free(a->device, sim_align_up(a->size, SIM_ALLOC_ALIGN));
+		sim_um_range_free(a->um);
+		a->um = NULL;
+	}
 	sim_vram_free_locked(a);
 }
 
@@ -137,6 +143,12 @@ CUresult sim_mem_free_ptr(CUdeviceptr ptr)
 {
 	struct sim_alloc *a;
 
+	/*
+	 * cuda.h: cuMemFree also releases a pointer imported from another
+	 * process's pool, and graph memory allocated by a graph launch.
+	 */
+	if (sim_pool_import_free(ptr) == CUDA_SUCCESS || sim_graph_mem_free(ptr) == CUDA_SUCCESS)
+		return CUDA_SUCCESS;
 	pthread_mutex_lock(&sim.lock);
 	a = sim_registry_find_locked((uintptr_t)ptr);
 	/* Memory owned by something else (a module's variables) is not the caller's to free. */
@@ -219,7 +231,13 @@ SIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
 	r = sim_check_range((uintptr_t)dptr, 1, &a);
 	if (r)
 		return CUDA_ERROR_NOT_FOUND;
-	if (a.kind == SIM_ALLOC_HOST || a.kind == SIM_ALLOC_HOST_REGISTERED)
+	/*
+	 * Pinned allocations (cuMemAllocHost, cuMemHostAlloc) are mapped into
+	 * the device's address space (always, under unified addressing), and
+	 * the driver reports their range like a device allocation's. Registered
+	 * host memory is the application's own pages: not an allocation.
+	 */
+	if (a.kind == SIM_ALLOC_HOST_REGISTERED)
 		return CUDA_ERROR_NOT_FOUND;
 	if (pbase)
 		*pbase = (CUdeviceptr)a.base;
@@ -267,8 +285,12 @@ static CUresult host_alloc(const char *name, void **pp, size_t bytesize, unsigne
 	a.kind = SIM_ALLOC_HOST;
 	a.device = -1;
 	a.ctx = c;
-	/* Every pinned allocation is mapped and portable under unified addressing. */
-	a.flags = flags | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE;
+	/*
+	 * Under unified addressing every pinned allocation is mapped, and the
+	 * driver reports DEVICEMAP even when it was not asked for (driver
+	 * 590: cuMemHostAlloc(flags 0) then cuMemHostGetFlags gives 0x2).
+	 */
+	a.flags = flags | CU_MEMHOSTALLOC_DEVICEMAP;
 	r = sim_registry_add(&a, NULL);
 	if (r) {
 		munmap(p, bytesize);
@@ -415,8 +437,11 @@ SIM_API CUresult cuMemHostUnregister(void *p)
 	pthread_mutex_lock(&sim.lock);
 	a = sim_registry_find_locked((uintptr_t)p);
 	if (!a || a->base != (uintptr_t)p || a->kind != SIM_ALLOC_HOST_REGISTERED) {
+		/* Pinned memory of cuMemHostAlloc is CUDA's, not registered: driver 590 says so. */
+		bool pinned = a && a->kind == SIM_ALLOC_HOST;
+
 		pthread_mutex_unlock(&sim.lock);
-		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+		return pinned ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 	}
 	sim_registry_take_locked(a->base);
 	pthread_mutex_unlock(&sim.lock);

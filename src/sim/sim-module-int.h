@@ -85,6 +85,16 @@ const struct sim_global *sim_module_find_global(const struct sim_module *m, cons
 CUresult sim_func_get_locked(CUfunction h, struct sim_ctx *ctx, struct sim_function **ret);
 
 /*
+ * The entry prologue of the cuFunc* calls: sim_enter(fn), then the lock and
+ * the function h names (a CUkernel: its function in the current context).
+ * On success the caller holds sim_module_lock(); on failure it is released.
+ */
+CUresult sim_func_enter(const char *fn, CUfunction h, struct sim_function **ret);
+
+/* The kernel-level attributes that apply to f (cuKernelSetAttribute for its device), or NULL. */
+const struct sim_func_attrs *sim_func_kernel_attrs(const struct sim_function *f);
+
+/*
  * Attribute a of kernel d as reported: `own` (cuFuncSetAttribute) wins over
  * `kern` (cuKernelSetAttribute for the device), which wins over the image.
  */
@@ -103,6 +113,14 @@ bool sim_func_cache_config_ok(CUfunc_cache c);
  */
 CUresult sim_func_param_info(const void *h, bool kernel_only, size_t index, size_t *offset,
 			     size_t *size);
+
+/* ---- texture and surface references (sim-texref.c) ---- */
+
+/* Makes m's references (one per name in its image) and publishes their handles. */
+CUresult sim_texref_module_create_locked(struct sim_module *m);
+
+/* Unpublishes and frees m's references. */
+void sim_texref_module_destroy_locked(struct sim_module *m);
 
 /* ---- loading ---- */
 

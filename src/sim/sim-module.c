@@ -266,7 +266,9 @@ void sim_module_destroy_locked(struct sim_module *m)
 	for (uint32_t i = 0; i < m->nfuncs; i++) {
 		sim_handle_del(&m->funcs[i]);
 		m->funcs[i].magic = 0;
+		free(m->funcs[i].legacy);
 	}
+	sim_texref_module_destroy_locked(m);
 	module_free_globals(m);
 	if (m->owns_img)
 		sim_image_free(m->img);
@@ -334,12 +336,15 @@ CUresult sim_module_create_locked(struct sim_ctx *ctx, struct sim_image *img, bo
 		if (g->init)
 			memcpy((void *)a.base, g->init, g->size);
 		else
-			memset((void *)a.base, 0, g->size);
+			sim_vram_zero(&a);
 		m->globals[m->nglobals].name = g->name;
 		m->globals[m->nglobals].base = a.base;
 		m->globals[m->nglobals].size = g->size;
 		m->nglobals++;
 	}
+	r = sim_texref_module_create_locked(m);
+	if (r)
+		goto fail;
 	m->nfuncs = img->nfuncs;
 	for (uint32_t i = 0; i < img->nfuncs; i++) {
 		struct sim_function *f = &m->funcs[i];
@@ -604,7 +609,7 @@ bool sim_func_cache_config_ok(CUfunc_cache c)
 	       c == CU_FUNC_CACHE_PREFER_L1 || c == CU_FUNC_CACHE_PREFER_EQUAL;
 }
 
-static const struct sim_func_attrs *func_kernel_attrs(const struct sim_function *f)
+const struct sim_func_attrs *sim_func_kernel_attrs(const struct sim_function *f)
 {
 	return f->kernel ? &f->kernel->attrs[f->mod->ctx->device] : NULL;
 }
@@ -636,7 +641,7 @@ CUresult sim_function_get_attr(const struct sim_function *f, CUfunction_attribut
 	CUresult r;
 
 	sim_module_lock();
-	r = sim_func_attr_get(f->desc, &f->attrs, func_kernel_attrs(f), attr, ret);
+	r = sim_func_attr_get(f->desc, &f->attrs, sim_func_kernel_attrs(f), attr, ret);
 	sim_module_unlock();
 	return r;
 }
@@ -647,7 +652,7 @@ CUfunc_cache sim_function_cache_config(const struct sim_function *f)
 	CUfunc_cache c = CU_FUNC_CACHE_PREFER_NONE;
 
 	sim_module_lock();
-	k = func_kernel_attrs(f);
+	k = sim_func_kernel_attrs(f);
 	if (f->attrs.set & SIM_ATTR_CACHE_BIT)
 		c = f->attrs.cache_config;
 	else if (k && (k->set & SIM_ATTR_CACHE_BIT))
@@ -819,6 +824,8 @@ static CUresult module_load(const struct sim_image_src *src, const struct sim_ji
 		else
 			*ret = (CUmodule)m;
 	}
+	if (r && err[0])
+		sim_log(CU_LOG_LEVEL_ERROR, "module load failed: %s", err);
 	if (jit)
 		sim_jit_report(jit, r, err);
 	return r;
@@ -1058,8 +1065,7 @@ SIM_API CUresult cuModuleGetGlobal(CUdeviceptr_v1 *dptr, unsigned int *bytes, CU
 
 /* ---- functions ---- */
 
-/* The entry prologue of the cuFunc* calls: a function, or a kernel resolved in the current context. */
-static CUresult func_enter(const char *fn, CUfunction h, struct sim_function **ret)
+CUresult sim_func_enter(const char *fn, CUfunction h, struct sim_function **ret)
 {
 	CUresult r = sim_enter(fn);
 
@@ -1089,13 +1095,13 @@ SIM_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
 		r = sim_enter(__func__);
 		return r ? r : CUDA_ERROR_INVALID_VALUE;
 	}
-	r = func_enter(__func__, hfunc, &f);
+	r = sim_func_enter(__func__, hfunc, &f);
 	if (r)
 		return r;
 	if (!f->loaded && attr_needs_load(attrib))
 		r = CUDA_ERROR_FUNCTION_NOT_LOADED;
 	else
-		r = sim_func_attr_get(f->desc, &f->attrs, func_kernel_attrs(f), attrib, pi);
+		r = sim_func_attr_get(f->desc, &f->attrs, sim_func_kernel_attrs(f), attrib, pi);
 	sim_module_unlock();
 	return r;
 }
@@ -1103,7 +1109,7 @@ SIM_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
 SIM_API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
 	struct sim_function *f;
-	CUresult r = func_enter(__func__, hfunc, &f);
+	CUresult r = sim_func_enter(__func__, hfunc, &f);
 
 	if (r)
 		return r;
@@ -1115,7 +1121,7 @@ SIM_API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attri
 SIM_API CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 {
 	struct sim_function *f;
-	CUresult r = func_enter(__func__, hfunc, &f);
+	CUresult r = sim_func_enter(__func__, hfunc, &f);
 
 	if (r)
 		return r;
@@ -1133,7 +1139,7 @@ SIM_API CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 SIM_API CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
 {
 	struct sim_function *f;
-	CUresult r = func_enter(__func__, hfunc, &f);
+	CUresult r = sim_func_enter(__func__, hfunc, &f);
 
 	if (r)
 		return r;
@@ -1154,7 +1160,7 @@ SIM_API CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
 		r = sim_enter(__func__);
 		return r ? r : CUDA_ERROR_INVALID_VALUE;
 	}
-	r = func_enter(__func__, hfunc, &f);
+	r = sim_func_enter(__func__, hfunc, &f);
 	if (r)
 		return r;
 	*hmod = (CUmodule)f->mod;
@@ -1282,7 +1288,7 @@ SIM_API CUresult cuFuncLoad(CUfunction function)
 		r = sim_enter(__func__);
 		return r ? r : CUDA_ERROR_INVALID_VALUE;
 	}
-	r = func_enter(__func__, function, &f);
+	r = sim_func_enter(__func__, function, &f);
 	if (r)
 		return r;
 	f->loaded = true;

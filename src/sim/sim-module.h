@@ -52,8 +52,21 @@ struct sim_func_attrs {
 
 #define SIM_ATTR_CACHE_BIT (1u << 31)
 
+/* The parameter space of the legacy launch API (cuParamSet*): 4 KiB since Fermi. */
+#define SIM_LEGACY_PARAM_BYTES 4096u
+
 struct sim_library;
 struct sim_kernel;
+struct sim_texref;
+
+/* What the pre-CUDA 4.0 launch API set on a function (cuFuncSetBlockShape, cuParamSet*). */
+struct sim_func_legacy {
+	unsigned block[3];		/* 0: never set, a launch is then invalid */
+	unsigned shmem;			/* cuFuncSetSharedSize */
+	uint32_t param_size;		/* cuParamSetSize */
+	unsigned char params[SIM_LEGACY_PARAM_BYTES];
+	CUtexref texref;		/* cuParamSetTexRef, or NULL */
+};
 
 struct sim_function {
 	uint32_t magic;
@@ -63,6 +76,7 @@ struct sim_function {
 	enum sim_builtin builtin;
 	bool loaded;			/* CU_FUNCTION_LOADING_STATE_LOADED */
 	struct sim_func_attrs attrs;
+	struct sim_func_legacy *legacy;	/* made on first use of the legacy API */
 };
 
 struct sim_global {
@@ -83,6 +97,8 @@ struct sim_module {
 	struct sim_function *funcs;
 	uint32_t nglobals;
 	struct sim_global *globals;
+	uint32_t nrefs;
+	struct sim_texref *refs;	/* texture and surface references (sim-texref.c) */
 	struct sim_module *next;	/* every module */
 	struct sim_module *lib_next;	/* the library's modules */
 };

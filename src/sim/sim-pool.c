@@ -37,41 +37,8 @@
 #include <string.h>
 
 #include "sim-exec.h"
+#include "sim-pool.h"
 #include "sim-vram.h"
-
-#define POOL_MAGIC 0x4c4f4f50u	/* "POOL" */
-
-/* A free range of a chunk, [off, off + len). */
-struct extent {
-	uint64_t off;
-	uint64_t len;
-	struct extent *next;
-};
-
-/* One reservation of device memory held by a pool. */
-struct chunk {
-	struct sim_alloc mem;		/* what sim_vram_alloc gave: base, size, charge */
-	struct extent *free;		/* sorted by offset, coalesced */
-	uint64_t used;			/* bytes of blocks handed out from it */
-	struct chunk *next;
-};
-
-struct pool {
-	uint32_t magic;
-	int device;			/* instance device index */
-	bool is_default;
-	bool destroyed;			/* cuMemPoolDestroy'ed, freed with its last block */
-	CUmemPoolProps props;
-	struct chunk *chunks;
-	uint64_t reserved, reserved_high;
-	uint64_t used, used_high;
-	uint64_t release_threshold;
-	uint64_t max_size;		/* 0: the device capacity bounds it */
-	size_t nalloc;			/* outstanding blocks */
-	int reuse_follow, reuse_opportunistic, reuse_internal;
-	uint8_t access[SIM_MAX_DEVICES];	/* CUmemAccess_flags of peer devices */
-	struct pool *next;
-};
 
 static struct {
 	struct pool *all;		/* every pool, including destroyed ones with blocks out */
@@ -93,34 +60,33 @@ static void pool_check_fork_locked(void)
 	}
 }
 
-static void pool_lock(void)
+void sim_pool_lock(void)
 {
 	pthread_mutex_lock(&sim.lock);
 	pool_check_fork_locked();
 }
 
-static void pool_unlock(void)
+void sim_pool_unlock(void)
 {
 	pthread_mutex_unlock(&sim.lock);
 }
 
-/* The live pool behind a handle, or NULL. Never dereferences an unknown pointer. Lock held. */
-static struct pool *pool_find_locked(CUmemoryPool h)
+struct pool *sim_pool_find_locked(CUmemoryPool h)
 {
 	for (struct pool *p = pools.all; p; p = p->next) {
 		if ((CUmemoryPool)p == h)
-			return p->magic == POOL_MAGIC && !p->destroyed ? p : NULL;
+			return p->magic == SIM_POOL_MAGIC && !p->destroyed ? p : NULL;
 	}
 	return NULL;
 }
 
-static struct pool *pool_new(int dev, const CUmemPoolProps *props, bool is_default)
+struct pool *sim_pool_new(int dev, const CUmemPoolProps *props, bool is_default)
 {
 	struct pool *p = calloc(1, sizeof(*p));
 
 	if (!p)
 		return NULL;
-	p->magic = POOL_MAGIC;
+	p->magic = SIM_POOL_MAGIC;
 	p->device = dev;
 	p->is_default = is_default;
 	p->props = *props;
@@ -138,7 +104,7 @@ static struct pool *default_pool_locked(int dev, CUdevice ordinal)
 			.handleTypes = CU_MEM_HANDLE_TYPE_NONE,
 			.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = ordinal},
 		};
-		struct pool *p = pool_new(dev, &props, true);
+		struct pool *p = sim_pool_new(dev, &props, true);
 
 		if (!p)
 			return NULL;
@@ -327,10 +293,11 @@ static CUresult pool_alloc(CUmemoryPool h, size_t size, struct sim_ctx *ctx, CUd
 
 	if (len < size)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	pool_lock();
-	p = pool_find_locked(h);
-	if (!p) {
-		pool_unlock();
+	sim_pool_lock();
+	p = sim_pool_find_locked(h);
+	/* An imported pool's memory is the exporter's: nothing can be allocated from it. */
+	if (!p || p->imported) {
+		sim_pool_unlock();
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	dev = p->device;
@@ -342,10 +309,10 @@ static CUresult pool_alloc(CUmemoryPool h, size_t size, struct sim_ctx *ctx, CUd
 		uint64_t csize = sim_align_up(len, SIM_VMM_GRANULARITY);
 
 		if (csize < len || (p->max_size && p->reserved + csize > p->max_size)) {
-			pool_unlock();
+			sim_pool_unlock();
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
-		pool_unlock();
+		sim_pool_unlock();
 		r = sim_check_device_health(dev);
 		if (r)
 			return r;
@@ -357,18 +324,18 @@ static CUresult pool_alloc(CUmemoryPool h, size_t size, struct sim_ctx *ctx, CUd
 			free(fresh);
 			return r;
 		}
-		pool_lock();
+		sim_pool_lock();
 		/* The pool may have been destroyed while the lock was dropped. */
-		p = pool_find_locked(h);
+		p = sim_pool_find_locked(h);
 		if (!p) {
 			chunk_destroy_locked(fresh);
-			pool_unlock();
+			sim_pool_unlock();
 			return CUDA_ERROR_INVALID_VALUE;
 		}
 		fresh->free = malloc(sizeof(*fresh->free));
 		if (!fresh->free) {
 			chunk_destroy_locked(fresh);
-			pool_unlock();
+			sim_pool_unlock();
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
 		*fresh->free = (struct extent){.off = 0, .len = csize};
@@ -391,17 +358,17 @@ static CUresult pool_alloc(CUmemoryPool h, size_t size, struct sim_ctx *ctx, CUd
 	a.ctx = ctx;
 	a.owner = p;
 	a.arena_off = c->mem.arena_off + off;
-	pool_unlock();
+	sim_pool_unlock();
 
 	r = sim_registry_add(&a, &reg);
 	if (r) {
-		pool_lock();
+		sim_pool_lock();
 		chunk_give(c, off, len);
 		note_used(p, -(int64_t)len);
 		p->nalloc--;
 		pool_reap_locked(p, &dead);
 		chunks_destroy_locked(dead);
-		pool_unlock();
+		sim_pool_unlock();
 		return r;
 	}
 	*dptr = (CUdeviceptr)a.base;
@@ -468,9 +435,9 @@ static CUresult alloc_async(const char *name, CUdeviceptr *dptr, size_t size, CU
 	if (!from_pool) {
 		CUdevice ordinal = ordinal_of(ctx->device);
 
-		pool_lock();
+		sim_pool_lock();
 		h = (CUmemoryPool)current_pool_locked(ctx->device, ordinal);
-		pool_unlock();
+		sim_pool_unlock();
 		if (!h)
 			return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -516,20 +483,21 @@ static CUresult free_async(const char *name, CUdeviceptr dptr, CUstream stream, 
 	r = sim_stream_order(stream, ptds);
 	if (r)
 		return r;
-	pool_lock();
+	sim_pool_lock();
 	a = sim_registry_find_locked((uintptr_t)dptr);
 	if (!a || a->base != (uintptr_t)dptr) {
-		pool_unlock();
+		sim_pool_unlock();
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	if (a->kind != SIM_ALLOC_POOL) {
-		pool_unlock();
+		sim_pool_unlock();
+		/* Imported pool pointers are unmapped; anything else is freed as by cuMemFree. */
 		return sim_mem_free_ptr(dptr);
 	}
 	sim_registry_take_locked(a->base);
 	pool_return_locked(a, &dead);
 	chunks_destroy_locked(dead);
-	pool_unlock();
+	sim_pool_unlock();
 	return CUDA_SUCCESS;
 }
 
@@ -580,15 +548,21 @@ SIM_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolP
 	r = sim_check_device_health(dev);
 	if (r)
 		return r;
-	p = pool_new(dev, poolProps, false);
+	p = sim_pool_new(dev, poolProps, false);
 	if (!p)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	pool_lock();
+	sim_pool_lock();
 	p->next = pools.all;
 	pools.all = p;
-	pool_unlock();
+	sim_pool_unlock();
 	*pool = (CUmemoryPool)p;
 	return CUDA_SUCCESS;
+}
+
+void sim_pool_publish_locked(struct pool *p)
+{
+	p->next = pools.all;
+	pools.all = p;
 }
 
 SIM_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
@@ -599,10 +573,10 @@ SIM_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
 
 	if (r)
 		return r;
-	pool_lock();
-	p = pool_find_locked(pool);
+	sim_pool_lock();
+	p = sim_pool_find_locked(pool);
 	if (!p || p->is_default) {
-		pool_unlock();
+		sim_pool_unlock();
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	/* Destroying a device's current pool makes its default pool current again. */
@@ -613,7 +587,7 @@ SIM_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
 	pool_trim_locked(p, 0, &dead);
 	pool_reap_locked(p, &dead);
 	chunks_destroy_locked(dead);
-	pool_unlock();
+	sim_pool_unlock();
 	return CUDA_SUCCESS;
 }
 
@@ -625,12 +599,12 @@ SIM_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 
 	if (r)
 		return r;
-	pool_lock();
-	p = pool_find_locked(pool);
+	sim_pool_lock();
+	p = sim_pool_find_locked(pool);
 	if (p)
 		pool_trim_locked(p, minBytesToKeep, &dead);
 	chunks_destroy_locked(dead);
-	pool_unlock();
+	sim_pool_unlock();
 	return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -643,8 +617,8 @@ SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute at
 		return r;
 	if (!value)
 		return CUDA_ERROR_INVALID_VALUE;
-	pool_lock();
-	p = pool_find_locked(pool);
+	sim_pool_lock();
+	p = sim_pool_find_locked(pool);
 	r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	if (r)
 		goto out_unlock;
@@ -680,7 +654,7 @@ SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute at
 		break;
 	}
 out_unlock:
-	pool_unlock();
+	sim_pool_unlock();
 	return r;
 }
 
@@ -693,8 +667,8 @@ SIM_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute at
 		return r;
 	if (!value)
 		return CUDA_ERROR_INVALID_VALUE;
-	pool_lock();
-	p = pool_find_locked(pool);
+	sim_pool_lock();
+	p = sim_pool_find_locked(pool);
 	r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	if (r)
 		goto out_unlock;
@@ -728,7 +702,7 @@ SIM_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute at
 		break;
 	}
 out_unlock:
-	pool_unlock();
+	sim_pool_unlock();
 	return r;
 }
 
@@ -746,8 +720,8 @@ SIM_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *ma
 		return r;
 	if (count && !map)
 		return CUDA_ERROR_INVALID_VALUE;
-	pool_lock();
-	p = pool_find_locked(pool);
+	sim_pool_lock();
+	p = sim_pool_find_locked(pool);
 	r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	/* All or nothing: validate every descriptor before applying any. */
 	for (size_t i = 0; r == CUDA_SUCCESS && i < count; i++) {
@@ -767,7 +741,7 @@ SIM_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *ma
 		if (dev != p->device)
 			p->access[dev] = (uint8_t)map[i].flags;
 	}
-	pool_unlock();
+	sim_pool_unlock();
 	return r;
 }
 
@@ -785,12 +759,12 @@ SIM_API CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPo
 	r = device_location(location, &dev);
 	if (r)
 		return r;
-	pool_lock();
-	p = pool_find_locked(memPool);
+	sim_pool_lock();
+	p = sim_pool_find_locked(memPool);
 	if (p)
 		*flags = dev == p->device ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 					  : (CUmemAccess_flags)p->access[dev];
-	pool_unlock();
+	sim_pool_unlock();
 	return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -809,9 +783,9 @@ static CUresult get_pool(CUmemoryPool *ret, CUdevice ordinal, bool dflt)
 	if (r)
 		return r;
 	dev = sim_dev_index(ordinal);
-	pool_lock();
+	sim_pool_lock();
 	p = dflt ? default_pool_locked(dev, ordinal) : current_pool_locked(dev, ordinal);
-	pool_unlock();
+	sim_pool_unlock();
 	if (!p)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*ret = (CUmemoryPool)p;
@@ -829,12 +803,12 @@ static CUresult set_pool(CUdevice ordinal, CUmemoryPool pool)
 	if (r)
 		return r;
 	dev = sim_dev_index(ordinal);
-	pool_lock();
-	p = pool_find_locked(pool);
+	sim_pool_lock();
+	p = sim_pool_find_locked(pool);
 	/* The pool must be local to the device. */
 	if (p && p->device == dev)
 		pools.current[dev] = p->is_default ? NULL : p;
-	pool_unlock();
+	sim_pool_unlock();
 	return p && p->device == dev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -928,7 +902,7 @@ void sim_pool_sync_release(struct sim_ctx *ctx)
 {
 	struct chunk *dead = NULL;
 
-	pool_lock();
+	sim_pool_lock();
 	for (struct pool *p = pools.all; p; p = p->next) {
 		if (ctx && p->device != ctx->device)
 			continue;
@@ -936,7 +910,7 @@ void sim_pool_sync_release(struct sim_ctx *ctx)
 			pool_trim_locked(p, p->release_threshold, &dead);
 	}
 	chunks_destroy_locked(dead);
-	pool_unlock();
+	sim_pool_unlock();
 }
 
 struct ctx_walk {

@@ -71,3 +71,25 @@ SIM_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersio
 		return (CUresult)fault;
 	return lookup(symbol, pfn, cudaVersion, flags, NULL);
 }
+
+/*
+ * NVIDIA's private export tables (cudart's runtime hooks, NVRTC's and the
+ * tools' interfaces) are undocumented and are never served by cusim. The
+ * entry point exists because libnvrtc (and others) look it up with dlsym and
+ * call it without checking for NULL: with no symbol they crash; with an
+ * error they fall back to working without the driver, as on a machine whose
+ * driver lacks the table asked for. Every id is refused with
+ * CUDA_ERROR_NOT_SUPPORTED and *ppExportTable is set to NULL. Works before
+ * cuInit (NVRTC never calls cuInit).
+ */
+SIM_API CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
+{
+	int fault = SIM_FAULT(__func__);
+
+	if (fault)
+		return (CUresult)fault;
+	if (!ppExportTable || !pExportTableId)
+		return CUDA_ERROR_INVALID_VALUE;
+	*ppExportTable = NULL;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}

@@ -176,7 +176,9 @@ static CUresult query(const char *name, CUstream h, bool ptds)
 	r = (CUresult)atomic_load(&sim_exec_of(s->ctx)->sticky);
 	if (r)
 		return r;
-	if (sim_exec_deps(s) > sim_now_ns() || atomic_load(&s->host_pending))
+	/* A memory wait not yet satisfied: not ready, without blocking. */
+	if (!sim_exec_gate_poll(s) || sim_exec_deps(s) > sim_now_ns() ||
+	    atomic_load(&s->host_pending))
 		return CUDA_ERROR_NOT_READY;
 	return sim_check_device_health(s->ctx->device);
 }
@@ -320,21 +322,32 @@ static CUresult resolve(const char *name, CUstream h, bool ptds, struct sim_stre
 	return r ? r : sim_exec_stream(h, ptds, ret);
 }
 
-/* The stream's context; and its green context, which cusim does not model (NULL). */
+/*
+ * The stream's context. The CUDA 12.5 form also names its green context:
+ * then the context is the device's primary context (cuda.h).
+ */
 static CUresult get_ctx(const char *name, CUstream h, bool ptds, CUcontext *pctx,
 			CUgreenCtx *pgreen, bool green_form)
 {
 	struct sim_stream *s;
 	CUresult r = resolve(name, h, ptds, &s);
+	struct sim_ctx *c;
 
 	if (r)
 		return r;
 	if (green_form ? (!pctx && !pgreen) : !pctx)
 		return CUDA_ERROR_INVALID_VALUE;
+	c = s->ctx;
+	if (green_form && c->green) {
+		/* cuda.h: the per-thread stream of a green context is no stream of it. */
+		if (h == CU_STREAM_PER_THREAD)
+			return CUDA_ERROR_INVALID_HANDLE;
+		c = sim.primary[c->ordinal];
+	}
 	if (pctx)
-		*pctx = (CUcontext)s->ctx;
+		*pctx = (CUcontext)c;
 	if (pgreen)
-		*pgreen = NULL;
+		*pgreen = (CUgreenCtx)s->ctx->green;
 	return CUDA_SUCCESS;
 }
 
@@ -449,4 +462,177 @@ SIM_API CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
 SIM_API CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
 {
 	return get_device(__func__, hStream, device, true);
+}
+
+/* Stream attributes ------------------------------------------------------- */
+
+/* Memory synchronization domains of the stream's device (4 from Hopper, else 1). */
+static int domains_of(const struct sim_stream *s)
+{
+	int n = 1;
+
+	sim_attr_get(&sim.shm->desc[s->ctx->device], CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, &n);
+	return n;
+}
+
+/* The default domain map: default 0, remote 1 where there is a second domain. */
+static CUlaunchMemSyncDomainMap domain_map_of(const struct sim_stream *s)
+{
+	if (s->attrs.domain_map_set)
+		return s->attrs.domain_map;
+	return (CUlaunchMemSyncDomainMap){0, domains_of(s) > 1 ? 1 : 0};
+}
+
+/*
+ * The attributes a stream has (cuda.h, CUlaunchAttributeID: "valid for
+ * streams"). Set values apply to the stream's later work; cusim records and
+ * reports them (the priority is the stream's own, cuStreamGetPriority's).
+ */
+static CUresult get_attr(const char *name, CUstream h, CUstreamAttrID attr,
+			 CUstreamAttrValue *out, bool ptds)
+{
+	struct sim_stream *s;
+	CUresult r = resolve(name, h, ptds, &s);
+
+	if (r)
+		return r;
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (attr) {
+	case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+		out->accessPolicyWindow = s->attrs.window;
+		return CUDA_SUCCESS;
+	case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+		out->syncPolicy = s->attrs.sync_policy ? s->attrs.sync_policy : CU_SYNC_POLICY_AUTO;
+		return CUDA_SUCCESS;
+	case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+		out->priority = s->priority;
+		return CUDA_SUCCESS;
+	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+		out->memSyncDomainMap = domain_map_of(s);
+		return CUDA_SUCCESS;
+	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+		out->memSyncDomain = s->attrs.domain;
+		return CUDA_SUCCESS;
+	case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+		out->nvlinkUtilCentricScheduling = s->attrs.nvlink_centric;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+static bool access_prop_ok(CUaccessProperty p)
+{
+	return p == CU_ACCESS_PROPERTY_NORMAL || p == CU_ACCESS_PROPERTY_STREAMING ||
+	       p == CU_ACCESS_PROPERTY_PERSISTING;
+}
+
+static CUresult set_attr(const char *name, CUstream h, CUstreamAttrID attr,
+			 const CUstreamAttrValue *v, bool ptds)
+{
+	struct sim_stream *s;
+	CUresult r = resolve(name, h, ptds, &s);
+	int max_window = 0, domains;
+
+	if (r)
+		return r;
+	if (!v)
+		return CUDA_ERROR_INVALID_VALUE;
+	domains = domains_of(s);
+	switch (attr) {
+	case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
+		const CUaccessPolicyWindow *w = &v->accessPolicyWindow;
+
+		sim_attr_get(&sim.shm->desc[s->ctx->device],
+			     CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, &max_window);
+		/* cuda.h: a miss cannot persist; the window is bounded by the device. */
+		if (w->num_bytes > (size_t)max_window || !(w->hitRatio >= 0.0f) ||
+		    w->hitRatio > 1.0f || !access_prop_ok(w->hitProp) ||
+		    !access_prop_ok(w->missProp) || w->missProp == CU_ACCESS_PROPERTY_PERSISTING)
+			return CUDA_ERROR_INVALID_VALUE;
+		s->attrs.window = *w;
+		return CUDA_SUCCESS;
+	}
+	case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+		if (v->syncPolicy < CU_SYNC_POLICY_AUTO || v->syncPolicy > CU_SYNC_POLICY_BLOCKING_SYNC)
+			return CUDA_ERROR_INVALID_VALUE;
+		s->attrs.sync_policy = v->syncPolicy;
+		return CUDA_SUCCESS;
+	case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+		/* Clamped into [greatest, least] = [-5, 0], as cuStreamCreateWithPriority does. */
+		s->priority = v->priority > 0 ? 0 : v->priority < -5 ? -5 : v->priority;
+		return CUDA_SUCCESS;
+	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+		if (v->memSyncDomainMap.default_ >= domains || v->memSyncDomainMap.remote >= domains)
+			return CUDA_ERROR_INVALID_VALUE;
+		s->attrs.domain_map = v->memSyncDomainMap;
+		s->attrs.domain_map_set = true;
+		return CUDA_SUCCESS;
+	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+		if (v->memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT &&
+		    v->memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE)
+			return CUDA_ERROR_INVALID_VALUE;
+		s->attrs.domain = v->memSyncDomain;
+		return CUDA_SUCCESS;
+	case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+		if (v->nvlinkUtilCentricScheduling > 1)
+			return CUDA_ERROR_INVALID_VALUE;
+		s->attrs.nvlink_centric = v->nvlinkUtilCentricScheduling;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+SIM_API CUresult cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr,
+				      CUstreamAttrValue *value_out)
+{
+	return get_attr(__func__, hStream, attr, value_out, false);
+}
+
+SIM_API CUresult cuStreamGetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr,
+					   CUstreamAttrValue *value_out)
+{
+	return get_attr(__func__, hStream, attr, value_out, true);
+}
+
+SIM_API CUresult cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr,
+				      const CUstreamAttrValue *value)
+{
+	return set_attr(__func__, hStream, attr, value, false);
+}
+
+SIM_API CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr,
+					   const CUstreamAttrValue *value)
+{
+	return set_attr(__func__, hStream, attr, value, true);
+}
+
+/* cuda.h: both streams must belong to the same context. */
+static CUresult copy_attrs(const char *name, CUstream dst, CUstream src, bool ptds)
+{
+	struct sim_stream *d, *s;
+	CUresult r = resolve(name, dst, ptds, &d);
+
+	if (r)
+		return r;
+	r = sim_exec_stream(src, ptds, &s);
+	if (r)
+		return r;
+	if (d->ctx != s->ctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	d->attrs = s->attrs;
+	d->priority = s->priority;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamCopyAttributes(CUstream dst, CUstream src)
+{
+	return copy_attrs(__func__, dst, src, false);
+}
+
+SIM_API CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src)
+{
+	return copy_attrs(__func__, dst, src, true);
 }

@@ -31,6 +31,12 @@ static void bw_init(void)
 	um_bandwidth = v;
 }
 
+uint64_t sim_um_bandwidth(void)
+{
+	pthread_once(&bw_once, bw_init);
+	return um_bandwidth;
+}
+
 static bool pid_alive(int32_t pid)
 {
 	return kill(pid, 0) == 0 || errno == EPERM;

@@ -238,6 +238,20 @@ void sim_vram_free_locked(struct sim_alloc *a)
 	a->charged = 0;
 }
 
+void sim_vram_zero(const struct sim_alloc *a)
+{
+	/*
+	 * Punching a hole zeroes the range (partial pages included) and gives
+	 * its pages back instead of writing them: a 2 GiB __device__ array
+	 * costs no RAM until the program writes it.
+	 */
+	if (a->size >= PUNCH_MIN &&
+	    fallocate(vram.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)a->arena_off,
+		      (off_t)a->size) == 0)
+		return;
+	memset((void *)a->base, 0, a->size);
+}
+
 void sim_vram_free(struct sim_alloc *a)
 {
 	pthread_mutex_lock(&sim.lock);

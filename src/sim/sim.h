@@ -19,6 +19,8 @@
 /* Declares the legacy and per-thread-stream prototypes we also define. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+/* cuProfilerStart & co.: driver entry points declared in their own header. */
+#include <cudaProfiler.h>
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -52,6 +54,7 @@ enum sim_alloc_kind {
 	SIM_ALLOC_HOST_REGISTERED,	/* cuMemHostRegister */
 	SIM_ALLOC_IPC,		/* cuIpcOpenMemHandle: a peer's device memory mapped here */
 	SIM_ALLOC_VMM,		/* a cuMemMap'ed range (owner = the physical handle) */
+	SIM_ALLOC_GRAPH,	/* a graph mem alloc node's address range (owner = its memory) */
 };
 
 /*
@@ -72,9 +75,21 @@ struct sim_alloc {
 	unsigned flags;			/* kind-specific (host alloc flags, managed attach) */
 	bool resident;			/* managed: counted on the device */
 	unsigned long long buffer_id;
+	struct sim_um_range *um;	/* managed: advice, prefetches, attachment (sim-um.h) */
 };
 
 #define SIM_CTX_MAGIC 0x43545853u	/* "SXTC" */
+
+/* How many peer contexts one context may have access to (CUDA_ERROR_TOO_MANY_PEERS beyond). */
+#define SIM_CTX_MAX_PEERS 32
+
+/* A context whose memory this one may access (cuCtxEnablePeerAccess). */
+struct sim_um_range;
+
+struct sim_ctx_peer {
+	struct sim_ctx *ctx;
+	unsigned long long id;		/* ctx->id when enabled: a re-created context is another */
+};
 
 struct sim_ctx {
 	uint32_t magic;
@@ -91,6 +106,11 @@ struct sim_ctx {
 	CUfunc_cache cache_config;
 	CUsharedconfig shmem_config;
 	void *exec;			/* execution state (streams), owned by sim-exec */
+	bool profiling;			/* between cuProfilerStart and cuProfilerStop */
+	unsigned sm_limit;		/* a green context's SMs; 0: every SM of the device */
+	void *green;			/* the green context it stands for (sim-green.c), or NULL */
+	unsigned npeers;		/* peer access enabled to peers[0..npeers) (sim.lock) */
+	struct sim_ctx_peer peers[SIM_CTX_MAX_PEERS];
 };
 
 /* Process-wide state. */
@@ -148,6 +168,17 @@ struct sim_ctx *sim_ctx_current(void);
  */
 CUresult sim_ctx_resolve(CUcontext ctx, struct sim_ctx **ret);
 
+/*
+ * Green contexts (sim-green.c): a context on CUDA ordinal `ordinal` limited
+ * to sm_count SMs, standing for `green`. It retains the device's primary
+ * context (cuda.h) and shares its footprint: it charges no memory of its
+ * own. sim_ctx_green_destroy frees its allocations and releases the
+ * primary context.
+ */
+CUresult sim_ctx_green_create(CUdevice ordinal, unsigned sm_count, void *green,
+			      struct sim_ctx **ret);
+void sim_ctx_green_destroy(struct sim_ctx *c);
+
 /* Validates a context handle supplied by the caller. */
 bool sim_ctx_valid(const struct sim_ctx *ctx);
 
@@ -161,6 +192,9 @@ bool sim_ctx_valid(const struct sim_ctx *ctx);
  * not fit). Caller holds no lock.
  */
 CUresult sim_vram_alloc(int dev, size_t size, bool charge, struct sim_alloc *a);
+
+/* Fills a device-kind range of sim_vram_alloc with zeros (large ones without touching RAM). */
+void sim_vram_zero(const struct sim_alloc *a);
 
 /* Unmaps, releases and uncharges what sim_vram_alloc gave. Takes sim.lock. */
 void sim_vram_free(struct sim_alloc *a);
@@ -256,6 +290,58 @@ void sim_pool_sync_release(struct sim_ctx *ctx);
 
 /* Destroys a context's pools' cached memory (context destruction). Caller holds sim.lock. */
 void sim_pool_ctx_destroyed_locked(struct sim_ctx *ctx);
+
+/* ---- another process's device memory (sim-ipc.c, sim-pool-share.c) ---- */
+
+/* Bytes [arena_off, arena_off + size) of a live process's device-memory memfd. */
+struct sim_peer_mem {
+	int32_t pid;			/* as the instance knows it */
+	int32_t fd;			/* its memfd, as it numbers it */
+	uint64_t start_time;		/* its /proc start time: a reused pid is another process */
+	uint64_t arena_off, size;
+};
+
+/*
+ * Maps w's bytes here (MAP_SHARED through /proc/<pid>/fd/<fd>): both
+ * processes then see the same bytes. Returns the mapping and where the
+ * range starts in it; CUDA_ERROR_INVALID_HANDLE when the process is gone or
+ * is not the one w names, CUDA_ERROR_MAP_FAILED when mmap fails.
+ */
+CUresult sim_ipc_map_peer(const struct sim_peer_mem *w, void **ret_map, size_t *ret_len,
+			  uintptr_t *ret_base);
+
+/*
+ * Unmaps an imported pool pointer (cuMemPoolImportPointer) starting at p:
+ * CUDA_ERROR_INVALID_VALUE when p is no such pointer.
+ */
+CUresult sim_pool_import_free(CUdeviceptr p);
+
+/*
+ * Frees graph memory (a mem alloc node's allocation) starting at p outside
+ * its graph (cuMemFree, cuMemFreeAsync): CUDA_ERROR_INVALID_VALUE when p is
+ * no such allocation, allocated now (sim-graph-exec.c).
+ */
+CUresult sim_graph_mem_free(CUdeviceptr p);
+
+/* ---- peer access (sim-peer.c) ---- */
+
+/*
+ * Checks that kernels of context c may touch [p, p+len): inside one live
+ * range (sim_check_range), and device memory of another device only when
+ * its context is one of c's peers (cuCtxEnablePeerAccess).
+ * CUDA_ERROR_INVALID_VALUE otherwise. Takes sim.lock.
+ */
+CUresult sim_peer_check_range(struct sim_ctx *c, uintptr_t p, size_t len);
+
+/* ---- the error log (sim-logs.c) ---- */
+
+/*
+ * Adds a message to the driver's error log (cuLogsDumpToMemory & co.) and
+ * calls the registered callbacks. For failures an error code explains
+ * badly: why an image did not load, an allocation that did not fit, a
+ * faulting kernel. Takes the log's lock only; call with no other lock held.
+ */
+void sim_log(CUlogLevel level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- misc ---- */
 

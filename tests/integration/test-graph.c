@@ -263,7 +263,10 @@ static void test_graph_capture_info(void **state)
 	assert_int_equal(id, id1);
 	assert_ptr_equal(g, during);
 	assert_int_equal(nd, 1);
-	assert_null(edges);
+	/* The edge data parallels the dependencies (cuda.h): one default edge. */
+	assert_non_null(edges);
+	assert_int_equal(edges[0].type, CU_GRAPH_DEPENDENCY_TYPE_DEFAULT);
+	assert_int_equal(edges[0].from_port, 0);
 	CUgraphNode last = deps[0];
 	cst_assert_cu(CUDA_SUCCESS, cuStreamEndCapture(s, &g));
 	/* The graph made during capture is the one returned; the last node was the dependency. */

@@ -1022,6 +1022,53 @@ static void test_module_fuzz(void **state)
 	assert_int_equal(free_mem(), before);
 }
 
+/*
+ * A __device__ variable over 2 GiB (test-big.cu) loads from its cubin and
+ * from its PTX when the device has the memory: its bytes are charged while
+ * the module is loaded, read as zero, and come back at unload. A device too
+ * small refuses it for memory, as the driver does.
+ */
+static void test_module_huge_global(void **state)
+{
+	static const char *images[] = {"test-big.cubin", "test-big.ptx"};
+	const size_t want = (2ull << 30) + 4096;
+
+	(void)state;
+	setup("H100:4GiB");
+	for (size_t i = 0; i < 2; i++) {
+		size_t len;
+		unsigned char *img = slurp(images[i], &len), last = 0xff;
+		size_t before = free_mem(), size = 0;
+		CUdeviceptr p;
+		CUmodule m;
+
+		cst_assert_cu(CUDA_SUCCESS, cuModuleLoadData(&m, img));
+		cst_assert_cu(CUDA_SUCCESS, cuModuleGetGlobal(&p, &size, m, "huge"));
+		assert_int_equal(size, want);
+		assert_int_equal(before - free_mem(), want);
+		cst_assert_cu(CUDA_SUCCESS, cuMemcpyDtoH(&last, p + size - 1, 1));
+		assert_int_equal(last, 0);
+		cst_assert_cu(CUDA_SUCCESS, cuModuleUnload(m));
+		assert_int_equal(free_mem(), before);
+		free(img);
+	}
+}
+
+static void test_module_huge_global_no_room(void **state)
+{
+	unsigned char *img;
+	CUmodule m;
+	size_t before, len;
+
+	(void)state;
+	setup("H100:2GiB");
+	img = slurp("test-big.cubin", &len);
+	before = free_mem();
+	cst_assert_cu(CUDA_ERROR_OUT_OF_MEMORY, cuModuleLoadData(&m, img));
+	assert_int_equal(free_mem(), before);
+	free(img);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
@@ -1038,6 +1085,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_module_loading_mode),
 		cmocka_unit_test(test_module_errors),
 		cmocka_unit_test(test_module_fuzz),
+		cmocka_unit_test(test_module_huge_global),
+		cmocka_unit_test(test_module_huge_global_no_room),
 	};
 
 	return cst_isolate_main("module", tests, sizeof(tests) / sizeof(tests[0]), argc, argv);

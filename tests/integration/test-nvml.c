@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cst-nvml.h"
 #include "nvml-abi.h"
 #include "sim-fault.h"
 #include "sim-shared.h"
@@ -25,31 +26,9 @@
 #define H100_MEM (80ull << 30)
 #define A100_MEM (40ull << 30)
 
-/* Asserts an nvmlReturn_t, printing both names on mismatch. */
-#define assert_nvml(expected, call) assert_nvml_((expected), (call), #call, __FILE__, __LINE__)
-
-static void assert_nvml_(nvmlReturn_t expected, nvmlReturn_t got, const char *what,
-			 const char *file, int line)
-{
-	if (expected == got)
-		return;
-	print_error("%s: expected %d (%s), got %d (%s)\n", what, (int)expected,
-		    nvmlErrorString(expected), (int)got, nvmlErrorString(got));
-	_fail(file, line);
-}
-
 static void fresh(const char *tag)
 {
 	cst_fresh_instance(tag, GPUS, CTX_MEM);
-}
-
-static nvmlDevice_t handle(unsigned index)
-{
-	nvmlDevice_t d = NULL;
-
-	assert_nvml(NVML_SUCCESS, nvmlDeviceGetHandleByIndex_v2(index, &d));
-	assert_non_null(d);
-	return d;
 }
 
 /* The instance as cusim-ctl sees it, for what NVML cannot do (faults, lost devices). */
@@ -394,59 +373,6 @@ static void test_nvml_memory(void **state)
 		    nvmlDeviceGetMemoryInfo_v2(handle(0), &m2));
 	assert_int_equal(m2.total, 0);
 	assert_nvml(NVML_SUCCESS, nvmlShutdown());
-}
-
-/*
- * A child process that initializes the driver, retains device `dev`'s primary
- * context, allocates `bytes` there, reports on `fd` and waits to be killed.
- * Returns its pid once it has allocated.
- */
-static pid_t spawn_cuda_child(int dev, size_t bytes)
-{
-	int pfd[2];
-	pid_t pid;
-	char status = 0;
-
-	assert_int_equal(pipe(pfd), 0);
-	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		CUdevice cd;
-		CUcontext ctx;
-		CUdeviceptr p;
-		char ok = 'E';
-
-		close(pfd[0]);
-		if (cuInit(0) == CUDA_SUCCESS && cuDeviceGet(&cd, dev) == CUDA_SUCCESS &&
-		    cuDevicePrimaryCtxRetain(&ctx, cd) == CUDA_SUCCESS &&
-		    cuCtxSetCurrent(ctx) == CUDA_SUCCESS && cuMemAlloc(&p, bytes) == CUDA_SUCCESS)
-			ok = 'K';
-		if (write(pfd[1], &ok, 1) != 1)
-			_exit(2);
-		for (;;)
-			pause();
-	}
-	close(pfd[1]);
-	while (read(pfd[0], &status, 1) < 0 && errno == EINTR)
-		;
-	close(pfd[0]);
-	if (status != 'K') {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		fail_msg("child could not allocate %zu bytes on device %d (%c)", bytes, dev,
-			 status ? status : '?');
-	}
-	return pid;
-}
-
-static void kill_child(pid_t pid)
-{
-	int st;
-
-	assert_int_equal(kill(pid, SIGKILL), 0);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 }
 
 /* Asserts that device `index` has no compute process, through every flavour. */

@@ -209,23 +209,25 @@ NVML_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, in
 	return NVML_SUCCESS;
 }
 
-/*
- * Fills the PCI fields every version has: busIdLegacy through
- * pciSubSystemId, i.e. the first offsetof(nvmlPciInfo_t, busId) bytes. The
- * v1/v2 struct had 16 reserved bytes after them, so nothing past that
- * offset may be written for those callers.
- */
-static void fill_pci_common(const struct sim_device_desc *d, nvmlPciInfo_t *pci)
+void sim_nvml_fill_pci(unsigned domain, unsigned bus, unsigned device, struct sim_pci_ids ids,
+		       bool bus_id, nvmlPciInfo_t *pci)
 {
-	struct sim_pci_ids ids = sim_pci_get_ids(d);
-
 	snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT,
-		 d->pci_domain, d->pci_bus, d->pci_device);
-	pci->domain = d->pci_domain;
-	pci->bus = d->pci_bus;
-	pci->device = d->pci_device;
+		 domain, bus, device);
+	pci->domain = domain;
+	pci->bus = bus;
+	pci->device = device;
 	pci->pciDeviceId = ids.device;
 	pci->pciSubSystemId = ids.subsystem;
+	if (bus_id)
+		snprintf(pci->busId, sizeof(pci->busId), NVML_DEVICE_PCI_BUS_ID_FMT, domain, bus,
+			 device);
+}
+
+/* A device's own PCI info; bus_id as for sim_nvml_fill_pci. */
+static void fill_pci(const struct sim_device_desc *d, bool bus_id, nvmlPciInfo_t *pci)
+{
+	sim_nvml_fill_pci(d->pci_domain, d->pci_bus, d->pci_device, sim_pci_get_ids(d), bus_id, pci);
 }
 
 static nvmlReturn_t get_pci_legacy(const char *name, nvmlDevice_t device, nvmlPciInfo_t *pci)
@@ -237,7 +239,7 @@ static nvmlReturn_t get_pci_legacy(const char *name, nvmlDevice_t device, nvmlPc
 		return r;
 	if (!pci)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	fill_pci_common(desc_of(i), pci);
+	fill_pci(desc_of(i), false, pci);
 	return NVML_SUCCESS;
 }
 
@@ -255,15 +257,11 @@ NVML_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t
 {
 	unsigned i;
 	nvmlReturn_t r = sim_nvml_enter_device(__func__, device, &i);
-	const struct sim_device_desc *d;
 
 	if (r)
 		return r;
 	if (!pci)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	d = desc_of(i);
-	fill_pci_common(d, pci);
-	snprintf(pci->busId, sizeof(pci->busId), NVML_DEVICE_PCI_BUS_ID_FMT, d->pci_domain,
-		 d->pci_bus, d->pci_device);
+	fill_pci(desc_of(i), true, pci);
 	return NVML_SUCCESS;
 }

@@ -7,10 +7,17 @@
  * died (kill -9) are reclaimed first, so they never show and their memory is
  * back before the caller looks at nvmlDeviceGetMemoryInfo.
  *
- * cusim has no graphics engine: the graphics process lists are always empty.
+ * cusim has no graphics engine and runs no MPS server: the graphics and MPS
+ * process lists are always empty.
+ *
+ * nvmlSystemGetProcessName names any process of the host, as the real one
+ * does: the path it was started as (argv[0] of /proc/<pid>/cmdline), else
+ * its command name (kernel threads, processes that rewrote their command
+ * line to nothing).
  */
 #include "nvml-sim.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* MIG is not simulated: the instance ids read "not applicable". */
@@ -89,10 +96,10 @@ static void store(void *infos, enum info_kind kind, unsigned k, const struct pro
  * When they do not fit, *infoCount is set to the number needed and
  * NVML_ERROR_INSUFFICIENT_SIZE returned (infos untouched); so a call with
  * *infoCount == 0 gives NVML_SUCCESS only when there is no process.
- * `graphics`: the graphics list, always empty here.
+ * `empty`: a list that is always empty here (graphics, MPS).
  */
 static nvmlReturn_t list(const char *name, nvmlDevice_t device, unsigned int *infoCount,
-			 void *infos, enum info_kind kind, bool graphics)
+			 void *infos, enum info_kind kind, bool empty)
 {
 	struct proc_entry found[SIM_MAX_PROCS];	/* 16 KiB */
 	unsigned i, n;
@@ -102,7 +109,7 @@ static nvmlReturn_t list(const char *name, nvmlDevice_t device, unsigned int *in
 		return r;
 	if (!infoCount || (*infoCount && !infos))
 		return NVML_ERROR_INVALID_ARGUMENT;
-	n = graphics ? 0 : snapshot(i, found);
+	n = empty ? 0 : snapshot(i, found);
 	if (n > *infoCount) {
 		*infoCount = n;
 		return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -153,4 +160,64 @@ NVML_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t devi
 							       nvmlProcessInfo_t *infos)
 {
 	return list(__func__, device, infoCount, infos, INFO_V3, true);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device,
+							      unsigned int *infoCount,
+							      nvmlProcessInfo_v1_t *infos)
+{
+	return list(__func__, device, infoCount, infos, INFO_V1, true);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
+								 unsigned int *infoCount,
+								 nvmlProcessInfo_v2_t *infos)
+{
+	return list(__func__, device, infoCount, infos, INFO_V2, true);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
+								 unsigned int *infoCount,
+								 nvmlProcessInfo_t *infos)
+{
+	return list(__func__, device, infoCount, infos, INFO_V3, true);
+}
+
+/* Reads /proc/<pid>/<what> into buf (NUL-terminated); its length, or -1. */
+static long read_proc(unsigned int pid, const char *what, char *buf, size_t len)
+{
+	char path[64];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%u/%s", pid, what);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, len - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return (long)n;
+}
+
+NVML_API nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length)
+{
+	char buf[4096];
+	long n;
+	nvmlReturn_t r = sim_nvml_enter(__func__);
+
+	if (r)
+		return r;
+	if (!name || length == 0)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	n = read_proc(pid, "cmdline", buf, sizeof(buf));
+	if (n <= 0 || buf[0] == '\0') {
+		n = read_proc(pid, "comm", buf, sizeof(buf));
+		if (n <= 0)
+			return NVML_ERROR_NOT_FOUND;
+		buf[strcspn(buf, "\n")] = '\0';
+	}
+	/* Cut to fit, as NVML does (it has no INSUFFICIENT_SIZE answer here). */
+	snprintf(name, length, "%s", buf);
+	return NVML_SUCCESS;
 }

@@ -23,6 +23,7 @@
 
 #include "nvml-abi.h"
 #include "sim-fault.h"
+#include "sim-pci.h"
 #include "sim-shared.h"
 
 #define NVML_API __attribute__((visibility("default")))
@@ -92,5 +93,15 @@ static inline nvmlReturn_t sim_nvml_check_lost(unsigned index)
  * NVML_ERROR_INSUFFICIENT_SIZE (buffer untouched) when s and its NUL do not fit.
  */
 nvmlReturn_t sim_nvml_copy_string(char *buf, unsigned int length, const char *s);
+
+/*
+ * Fills the PCI fields of a device at domain:bus:device with `ids`: those
+ * every version of nvmlPciInfo_t has (busIdLegacy through pciSubSystemId),
+ * and busId too when bus_id. The v1/v2 struct had 16 reserved bytes in
+ * busId's place, so their callers pass false and nothing past those fields
+ * is written.
+ */
+void sim_nvml_fill_pci(unsigned domain, unsigned bus, unsigned device, struct sim_pci_ids ids,
+		       bool bus_id, nvmlPciInfo_t *pci);
 
 #endif
