@@ -146,6 +146,15 @@ static int build_instance(int fd, const char *inst, char *err, size_t errlen)
 		 spec && *spec ? spec : SIM_DEFAULT_GPUS);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	sh->created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	for (unsigned d = 0; d < SIM_MAX_DEVICES; d++) {
+		pthread_mutexattr_t a;
+
+		pthread_mutexattr_init(&a);
+		pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+		pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+		pthread_mutex_init(&sh->dev[d].acct, &a);
+		pthread_mutexattr_destroy(&a);
+	}
 	sh->size = sizeof(*sh);
 	sh->version = SIM_SHM_VERSION;
 	/* Magic last: an opener that maps the file early sees it as incomplete. */
@@ -214,18 +223,32 @@ uint64_t sim_proc_start_time(pid_t pid)
 	buf[n] = '\0';
 	/* The command name may contain spaces and parentheses: start after the last ')'. */
 	p = strrchr(buf, ')');
-	if (!p)
+	if (!p || p[1] != ' ')
 		return 0;
-	p++;
-	/* After ')' come fields 3..; starttime is field 22, i.e. the 20th from here. */
-	for (int field = 3; field < 22 && p; field++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p, " %llu", &start) != 1)
+	/*
+	 * A process that has begun to exit is gone for the device, as its
+	 * zombie is: a real driver frees its memory when the process's
+	 * descriptors close on the way out, and a cuslice group gives its
+	 * quota back at that moment too (its slot lock is a descriptor's). The
+	 * leader's PF_EXITING (field 9, flags) is set before any of that.
+	 */
+	if (p[2] == 'Z' || p[2] == 'X')
 		return 0;
-	/* A zombie has exited: its device memory is gone on a real GPU too. */
-	char *state = strrchr(buf, ')');
-	if (state && (state[2] == 'Z' || state[2] == 'X'))
-		return 0;
+	p += 3;
+	for (int field = 4; field <= 22; field++) {
+		char *end;
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(p, &end, 10);
+		if (errno || end == p)
+			return 0;
+		if (field == 9 && (v & 0x4)) /* PF_EXITING */
+			return 0;
+		if (field == 22)
+			start = v;
+		p = end;
+	}
 	return start;
 }
 
@@ -248,12 +271,37 @@ static void sub_sat(_Atomic uint64_t *v, uint64_t bytes)
 		;
 }
 
+/*
+ * Takes device dev's accounting lock. An owner that died holding it (kill -9,
+ * or exit_group cutting a thread short) may have updated one counter and not
+ * the other: the slots are the truth, `used` is recomputed from them.
+ */
+static void acct_lock(struct sim_shared *sh, unsigned dev)
+{
+	struct sim_device_state *ds = &sh->dev[dev];
+	uint64_t sum = 0;
+
+	if (pthread_mutex_lock(&ds->acct) != EOWNERDEAD)
+		return;
+	for (unsigned i = 0; i < SIM_MAX_PROCS; i++)
+		sum += atomic_load_explicit(&sh->procs[i].used[dev], memory_order_relaxed);
+	atomic_store(&ds->used, sum);
+	pthread_mutex_consistent(&ds->acct);
+}
+
+static void acct_unlock(struct sim_shared *sh, unsigned dev)
+{
+	pthread_mutex_unlock(&sh->dev[dev].acct);
+}
+
 static void slot_drain(struct sim_shared *sh, struct sim_proc_slot *slot)
 {
-	for (unsigned d = 0; d < SIM_MAX_DEVICES; d++) {
-		uint64_t v = atomic_exchange(&slot->used[d], 0);
-		if (v && d < sh->ndevices)
-			sub_sat(&sh->dev[d].used, v);
+	for (unsigned d = 0; d < sh->ndevices && d < SIM_MAX_DEVICES; d++) {
+		if (!atomic_load_explicit(&slot->used[d], memory_order_relaxed))
+			continue;
+		acct_lock(sh, d);
+		sub_sat(&sh->dev[d].used, atomic_exchange(&slot->used[d], 0));
+		acct_unlock(sh, d);
 	}
 	atomic_store(&slot->ctx_devices, 0);
 	for (unsigned d = 0; d < SIM_MAX_DEVICES; d++) {
@@ -326,99 +374,43 @@ struct sim_proc_slot *sim_proc_find(struct sim_shared *sh, pid_t pid)
 	return NULL;
 }
 
-/*
- * A charge or an uncharge updates two counters, the device's and the slot's.
- * exit() runs the destructor that drains the slot while other threads still
- * run, and then kills them wherever they are: one killed between its two
- * updates would leave the device's counter off for good. So this process's
- * counter updates are counted while in flight, and sim_dev_quiesce (the
- * destructor) closes the door and waits for them before the slot is drained.
- * Process-local, like the threads it counts.
- */
-static void uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
-		     uint64_t bytes);
-
-static _Atomic unsigned ops_inflight;
-static _Atomic bool ops_closed;
-
-static bool ops_enter(void)
-{
-	atomic_fetch_add(&ops_inflight, 1);
-	if (!atomic_load(&ops_closed))
-		return true;
-	atomic_fetch_sub(&ops_inflight, 1);
-	return false;
-}
-
-static void ops_leave(void)
-{
-	atomic_fetch_sub_explicit(&ops_inflight, 1, memory_order_release);
-}
-
-void sim_dev_quiesce(void)
-{
-	struct timespec pause = {0, 100000};
-
-	atomic_store(&ops_closed, true);
-	/* An update is a few atomic instructions; 1 s covers a thread descheduled mid-way. */
-	for (int i = 0; i < 10000 && atomic_load(&ops_inflight); i++)
-		nanosleep(&pause, NULL);
-}
-
 int sim_dev_charge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
 		   uint64_t bytes)
 {
 	struct sim_device_state *ds = &sh->dev[dev];
-	uint64_t total = sh->desc[dev].total_mem;
-	uint64_t used = atomic_load_explicit(&ds->used, memory_order_relaxed);
+	uint64_t total = sh->desc[dev].total_mem, used;
+	int r = 0;
 
-	if (!ops_enter())
-		return -ENOMEM;	/* the process is exiting */
-	do {
-		if (bytes > total || used > total - bytes) {
-			ops_leave();
-			return -ENOMEM;
-		}
-	} while (!atomic_compare_exchange_weak_explicit(&ds->used, &used, used + bytes,
-							memory_order_acq_rel, memory_order_relaxed));
-	atomic_fetch_add_explicit(&slot->used[dev], bytes, memory_order_seq_cst);
-	/*
-	 * exit() (or a reclaim) may have drained and released the slot between
-	 * the two adds: then these bytes belong to nobody, and would stay on
-	 * the device's counter. Take back what the slot still holds of them.
-	 */
-	if (atomic_load_explicit(&slot->pid, memory_order_seq_cst) <= 0)
-		uncharge(sh, slot, dev, bytes);
-	ops_leave();
-	return 0;
+	acct_lock(sh, dev);
+	used = atomic_load_explicit(&ds->used, memory_order_relaxed);
+	/* A slot already given back (its process is exiting) takes nothing more. */
+	if (atomic_load_explicit(&slot->pid, memory_order_relaxed) <= 0 || bytes > total ||
+	    used > total - bytes) {
+		r = -ENOMEM;
+	} else {
+		atomic_store_explicit(&ds->used, used + bytes, memory_order_release);
+		atomic_fetch_add_explicit(&slot->used[dev], bytes, memory_order_relaxed);
+	}
+	acct_unlock(sh, dev);
+	return r;
 }
 
 void sim_dev_uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
 		      uint64_t bytes)
 {
-	/* Closed: the exiting process's slot drain gives back what the slot holds. */
-	if (!ops_enter())
-		return;
-	uncharge(sh, slot, dev, bytes);
-	ops_leave();
-}
+	uint64_t take;
 
-static void uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
-		     uint64_t bytes)
-{
-	uint64_t cur = atomic_load_explicit(&slot->used[dev], memory_order_relaxed), take;
-
+	acct_lock(sh, dev);
 	/*
 	 * Only what the slot still holds leaves the device: exit() (or a
 	 * reclaim) may have drained the slot while this thread was freeing,
 	 * and the device's counter lost those bytes then already.
 	 */
-	do
-		take = cur < bytes ? cur : bytes;
-	while (!atomic_compare_exchange_weak_explicit(&slot->used[dev], &cur, cur - take,
-						      memory_order_relaxed, memory_order_relaxed));
-	if (take)
-		sub_sat(&sh->dev[dev].used, take);
+	take = atomic_load_explicit(&slot->used[dev], memory_order_relaxed);
+	take = take < bytes ? take : bytes;
+	atomic_fetch_sub_explicit(&slot->used[dev], take, memory_order_relaxed);
+	sub_sat(&sh->dev[dev].used, take);
+	acct_unlock(sh, dev);
 }
 
 uint64_t sim_now_ns(void)

@@ -17,13 +17,14 @@
 #ifndef SIM_SHARED_H
 #define SIM_SHARED_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #define SIM_SHM_MAGIC 0x4d4953554353ull /* "CSUSIM" */
-#define SIM_SHM_VERSION 2u
+#define SIM_SHM_VERSION 3u
 
 #define SIM_MAX_DEVICES 16
 #define SIM_MAX_PROCS 1024
@@ -78,7 +79,15 @@ struct sim_device_state {
 	_Atomic uint64_t busy_total;	/* kernel time ever reserved, ns */
 	_Atomic uint64_t kernels;	/* kernels ever run */
 	_Atomic uint64_t migrated;	/* unified-memory bytes ever migrated to or from it */
-	uint64_t reserved[26];
+	/*
+	 * `used` and every slot's used[] of this device change together under
+	 * this lock (process-shared, robust): a process killed between the two
+	 * updates leaves the lock to the next taker with EOWNERDEAD, which
+	 * recomputes `used` from the slots, the truth. Readers load `used`
+	 * without it.
+	 */
+	pthread_mutex_t acct;
+	uint64_t reserved[26 - sizeof(pthread_mutex_t) / 8];
 };
 
 /* One process that initialized the driver on this instance. */
@@ -204,13 +213,6 @@ uint64_t sim_busy_sum(const struct sim_shared *sh, const struct sim_proc_slot *s
 
 /* CLOCK_MONOTONIC now, in ns. */
 uint64_t sim_now_ns(void);
-
-/*
- * At exit, before the process's slot is drained: this process's charges and
- * uncharges fail or do nothing from now on, and the ones in flight in other
- * threads are waited for (bounded), so none is cut in half by exit_group.
- */
-void sim_dev_quiesce(void);
 
 /* Returns bytes charged earlier with sim_dev_charge. */
 void sim_dev_uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,

@@ -201,8 +201,6 @@ SIM_API CUresult cuDriverGetVersion(int *driverVersion)
 /* At exit the process's device memory returns to the device at once. */
 __attribute__((destructor)) static void sim_exit(void)
 {
-	if (atomic_load(&sim.initialized) && sim.slot && sim.shm) {
-		sim_dev_quiesce();
+	if (atomic_load(&sim.initialized) && sim.slot && sim.shm)
 		sim_proc_release(sim.shm, sim.slot);
-	}
 }
