@@ -195,8 +195,8 @@ static const struct cli_command commands[] = {
 		       "       numbers of groups, processes and GPUs. With -o json: GET\n"
 		       "       /v1/status.\n",
 	.options = OPT_O,
-	.examples =
-	    "       cuslice status\n       CUSLICE_ADMIN_SOCKET=/tmp/cs/admin.sock cuslice status\n",
+	.examples = "       cuslice status\n       CUSLICE_ADMIN_SOCKET=/tmp/cs/admin.sock cuslice "
+		    "status\n",
     },
 };
 

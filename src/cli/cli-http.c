@@ -185,16 +185,11 @@ bool cli_http_not_admin(int err, const struct cli_reply *r)
 	return code && strcmp(code, "forbidden") == 0;
 }
 
-int cli_describe(const struct cli *c, int err, const struct cli_reply *r, const char *method,
-		 const char *path, char *buf, size_t len)
-{
-	return cli_describe_at(c, c->admin_socket, err, r, method, path, buf, len);
-}
-
-int cli_describe_at(const struct cli *c, const char *sock, int err, const struct cli_reply *r,
+/* The message and exit code of a failed call to the admin (else the registration) socket. */
+static int describe(const struct cli *c, bool admin, int err, const struct cli_reply *r,
 		    const char *method, const char *path, char *buf, size_t len)
 {
-	bool admin = strcmp(sock, c->admin_socket) == 0;
+	const char *sock = admin ? c->admin_socket : c->socket;
 	const char *var = admin ? "CUSLICE_ADMIN_SOCKET" : "CUSLICE_SOCKET";
 	const char *msg;
 
@@ -221,10 +216,11 @@ int cli_describe_at(const struct cli *c, const char *sock, int err, const struct
 				 "and limits and `cuslice run` runs programs",
 				 sock, strerror(-err));
 		else
-			snprintf(buf, len,
-				 "cannot connect to cusliced at %s: %s (the socket is for its owner "
-				 "and group: ask to be added to that group)",
-				 sock, strerror(-err));
+			snprintf(
+			    buf, len,
+			    "cannot connect to cusliced at %s: %s (the socket is for its owner "
+			    "and group: ask to be added to that group)",
+			    sock, strerror(-err));
 		return CLI_EXIT_FAIL;
 	case -ENAMETOOLONG:
 		snprintf(buf, len, "socket path too long (at most %zu bytes): %s",
@@ -244,8 +240,8 @@ int cli_describe_at(const struct cli *c, const char *sock, int err, const struct
 	}
 	msg = r ? cli_error_message(r->json) : NULL;
 	if (msg && admin && cli_http_not_admin(0, r))
-		snprintf(buf, len, "%s; ask an administrator (or use `cuslice self` for your own view)",
-			 msg);
+		snprintf(buf, len,
+			 "%s; ask an administrator (or use `cuslice self` for your own view)", msg);
 	else if (msg)
 		snprintf(buf, len, "%s", msg);
 	else
@@ -269,19 +265,28 @@ const char *cli_error_message(const cJSON *reply)
 	return cli_json_str(e, "message");
 }
 
-int cli_report_at(const struct cli *c, const char *sock, int err, const struct cli_reply *r,
-		  const char *method, const char *path)
+int cli_describe(const struct cli *c, int err, const struct cli_reply *r, const char *method,
+		 const char *path, char *buf, size_t len)
 {
-	char msg[1024];
-	int code = cli_describe_at(c, sock, err, r, method, path, msg, sizeof(msg));
-
-	return cli_fail(code, "%s", msg);
+	return describe(c, true, err, r, method, path, buf, len);
 }
 
 int cli_report(const struct cli *c, int err, const struct cli_reply *r, const char *method,
 	       const char *path)
 {
-	return cli_report_at(c, c->admin_socket, err, r, method, path);
+	char msg[1024];
+	int code = describe(c, true, err, r, method, path, msg, sizeof(msg));
+
+	return cli_fail(code, "%s", msg);
+}
+
+int cli_report_registration(const struct cli *c, int err, const struct cli_reply *r,
+			    const char *method, const char *path)
+{
+	char msg[1024];
+	int code = describe(c, false, err, r, method, path, msg, sizeof(msg));
+
+	return cli_fail(code, "%s", msg);
 }
 
 int cli_get_json(const struct cli *c, const char *path, cJSON **ret)

@@ -227,11 +227,12 @@ static int run_unprivileged(const struct cli *c, const char *group, const struct
 	placed = cli_json_str(pl, "group");
 	msg = cli_json_str(pl, "message");
 	if (how && strcmp(how, "refused") == 0) {
-		e = cli_fail(CLI_EXIT_FAIL,
-			     "%s; cusliced would refuse the command's processes (they fail closed): "
-			     "ask an administrator to make you a member of %s, or run without "
-			     "--group",
-			     msg ? msg : "refused", group);
+		e = cli_fail(
+		    CLI_EXIT_FAIL,
+		    "%s; cusliced would refuse the command's processes (they fail closed): "
+		    "ask an administrator to make you a member of %s, or run without "
+		    "--group",
+		    msg ? msg : "refused", group);
 		cJSON_Delete(self);
 		return e;
 	}

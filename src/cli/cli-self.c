@@ -102,14 +102,16 @@ int cli_cmd_self(struct cli *c, int argc, char **argv)
 	snprintf(path, sizeof(path), "/v1/self%s%s", group ? "?group=" : "", group ? group : "");
 	e = cli_http_at(c, c->socket, "GET", path, NULL, &r);
 	if (e || r.status >= 300) {
-		rc = cli_report_at(c, c->socket, e, &r, "GET", path);
+		rc = cli_report_registration(c, e, &r, "GET", path);
 		cli_reply_free(&r);
 		return rc;
 	}
 	if (!cJSON_IsObject(r.json)) {
 		cli_reply_free(&r);
-		return cli_fail(CLI_EXIT_FAIL, "cusliced sent a reply that is not a JSON object to "
-					       "GET %s", path);
+		return cli_fail(CLI_EXIT_FAIL,
+				"cusliced sent a reply that is not a JSON object to "
+				"GET %s",
+				path);
 	}
 	if (c->output == CLI_OUTPUT_JSON)
 		rc = cli_json_print(r.json, stdout) ? cli_fail(CLI_EXIT_FAIL, "out of memory") : 0;

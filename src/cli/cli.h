@@ -58,11 +58,11 @@ enum cli_output {
 
 /* Options shared by every command. */
 struct cli {
-	const char *socket; /* the registration socket: --socket, else $CUSLICE_SOCKET, else
-			       CLI_DEFAULT_SOCKET */
-	bool socket_given;  /* --socket on the command line (run passes it on) */
-	const char *admin_socket; /* --admin-socket, else $CUSLICE_ADMIN_SOCKET, else
-				     CLI_DEFAULT_ADMIN_SOCKET */
+	/* The registration socket: --socket, else $CUSLICE_SOCKET, else CLI_DEFAULT_SOCKET. */
+	const char *socket;
+	bool socket_given; /* --socket on the command line (run passes it on) */
+	/* --admin-socket, else $CUSLICE_ADMIN_SOCKET, else CLI_DEFAULT_ADMIN_SOCKET. */
+	const char *admin_socket;
 	enum cli_output output;
 	const char *token;   /* $CUSLICE_TOKEN: sent as "Authorization: Bearer" */
 	const char *command; /* the command's name, for messages */
@@ -156,23 +156,21 @@ int cli_http(const struct cli *c, const char *method, const char *path, const ch
 void cli_reply_free(struct cli_reply *r);
 
 /*
- * Prints the message for a call to socket `sock` that failed (err < 0:
+ * Prints the message for a call to the admin socket that failed (err < 0:
  * transport; else the reply's HTTP status >= 300 and the daemon's error
  * message), and returns the exit code: CLI_EXIT_NO_DAEMON for a daemon that
  * is not running, CLI_EXIT_USAGE for a socket path that cannot be one,
- * CLI_EXIT_FAIL otherwise. Permission denied on the admin socket says who
- * may administer and what a user can do without (`self`, `run`).
+ * CLI_EXIT_FAIL otherwise. Permission denied says who may administer and
+ * what a user can do without (`self`, `run`).
  */
-int cli_report_at(const struct cli *c, const char *sock, int err, const struct cli_reply *r,
-		  const char *method, const char *path);
-/* cli_report_at's message (without "cuslice: ") in buf instead of stderr; the same exit code. */
-int cli_describe_at(const struct cli *c, const char *sock, int err, const struct cli_reply *r,
-		    const char *method, const char *path, char *buf, size_t len);
-/* The same for a call on the admin socket. */
 int cli_report(const struct cli *c, int err, const struct cli_reply *r, const char *method,
 	       const char *path);
+/* cli_report's message (without "cuslice: ") in buf instead of stderr; the same exit code. */
 int cli_describe(const struct cli *c, int err, const struct cli_reply *r, const char *method,
 		 const char *path, char *buf, size_t len);
+/* cli_report for a call to the registration socket (c->socket). */
+int cli_report_registration(const struct cli *c, int err, const struct cli_reply *r,
+			    const char *method, const char *path);
 
 /*
  * The daemon's error in a reply, {"error": {"code": ..., "message": ...}}

@@ -68,10 +68,11 @@ int main(int argc, char **argv)
 	}
 	cmd = cli_command_find(argv[optind]);
 	if (!cmd)
-		return cli_usage(&c,
-				 "unknown command \"%s\" (one of: run, self, ps, gpus, groups, set, "
-				 "delete, top, status)",
-				 argv[optind]);
+		return cli_usage(
+		    &c,
+		    "unknown command \"%s\" (one of: run, self, ps, gpus, groups, set, "
+		    "delete, top, status)",
+		    argv[optind]);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		return cli_fail(CLI_EXIT_FAIL, "cannot initialize libcurl");
 	rc = run_command(&c, cmd, argc - optind, argv + optind);

@@ -267,8 +267,8 @@ static int set_ids(unsigned *ids, unsigned *n, bool users, const char *value, ch
  * socket_group / admin_group: a group name or gid, "" for `empty_means`. A
  * number must be a gid: 99999999999 must not wrap to another group.
  */
-static int set_group(char *dst, size_t size, const char *value, const char *empty_means,
-		     char *why, size_t len)
+static int set_group(char *dst, size_t size, const char *value, const char *empty_means, char *why,
+		     size_t len)
 {
 	unsigned long id;
 
@@ -343,7 +343,8 @@ int cd_config_set(struct cd_config *c, const char *key, const char *value, char 
 				 "the daemon's group", why, whylen);
 	if (strcmp(key, "admin_group") == 0)
 		return set_group(c->admin_group, sizeof(c->admin_group), value,
-				 "none: administrators are root and the daemon's user", why, whylen);
+				 "none: administrators are root and the daemon's user", why,
+				 whylen);
 	if (strcmp(key, "ipc_sessions_per_uid") == 0 ||
 	    strcmp(key, "api_connections_per_uid") == 0) {
 		bool ipc = key[0] == 'i';

@@ -263,9 +263,8 @@ static void summarize(struct cd_events *e, struct cd_ev_bucket *b, double time, 
 	memset(b->kinds, 0, sizeof(b->kinds));
 }
 
-uint64_t cd_events_add(struct cd_events *e, double time, uint64_t now_ms,
-		       const struct cd_tenant *t, const char *kind, const char *group, pid_t pid,
-		       const char *message)
+uint64_t cd_events_add(struct cd_events *e, double time, uint64_t now_ms, const struct cd_tenant *t,
+		       const char *kind, const char *group, pid_t pid, const char *message)
 {
 	enum cd_event_class c = cd_event_class_of(kind ? kind : "");
 	struct cd_ev_bucket *b;

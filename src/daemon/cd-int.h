@@ -157,9 +157,8 @@ void cd_events_free(struct cd_events *e);
  * are truncated to their size. Returns the seq, or 0 when suppressed.
  * now_ms: CLOCK_MONOTONIC milliseconds.
  */
-uint64_t cd_events_add(struct cd_events *e, double time, uint64_t now_ms,
-		       const struct cd_tenant *t, const char *kind, const char *group, pid_t pid,
-		       const char *message);
+uint64_t cd_events_add(struct cd_events *e, double time, uint64_t now_ms, const struct cd_tenant *t,
+		       const char *kind, const char *group, pid_t pid, const char *message);
 /*
  * Emits the "suppressed" summaries that are due (a run over
  * CD_EVENTS_SUMMARY_MS, or a uid quiet for a second), and forgets idle
@@ -592,8 +591,8 @@ struct cd_listener {
 	struct cd_watch w; /* CD_WATCH_LISTEN; first: the loop's events point here */
 	int fd;		   /* -1: not open */
 	enum cd_door door;
-	const char *path;  /* the configuration's */
-	bool paused;	   /* out of fds: accepting resumes at the next tick */
+	const char *path; /* the configuration's */
+	bool paused;	  /* out of fds: accepting resumes at the next tick */
 };
 
 /* What the daemon remembers of an accepted descriptor (cd_peer_of_fd). */
@@ -637,7 +636,8 @@ struct cusliced {
 
 	/* loop thread only */
 	int epfd, sfd, tfd;
-	struct cd_listener listen[2]; /* by enum cd_door: the registration socket, the admin socket */
+	struct cd_listener
+	    listen[2]; /* by enum cd_door: the registration socket, the admin socket */
 	struct cd_conn *conns, *conns_tail; /* newest first */
 	unsigned nconns;
 	unsigned fd_limit; /* RLIMIT_NOFILE: the admission bounds derive from it */
@@ -673,9 +673,9 @@ __attribute__((format(printf, 5, 6))) void
 cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, const char *fmt, ...);
 /* cd_event with the tenant known (a peer's). Lock held. */
 __attribute__((format(printf, 6, 7))) void cd_event_tenant(struct cusliced *d,
-							    const struct cd_tenant *t,
-							    const char *kind, const char *group,
-							    pid_t pid, const char *fmt, ...);
+							   const struct cd_tenant *t,
+							   const char *kind, const char *group,
+							   pid_t pid, const char *fmt, ...);
 /* Once a second: the events' "suppressed" summaries that are due. Lock held. */
 void cd_events_second(struct cusliced *d);
 /* Writes the events recorded since the last call to their files. Loop thread, lock NOT held. */

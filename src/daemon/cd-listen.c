@@ -151,23 +151,32 @@ static int probe(const char *path, char *err, size_t errlen)
 /*
  * Binds and listens on path (a stale socket file there replaced), born
  * with `mode` (bound under the matching umask, before any thread runs: no
- * moment at which it is more open) and given to group gid. The descriptor,
- * or -errno with err.
+ * moment at which it is more open) and given to group gid. The socket is
+ * bound under a temporary name beside path and renamed over it, so that
+ * there is no moment without a socket file at path (a process starting
+ * then would take the node for one without a daemon, and run standalone);
+ * a path too long for that is unlinked and bound. The descriptor, or
+ * -errno with err.
  */
 static int bind_socket(const char *path, mode_t mode, gid_t gid, const char *group_key,
 		       const char *group, char *err, size_t errlen)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	char tmp[sizeof(a.sun_path)];
+	const char *at = path;
 	mode_t old;
 	int fd, e;
 
-	if (unlink(path) != 0 && errno != ENOENT) {
+	if (snprintf(tmp, sizeof(tmp), "%s.new", path) < (int)sizeof(tmp)) {
+		at = tmp;
+		(void)unlink(tmp); /* left by a daemon that died right here */
+	} else if (unlink(path) != 0 && errno != ENOENT) {
 		e = -errno;
 		snprintf(err, errlen, "socket %s: cannot replace the stale socket: %s", path,
 			 strerror(-e));
 		return e;
 	}
-	strcpy(a.sun_path, path);
+	strcpy(a.sun_path, at);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		e = -errno;
@@ -177,15 +186,19 @@ static int bind_socket(const char *path, mode_t mode, gid_t gid, const char *gro
 	old = umask(0777 & ~mode);
 	e = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 ? 0 : -errno;
 	umask(old);
-	if (!e && chmod(path, mode) != 0)
+	if (!e && chmod(at, mode) != 0)
 		e = -errno;
-	if (!e && gid != getegid() && chown(path, (uid_t)-1, gid) != 0) {
+	if (!e && gid != getegid() && chown(at, (uid_t)-1, gid) != 0) {
 		e = -errno;
 		snprintf(err, errlen, "socket %s: cannot give it to %s %s (gid %u): %s", path,
 			 group_key, group, (unsigned)gid, strerror(-e));
-		unlink(path);
+		unlink(at);
 		close(fd);
 		return e;
+	}
+	if (!e && at != path && rename(at, path) != 0) {
+		e = -errno;
+		unlink(at);
 	}
 	/* A deep backlog: a thousand processes may start at once. */
 	if (!e && listen(fd, 4096) != 0)
@@ -237,8 +250,12 @@ static int prepare_admin_dir(struct cusliced *d, char *err, size_t errlen)
 		return e;
 	}
 	while ((de = readdir(dp)) != NULL) {
+		size_t bl = strlen(base);
+
+		/* The socket, and its temporary name while it is replaced (bind_socket). */
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-		    strcmp(de->d_name, base) == 0)
+		    strcmp(de->d_name, base) == 0 ||
+		    (strncmp(de->d_name, base, bl) == 0 && strcmp(de->d_name + bl, ".new") == 0))
 			continue;
 		snprintf(err, errlen,
 			 "admin_socket %s: its directory %s holds %.64s too; the admin socket "
@@ -251,15 +268,15 @@ static int prepare_admin_dir(struct cusliced *d, char *err, size_t errlen)
 	/* The group first, the mode after: never more open than the end result. */
 	if (st.st_gid != d->admin_gid && chown(dir, (uid_t)-1, d->admin_gid) != 0) {
 		e = -errno;
-		snprintf(err, errlen, "admin_socket %s: cannot give %s to admin_group %s: %s",
-			 path, dir, d->cfg->admin_group, strerror(-e));
+		snprintf(err, errlen, "admin_socket %s: cannot give %s to admin_group %s: %s", path,
+			 dir, d->cfg->admin_group, strerror(-e));
 		return e;
 	}
 	if ((st.st_mode & 07777) != want) {
 		if (chmod(dir, want) != 0) {
 			e = -errno;
-			snprintf(err, errlen, "admin_socket %s: cannot make %s mode %04o: %s",
-				 path, dir, (unsigned)want, strerror(-e));
+			snprintf(err, errlen, "admin_socket %s: cannot make %s mode %04o: %s", path,
+				 dir, (unsigned)want, strerror(-e));
 			return e;
 		}
 		if (st.st_mode & 07777 & ~want)
@@ -534,7 +551,8 @@ static void busy_text(struct cusliced *d, const struct cd_peer *p, enum cd_conn_
 	char who[96];
 
 	if (held >= max)
-		snprintf(buf, len, "cusliced is busy: %s holds %u %s, its limit; retry when some end",
+		snprintf(buf, len,
+			 "cusliced is busy: %s holds %u %s, its limit; retry when some end",
 			 cd_tenant_name(&p->tenant, who, sizeof(who)), held, what);
 	else
 		snprintf(buf, len,
@@ -657,8 +675,9 @@ void cd_listen_accept(struct cusliced *d, struct cd_listener *l)
 			continue;
 		}
 		link_conn(d, c);
-		cs_log(CS_LOG_DEBUG, CD_LOG, "connection %d on the %s socket from pid %d (uid %u)%s",
-		       fd, l->door == CD_DOOR_ADMIN ? "admin" : "registration", (int)c->peer.pid,
+		cs_log(CS_LOG_DEBUG, CD_LOG,
+		       "connection %d on the %s socket from pid %d (uid %u)%s", fd,
+		       l->door == CD_DOOR_ADMIN ? "admin" : "registration", (int)c->peer.pid,
 		       (unsigned)c->peer.uid,
 		       c->refusal == CD_REFUSAL_UNAUTHORIZED ? ", not authorized"
 		       : c->refusal == CD_REFUSAL_BUSY	     ? ", over its bound"

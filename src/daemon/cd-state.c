@@ -465,9 +465,9 @@ int cd_self(struct cusliced *d, const struct cd_peer *p, const char *asked, stru
 		snprintf(out->reason, sizeof(out->reason), "%s", dec.reason);
 	} else if (dec.policy) {
 		out->managed = true;
-		out->how = strcmp(dec.group, asked) != 0 ? CD_SELF_IDENTITY
+		out->how = strcmp(dec.group, asked) != 0	    ? CD_SELF_IDENTITY
 			   : cd_members_empty(&dec.policy->members) ? CD_SELF_OPEN
-								   : CD_SELF_MEMBER;
+								    : CD_SELF_MEMBER;
 	} else {
 		out->how = asked[0] ? CD_SELF_UNMANAGED : CD_SELF_NONE;
 	}

@@ -84,9 +84,9 @@ struct cd_peer {
 
 /* Configuration after the INI file and the command line. */
 struct cd_config {
-	char socket[108];	/* the registration socket: tenants register, see only their own view */
+	char socket[108]; /* the registration socket: tenants register, see only their own view */
 	char socket_group[64];	/* "" = the daemon's gid */
-	char admin_socket[108];	/* the admin socket: the whole API, for administrators only */
+	char admin_socket[108]; /* the admin socket: the whole API, for administrators only */
 	char admin_group[64];	/* "" = none: its directory 0700, the socket 0600 */
 	char state_dir[256];
 	char shm_dir[256];
@@ -97,7 +97,7 @@ struct cd_config {
 	unsigned n_allow_uids;
 	gid_t allow_gids[32];
 	unsigned n_allow_gids;
-	uid_t admin_uids[32];	/* administrators besides root and the daemon's uid */
+	uid_t admin_uids[32]; /* administrators besides root and the daemon's uid */
 	unsigned n_admin_uids;
 	gid_t admin_gids[32];
 	unsigned n_admin_gids;
@@ -280,7 +280,7 @@ enum cd_self_how {
  * about the peer — and that group's state when the daemon knows it.
  */
 struct cd_self {
-	char pod[40];	    /* the peer's Kubernetes pod UID, "" when in none */
+	char pod[40]; /* the peer's Kubernetes pod UID, "" when in none */
 	enum cd_self_how how;
 	char group[CS_GROUP_NAME_MAX + 1]; /* "" for NONE and REFUSED */
 	bool managed;

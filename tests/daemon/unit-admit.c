@@ -222,8 +222,7 @@ static void test_tenant_keys(void **state)
 	cd_tenant_make(&t, 0, "/kubepods/burstable/pod" POD_A "/ctr1", CD_PIDNS_OTHER, false);
 	assert_string_equal(t.key, "pod " POD_A);
 	assert_false(t.privileged);
-	cd_tenant_make(&u,
-		       0,
+	cd_tenant_make(&u, 0,
 		       "/kubepods.slice/kubepods-besteffort.slice/"
 		       "kubepods-besteffort-pod0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0.slice/"
 		       "cri-containerd-abc.scope",

@@ -329,9 +329,10 @@ static void test_config_admin_values(void **state)
 		    "none: administrators are root and the daemon's user)");
 	parse_fails("[daemon]\nadmin_uids = no-such-user-cd\n",
 		    "line 2: admin_uids = \"no-such-user-cd\": unknown user \"no-such-user-cd\"");
-	parse_fails("[daemon]\nadmin_gids = 4294967295\n",
-		    "line 2: admin_gids = \"4294967295\": group id 4294967295 is out of range (0 to "
-		    "4294967294)");
+	parse_fails(
+	    "[daemon]\nadmin_gids = 4294967295\n",
+	    "line 2: admin_gids = \"4294967295\": group id 4294967295 is out of range (0 to "
+	    "4294967294)");
 	parse_fails("[daemon]\nadmin_uids = 1,,2\n",
 		    "line 2: admin_uids = \"1,,2\": an item is empty; accepted: a comma list of at "
 		    "most 32 user names or numeric ids, no blanks, e.g. 0,1000,alice");
@@ -355,12 +356,12 @@ static void test_config_check(void **state)
 	/* The same directory: given to containers with the registration socket. */
 	strcpy(c.admin_socket, "/run/cuslice/admin.sock");
 	assert_int_equal(cd_config_check(&c, err, sizeof(err)), -EINVAL);
-	assert_string_equal(err,
-			    "admin_socket /run/cuslice/admin.sock: its directory /run/cuslice "
-			    "would hold the registration socket /run/cuslice/cusliced.sock (socket), "
-			    "which tenants must reach while the admin directory is root's alone; "
-			    "put the admin socket in a directory of its own (default "
-			    "/run/cuslice/admin/cusliced.sock)");
+	assert_string_equal(
+	    err, "admin_socket /run/cuslice/admin.sock: its directory /run/cuslice "
+		 "would hold the registration socket /run/cuslice/cusliced.sock (socket), "
+		 "which tenants must reach while the admin directory is root's alone; "
+		 "put the admin socket in a directory of its own (default "
+		 "/run/cuslice/admin/cusliced.sock)");
 	/* A directory above the registration socket's. */
 	strcpy(c.socket, "/run/cuslice/tenant/s");
 	strcpy(c.admin_socket, "/run/cuslice/a.sock");
@@ -383,11 +384,12 @@ static void test_config_bad_structure(void **state)
 		    "line 1: \"socket\" outside a section; expected it under [daemon]");
 	parse_fails("[daemon]\n[metrics]\nport = 1\n",
 		    "line 3: unknown section [metrics]; accepted: [daemon]");
-	parse_fails("[daemon]\n\nsockets = /s\n",
-		    "line 3: unknown key \"sockets\"; accepted: socket, socket_group, admin_socket, "
-		    "admin_group, state_dir, shm_dir, metrics_listen, log_level, token_file, "
-		    "allow_uids, allow_gids, admin_uids, admin_gids, backstop_interval, "
-		    "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid");
+	parse_fails(
+	    "[daemon]\n\nsockets = /s\n",
+	    "line 3: unknown key \"sockets\"; accepted: socket, socket_group, admin_socket, "
+	    "admin_group, state_dir, shm_dir, metrics_listen, log_level, token_file, "
+	    "allow_uids, allow_gids, admin_uids, admin_gids, backstop_interval, "
+	    "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid");
 	parse_fails("[daemon]\nlog_level = info\nlog_level = debug\n",
 		    "line 3: log_level given twice (or continued on an indented line)");
 	parse_fails("[daemon]\nthis is not a key\n",

@@ -1,8 +1,8 @@
 /*
  * Unit tests of src/daemon/cd-events.c and cd-events-file.c: retention
  * classes that floods of another class cannot flush, the per-tenant rate
- * limit (a uid; root's pods each their own) and its "suppressed" summaries, seq numbers across classes and restarts,
- * the files (mode, lines, rotation, reading back what a crash left).
+ * limit (a uid; root's pods each their own) and its "suppressed" summaries, seq numbers across
+ * classes and restarts, the files (mode, lines, rotation, reading back what a crash left).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -250,8 +250,9 @@ static void test_events_root_pods(void **state)
 	assert_int_equal(cd_events_tick(&ev, 2, 2000), 1);
 	n = cd_events_since(&ev, 0, out, sizeof(out) / sizeof(out[0]));
 	assert_string_equal(out[n - 1].kind, "suppressed");
-	if (!strstr(out[n - 1].message,
-		    "ordinary events of uid 0 (pod 0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0) not recorded"))
+	if (!strstr(
+		out[n - 1].message,
+		"ordinary events of uid 0 (pod 0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0) not recorded"))
 		fail_msg("summary: %s", out[n - 1].message);
 	assert_int_equal(out[n - 1].uid, 0);
 }

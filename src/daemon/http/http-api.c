@@ -344,9 +344,9 @@ char *cd_api_render_healthz(void)
 }
 
 static const char *const how_names[] = {
-    [CD_SELF_MEMBER] = "member",       [CD_SELF_IDENTITY] = "identity",
-    [CD_SELF_OPEN] = "open",	       [CD_SELF_UNMANAGED] = "unmanaged",
-    [CD_SELF_NONE] = "none",	       [CD_SELF_REFUSED] = "refused",
+    [CD_SELF_MEMBER] = "member", [CD_SELF_IDENTITY] = "identity",
+    [CD_SELF_OPEN] = "open",	 [CD_SELF_UNMANAGED] = "unmanaged",
+    [CD_SELF_NONE] = "none",	 [CD_SELF_REFUSED] = "refused",
 };
 
 /* The one line of "placement"."message": what happens to a process of this peer. */
@@ -354,8 +354,10 @@ static void how_message(const char *asked, const struct cd_self *s, char *buf, s
 {
 	switch (s->how) {
 	case CD_SELF_MEMBER:
-		snprintf(buf, len, "group %s is managed and its members rules name you: its policy "
-				   "applies", s->group);
+		snprintf(buf, len,
+			 "group %s is managed and its members rules name you: its policy "
+			 "applies",
+			 s->group);
 		break;
 	case CD_SELF_IDENTITY:
 		snprintf(buf, len,
@@ -365,8 +367,10 @@ static void how_message(const char *asked, const struct cd_self *s, char *buf, s
 			 asked[0] ? asked : "", asked[0] ? ")" : "");
 		break;
 	case CD_SELF_OPEN:
-		snprintf(buf, len, "group %s is managed and open to every process that asks for "
-				   "it: its policy applies", s->group);
+		snprintf(buf, len,
+			 "group %s is managed and open to every process that asks for "
+			 "it: its policy applies",
+			 s->group);
 		break;
 	case CD_SELF_UNMANAGED:
 		snprintf(buf, len,
@@ -400,12 +404,13 @@ char *cd_api_render_self(const struct cd_peer *p, const char *asked, const struc
 	     (s->pod[0] ? ADD_FIELD(peer, "pod", s->pod)
 			: cJSON_AddNullToObject(peer, "pod") != NULL);
 	how_message(asked, s, msg, sizeof(msg));
-	ok = ok &&
-	     (asked[0] ? add_str(pl, "asked", asked) : cJSON_AddNullToObject(pl, "asked") != NULL) &&
-	     (s->group[0] ? ADD_FIELD(pl, "group", s->group)
-			  : cJSON_AddNullToObject(pl, "group") != NULL) &&
-	     add_bool(pl, "managed", s->managed) && add_str(pl, "how", how_names[s->how]) &&
-	     add_str(pl, "message", msg);
+	ok =
+	    ok &&
+	    (asked[0] ? add_str(pl, "asked", asked) : cJSON_AddNullToObject(pl, "asked") != NULL) &&
+	    (s->group[0] ? ADD_FIELD(pl, "group", s->group)
+			 : cJSON_AddNullToObject(pl, "group") != NULL) &&
+	    add_bool(pl, "managed", s->managed) && add_str(pl, "how", how_names[s->how]) &&
+	    add_str(pl, "message", msg);
 	if (ok && s->known) {
 		g = cJSON_AddObjectToObject(root, "group");
 		ok = g && render_group(g, &s->snap, true);
@@ -442,9 +447,9 @@ static const struct {
 	enum route r;
 	bool tenant; /* served on the registration socket too */
 } fixed_routes[] = {
-    {"/v1/status", ROUTE_STATUS, false},	 {"/v1/gpus", ROUTE_GPUS, false},
-    {"/v1/groups", ROUTE_GROUPS, false},	 {"/v1/processes", ROUTE_PROCESSES, false},
-    {"/v1/events", ROUTE_EVENTS, false},	 {"/v1/healthz", ROUTE_HEALTHZ, true},
+    {"/v1/status", ROUTE_STATUS, false}, {"/v1/gpus", ROUTE_GPUS, false},
+    {"/v1/groups", ROUTE_GROUPS, false}, {"/v1/processes", ROUTE_PROCESSES, false},
+    {"/v1/events", ROUTE_EVENTS, false}, {"/v1/healthz", ROUTE_HEALTHZ, true},
     {"/v1/self", ROUTE_SELF, true},
 };
 
@@ -673,7 +678,9 @@ static bool check_params(const struct cd_api_request *req, enum route r, bool ge
 		error_reply(rep, CD_API_ERR_UNKNOWN_PARAMETER,
 			    "query parameter \"%.64s\": %s %.200s takes %s", p->name, req->method,
 			    req->path,
-			    !takes ? "none" : r == ROUTE_EVENTS ? "only since=SEQ" : "only group=NAME");
+			    !takes		? "none"
+			    : r == ROUTE_EVENTS ? "only since=SEQ"
+						: "only group=NAME");
 		return false;
 	}
 	return true;
@@ -722,13 +729,15 @@ void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct c
 		while (r != ROUTE_NONE && i < sizeof(fixed_routes) / sizeof(fixed_routes[0]) &&
 		       !(fixed_routes[i].r == r && fixed_routes[i].tenant))
 			i++;
-		if (r == ROUTE_NONE || !get || i == sizeof(fixed_routes) / sizeof(fixed_routes[0])) {
-			error_reply(rep, CD_API_ERR_ADMIN_ONLY,
-				    "%.16s %.200s: served on cusliced's admin socket (%.100s) only, "
-				    "to administrators; this socket registers processes and answers "
-				    "GET /v1/healthz and GET /v1/self",
-				    req->method, req->path ? req->path : "",
-				    req->admin_socket ? req->admin_socket : CD_DEFAULT_ADMIN_SOCKET);
+		if (r == ROUTE_NONE || !get ||
+		    i == sizeof(fixed_routes) / sizeof(fixed_routes[0])) {
+			error_reply(
+			    rep, CD_API_ERR_ADMIN_ONLY,
+			    "%.16s %.200s: served on cusliced's admin socket (%.100s) only, "
+			    "to administrators; this socket registers processes and answers "
+			    "GET /v1/healthz and GET /v1/self",
+			    req->method, req->path ? req->path : "",
+			    req->admin_socket ? req->admin_socket : CD_DEFAULT_ADMIN_SOCKET);
 			return;
 		}
 	}

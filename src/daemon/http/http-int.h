@@ -30,8 +30,8 @@ struct cd_api_param {
 
 /* One API request as the router sees it (already authorized). */
 struct cd_api_request {
-	const struct cd_peer *peer;	/* who asks, and through which socket (peer->door) */
-	const char *admin_socket;	/* for the message of a request only it serves */
+	const struct cd_peer *peer; /* who asks, and through which socket (peer->door) */
+	const char *admin_socket;   /* for the message of a request only it serves */
 	const char *method;	/* "GET", "HEAD", "PUT", ... */
 	const char *path;	/* decoded, without the query, e.g. "/v1/groups/train" */
 	const struct cd_api_param *params;	/* the query's parameters, in order */

@@ -573,10 +573,10 @@ static void test_http_api_delete(void **state)
 static void test_http_api_tenant_refused(void **state)
 {
 	static const char *const paths[] = {
-	    "/v1/status",	 "/v1/gpus",	      "/v1/groups",	    "/v1/groups/train",
-	    "/v1/processes",	 "/v1/events",	      "/v1/groups/x",	    "/",
-	    "/v1/self/",	 "/v1/self/../groups", "//v1/self",	    "/V1/self",
-	    "/v1/healthz/x",	 "/v2/self",	      "/v1/groups/train/", "/nope",
+	    "/v1/status",    "/v1/gpus",	   "/v1/groups",	"/v1/groups/train",
+	    "/v1/processes", "/v1/events",	   "/v1/groups/x",	"/",
+	    "/v1/self/",     "/v1/self/../groups", "//v1/self",		"/V1/self",
+	    "/v1/healthz/x", "/v2/self",	   "/v1/groups/train/", "/nope",
 	};
 	static const char *const methods[] = {"GET", "HEAD", "PUT", "PATCH", "DELETE", "POST"};
 
