@@ -289,13 +289,15 @@ int cli_report_registration(const struct cli *c, int err, const struct cli_reply
 	return cli_fail(code, "%s", msg);
 }
 
-int cli_get_json(const struct cli *c, const char *path, cJSON **ret)
+/* GET path on the admin socket (admin) or the registration socket; see cli_get_json. */
+static int get_json(const struct cli *c, bool admin, const char *path, cJSON **ret)
 {
 	struct cli_reply r;
-	int e = cli_http(c, "GET", path, NULL, &r);
+	int e = cli_http_at(c, admin ? c->admin_socket : c->socket, "GET", path, NULL, &r);
 
 	if (e || r.status >= 300) {
-		e = cli_report(c, e, &r, "GET", path);
+		e = admin ? cli_report(c, e, &r, "GET", path)
+			  : cli_report_registration(c, e, &r, "GET", path);
 		cli_reply_free(&r);
 		return e;
 	}
@@ -310,4 +312,14 @@ int cli_get_json(const struct cli *c, const char *path, cJSON **ret)
 	r.json = NULL;
 	cli_reply_free(&r);
 	return CLI_EXIT_OK;
+}
+
+int cli_get_json(const struct cli *c, const char *path, cJSON **ret)
+{
+	return get_json(c, true, path, ret);
+}
+
+int cli_get_json_registration(const struct cli *c, const char *path, cJSON **ret)
+{
+	return get_json(c, false, path, ret);
 }

@@ -82,9 +82,9 @@ int cli_cmd_self(struct cli *c, int argc, char **argv)
 	    {0},
 	};
 	const char *group = NULL;
-	struct cli_reply r;
+	cJSON *self;
 	char err[256], path[160];
-	int opt, rc, e;
+	int opt, rc;
 
 	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
 		if (opt == OPT_GROUP) {
@@ -100,28 +100,18 @@ int cli_cmd_self(struct cli *c, int argc, char **argv)
 	if (optind < argc)
 		return cli_usage(c, "unexpected argument \"%s\"", argv[optind]);
 	snprintf(path, sizeof(path), "/v1/self%s%s", group ? "?group=" : "", group ? group : "");
-	e = cli_http_at(c, c->socket, "GET", path, NULL, &r);
-	if (e || r.status >= 300) {
-		rc = cli_report_registration(c, e, &r, "GET", path);
-		cli_reply_free(&r);
+	rc = cli_get_json_registration(c, path, &self);
+	if (rc)
 		return rc;
-	}
-	if (!cJSON_IsObject(r.json)) {
-		cli_reply_free(&r);
-		return cli_fail(CLI_EXIT_FAIL,
-				"cusliced sent a reply that is not a JSON object to "
-				"GET %s",
-				path);
-	}
 	if (c->output == CLI_OUTPUT_JSON)
-		rc = cli_json_print(r.json, stdout) ? cli_fail(CLI_EXIT_FAIL, "out of memory") : 0;
-	else if (cli_render_self(r.json, stdout) < 0)
+		rc = cli_json_print(self, stdout) ? cli_fail(CLI_EXIT_FAIL, "out of memory") : 0;
+	else if (cli_render_self(self, stdout) < 0)
 		rc = cli_fail(CLI_EXIT_FAIL,
 			      "cusliced's reply to GET %s lacks the fields the table needs (try -o "
 			      "json)",
 			      path);
 	else
 		rc = CLI_EXIT_OK;
-	cli_reply_free(&r);
+	cJSON_Delete(self);
 	return rc;
 }

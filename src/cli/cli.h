@@ -185,6 +185,8 @@ const char *cli_error_message(const cJSON *reply);
  * cJSON_Delete). Returns CLI_EXIT_OK, or the exit code after printing why.
  */
 int cli_get_json(const struct cli *c, const char *path, cJSON **ret);
+/* cli_get_json on the registration socket (c->socket). */
+int cli_get_json_registration(const struct cli *c, const char *path, cJSON **ret);
 
 /* True when err (from cli_http) means the daemon is not running. */
 bool cli_http_not_running(int err);

@@ -331,20 +331,7 @@ static struct cd_api_reply route_as(const struct cd_peer *peer, const char *meth
 static struct cd_api_reply route(const char *method, const char *path, const char *since,
 				 const char *body)
 {
-	struct cd_api_param p = {.name = "since", .value = since};
-	struct cd_api_request req = {
-	    .peer = &admin_peer,
-	    .method = method,
-	    .path = path,
-	    .params = since ? &p : NULL,
-	    .nparams = since ? 1 : 0,
-	    .body = body,
-	    .body_len = body ? strlen(body) : 0,
-	};
-	struct cd_api_reply rep;
-
-	cd_api_route(NULL, &req, &rep);
-	return rep;
+	return route_as(&admin_peer, method, path, "since", since, body);
 }
 
 /*
