@@ -425,8 +425,9 @@ static void identify(struct cusliced *d, int fd, enum cd_door door, struct cd_pe
 		if (admin && p->uid == 0 && p->pidns == CD_PIDNS_OTHER)
 			p->authorized = false;
 	}
+	/* A refused peer is its uid, and never privileged (unknown namespace). */
 	cd_tenant_make(&p->tenant, p->uid, p->authorized ? p->cgroup : "",
-		       p->authorized ? p->pidns : CD_PIDNS_DAEMON, admin && p->authorized);
+		       p->authorized ? p->pidns : CD_PIDNS_UNKNOWN, admin && p->authorized);
 }
 
 void cd_unauthorized_text(const struct cd_peer *p, char *buf, size_t len)
