@@ -45,6 +45,7 @@
  */
 #include "cd-int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -52,7 +53,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
