@@ -47,7 +47,7 @@ async function devicePlugin(rows) {
     fs.mkdirSync(w.path('pod-resources'));
     const pods = [];
     const pr = await servePodResources(w.path('pod-resources', 'kubelet.sock'), () => pods);
-    w.start('plugin', [need('CS_DEVICE_PLUGIN'), '--kubelet-dir', k.dir, '--cusliced', w.socket,
+    w.start('plugin', [need('CS_DEVICE_PLUGIN'), '--kubelet-dir', k.dir, ...w.pluginSockets(),
       '--state-dir', w.path('state'), '--pod-resources', w.path('pod-resources', 'kubelet.sock'),
       '--node-name', 'node-1', '--resources', 'gpu', '--shares', '25', '--log-level', 'warn', ...api.flags()]);
     const gpu = await until(() => { const c = k.plugins.get('cuslice.io/gpu'); return c && c.lists.length && c; }, 20000, 'registration');
@@ -80,7 +80,7 @@ async function dra(rows) {
     const api = new FakeApiServer(w.path('api'));
     api.nodes.set('node-1', { metadata: { name: 'node-1', uid: 'node-uid' } });
     await api.start();
-    w.start('driver', [need('CS_DRA_DRIVER'), '--node-name', 'node-1', '--cusliced', w.socket,
+    w.start('driver', [need('CS_DRA_DRIVER'), '--node-name', 'node-1', ...w.pluginSockets(),
       '--plugin-dir', w.path('plugin'), '--registry-dir', w.path('plugin'), '--cdi-dir', w.path('cdi'),
       '--log-level', 'warn', ...api.flags()]);
     await until(() => fs.existsSync(w.path('plugin', 'dra.sock')), 20000, 'the driver');

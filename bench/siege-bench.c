@@ -6,10 +6,11 @@
  * private directory on a private cusim instance (tests/ipc/ipc-harness.c),
  * started with --socket-group nogroup --allow-uids 1001 (when run as root):
  *
- *   API latency, idle        GET /v1/status on a new connection, N_API
- *                            times: median, p99, worst (wall time, as a
- *                            client sees it).
- *   hold                     2,000 partial requests (a request line and
+ *   API latency, idle        GET /v1/status on a new connection to the admin
+ *                            socket, N_API times: median, p99, worst (wall
+ *                            time, as a client sees it).
+ *   hold                     on the registration socket, 2,000 partial
+ *                            requests (GET /v1/self's request line and
  *                            Host, no blank line) and 2,000 silent
  *                            connections from this process (root: the
  *                            largest bounds), plus, as root, 5,000 silent
@@ -54,7 +55,8 @@
 #define NOBODY_GID 65534
 #define STOP_LIMIT_MS 2000.0
 
-static const char partial[] = "GET /v1/status HTTP/1.1\r\nHost: x\r\n";
+/* A tenant's request on the registration socket (GET /v1/self), cut short: held in the door. */
+static const char partial[] = "GET /v1/self HTTP/1.1\r\nHost: x\r\n";
 static const char get_status[] = "GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n";
 
 static double now_ms(void)
@@ -242,7 +244,7 @@ static bool run(const char *daemon)
 	/* uid 1001 reaches the socket through the (private, 0700) directory. */
 	if (root)
 		chmod(d.dir, 0755);
-	if (!api_latency(d.socket, idle) || !reg_latency(d.socket, &reg_idle))
+	if (!api_latency(d.admin_socket, idle) || !reg_latency(d.socket, &reg_idle))
 		goto out;
 	daemon_usage(d.pid, &sockets_idle, &rss_idle);
 	n = hold(d.socket, fds, N_PARTIAL, partial);
@@ -251,7 +253,7 @@ static bool run(const char *daemon)
 		other = hold_as_other(d.socket, N_OTHER_UID);
 	usleep(500000);
 	daemon_usage(d.pid, &sockets, &rss);
-	if (!api_latency(d.socket, besieged) || !reg_latency(d.socket, &reg_besieged))
+	if (!api_latency(d.admin_socket, besieged) || !reg_latency(d.socket, &reg_besieged))
 		goto out;
 	t0 = now_ms();
 	kill(d.pid, SIGTERM);

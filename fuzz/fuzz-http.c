@@ -12,7 +12,12 @@
  *     the head ends in CRLF CRLF; judging exactly head + body again is
  *     READY with the same lengths (what the door hands over is judged as
  *     it is);
- *   - MORE is never the answer once the peer closed.
+ *   - MORE is never the answer once the peer closed;
+ *   - once the request line is judged valid (MORE or READY), its target lies
+ *     within the bytes, starts with '/', and whether it is one of the
+ *     registration socket's paths (cd_http_target_is) is decided without
+ *     reading past it: only a target whose decoded path is exactly
+ *     /v1/self or /v1/healthz ever says yes.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -64,12 +69,39 @@ static void check_refusal(const struct cd_http_verdict *v, const uint8_t *data, 
 	cJSON_Delete(j);
 }
 
+/* The registration socket's question about a valid request line's target. */
+static void check_target(const struct cd_http_verdict *v, const uint8_t *data, size_t size)
+{
+	const char *t;
+	char *copy;
+
+	if (!v->target_len)
+		return;
+	if (v->target_off + v->target_len > size || data[v->target_off] != '/')
+		broken("target outside the bytes", data, size);
+	t = (const char *)data + v->target_off;
+	/* A copy of exactly the target: ASan catches a read past it. */
+	copy = malloc(v->target_len);
+	if (!copy)
+		return;
+	memcpy(copy, t, v->target_len);
+	if (cd_http_target_is(copy, v->target_len, "/v1/self") &&
+	    (memchr(copy, '?', v->target_len)
+		 ? (size_t)((char *)memchr(copy, '?', v->target_len) - copy)
+		 : v->target_len) < 8)
+		broken("a target shorter than /v1/self taken for it", data, size);
+	(void)cd_http_target_is(copy, v->target_len, "/v1/healthz");
+	free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	for (int eof = 0; eof <= 1; eof++) {
 		struct cd_http_verdict v, again;
 
 		cd_http_head_check((const char *)data, size, eof, &v);
+		if (v.state != CD_HTTP_REFUSE)
+			check_target(&v, data, size);
 		switch (v.state) {
 		case CD_HTTP_REFUSE:
 			check_refusal(&v, data, size);

@@ -258,30 +258,33 @@ ok "one quota per group, exact at the byte, shared by its processes, reclaimed f
 
 section "The product: cusliced, and three groups run with cuslice"
 sock=$tmp/cusliced.sock
+admin=$tmp/admin/cusliced.sock
 mkdir -p "$tmp/state" "$tmp/shm"
-printf '%s$ cusliced --socket %s --state-dir %s --shm-dir %s --metrics-listen none &%s\n' \
-	"$bold" "${sock##*/}" state shm "$off"
-"$daemon" --socket "$sock" --state-dir "$tmp/state" --shm-dir "$tmp/shm" \
+printf '%s$ cusliced --socket %s --admin-socket %s --state-dir %s --metrics-listen none &%s\n' \
+	"$bold" "${sock##*/}" admin/"${admin##*/}" state "$off"
+"$daemon" --socket "$sock" --admin-socket "$admin" --state-dir "$tmp/state" --shm-dir "$tmp/shm" \
 	--metrics-listen none --log-level warn >"$tmp/daemon.log" 2>&1 &
 daemon_pid=$!
+# Processes register on the registration socket; the CLI administers on the admin socket.
+export CUSLICE_SOCKET=$sock CUSLICE_ADMIN_SOCKET=$admin
 for _ in $(seq 1 100); do
-	"$cli" --socket "$sock" status >/dev/null 2>&1 && break
+	"$cli" status >/dev/null 2>&1 && break
 	sleep 0.1
 done
-run "$cli" --socket "$sock" status
+run "$cli" status
 export CUSLICE_CTX_MEM=$CUSIM_CTX_MEM
 notice "three jobs: train (8 GiB, 50 % of the GPU), infer (4 GiB, 30 %), notebook (2 GiB)"
 printf '%s$ cuslice run --group train --mem 8GiB --cores 50 -- cs-spin ... &%s\n' "$bold" "$off"
-"$cli" --socket "$sock" run --group train --mem 8GiB --cores 50 -- \
+"$cli" run --group train --mem 8GiB --cores 50 -- \
 	"$spin" --kernel-us 2000 --total-ms 1200 --sync-every 4 >"$tmp/train" 2>&1 &
 train_pid=$!
 printf '%s$ cuslice run --group infer --mem 4GiB --cores 30 -- cs-spin ... &%s\n' "$bold" "$off"
-"$cli" --socket "$sock" run --group infer --mem 4GiB --cores 30 -- \
+"$cli" run --group infer --mem 4GiB --cores 30 -- \
 	"$spin" --kernel-us 500 --total-ms 600 --sync-every 8 >"$tmp/infer" 2>&1 &
 infer_pid=$!
 printf '%s$ cuslice run --group notebook --mem 2GiB -- cs-alloc --bytes 1GiB --hold-until-signal &%s\n' \
 	"$bold" "$off"
-"$cli" --socket "$sock" run --group notebook --mem 2GiB -- \
+"$cli" run --group notebook --mem 2GiB -- \
 	"$alloc" --bytes 1GiB --verify none --hold-until-signal >"$tmp/notebook" 2>&1 &
 notebook_pid=$!
 holders+=("$notebook_pid")
@@ -290,12 +293,12 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 sleep 1.2	# the daemon measures shares over its last second
-run "$cli" --socket "$sock" ps
+run "$cli" ps
 notice "every process with its group, memory and limit, and its share of the GPU against the cap"
-run_fails "$cli" --socket "$sock" run --group notebook -- "$alloc" --bytes 1GiB --verify none
+run_fails "$cli" run --group notebook -- "$alloc" --bytes 1GiB --verify none
 notice "a second notebook process: the group holds 1 GiB + two contexts of its 2 GiB, 1 GiB more does not fit"
-run "$cli" --socket "$sock" set notebook --mem 4GiB
-run "$cli" --socket "$sock" run --group notebook -- "$alloc" --bytes 1GiB --verify none
+run "$cli" set notebook --mem 4GiB
+run "$cli" run --group notebook -- "$alloc" --bytes 1GiB --verify none
 notice "the new limit reached the group at once: the same request fits now"
 wait "$train_pid" || die "the train job failed"
 wait "$infer_pid" || die "the infer job failed"
@@ -309,9 +312,9 @@ wait "$notebook_pid" 2>/dev/null || true
 kill "$daemon_pid"
 wait "$daemon_pid" || die "cusliced did not stop cleanly"
 daemon_pid=
-[ ! -e "$sock" ] || die "cusliced left its socket behind"
-unset CUSLICE_CTX_MEM
-ok "cusliced stopped cleanly (SIGTERM); policies stay in the state directory, regions in shm"
+[ -S "$sock" ] || die "cusliced took its socket away: the node would look unmanaged"
+unset CUSLICE_CTX_MEM CUSLICE_SOCKET CUSLICE_ADMIN_SOCKET
+ok "cusliced stopped cleanly (SIGTERM); its socket stays (the node stays managed), policies in the state directory"
 
 section "Reset"
 run "$ctl" reset

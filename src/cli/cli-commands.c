@@ -41,16 +41,21 @@ static const struct cli_command commands[] = {
 	    "       is not given. libcuslice.so is found at $CUSLICE_PRELOAD, else next to\n"
 	    "       the installed cuslice (../lib), else in the build tree.\n"
 	    "\n"
-	    "       With --group NAME and cusliced running, cuslice first stores the\n"
-	    "       limits given as NAME's policy in the daemon (as `cuslice set` does:\n"
-	    "       fields not given keep their stored values), so the daemon manages\n"
-	    "       the group; the policy stays after CMD ends, for the next run of\n"
-	    "       NAME (`cuslice delete NAME` removes it). A run without --group\n"
-	    "       stores no policy (its name is good for one run only); the daemon\n"
-	    "       still tracks it while it runs. Without the daemon (no socket, or\n"
-	    "       nobody listening) the group runs standalone on its environment\n"
-	    "       limits; a socket cuslice may not use gives a warning and the same\n"
-	    "       standalone run.\n",
+	    "       With --group NAME and cusliced running, an administrator's run first\n"
+	    "       stores the limits given as NAME's policy in the daemon (as `cuslice\n"
+	    "       set` does, on the admin socket: fields not given keep their stored\n"
+	    "       values), so the daemon manages the group; the policy stays after CMD\n"
+	    "       ends, for the next run of NAME (`cuslice delete NAME` removes it).\n"
+	    "       Anyone else's run stores nothing: cuslice asks the daemon (GET\n"
+	    "       /v1/self, on the registration socket) where the command's processes\n"
+	    "       will run and says so — NAME's policy when it is a managed group they\n"
+	    "       may join, the limits given as an unmanaged group when it has no\n"
+	    "       policy — and stops (exit 1) when the daemon would refuse them. A run\n"
+	    "       without --group stores no policy (its name is good for one run\n"
+	    "       only); the daemon still tracks it while it runs. Without the daemon\n"
+	    "       (no socket) the group runs standalone on its environment limits; a\n"
+	    "       socket nobody listens on means the daemon is away: the command's\n"
+	    "       processes wait for it (CUSLICE_DAEMON_WAIT) and fail closed.\n",
 	.options =
 	    "       --mem SIZE\n"
 	    "              Memory limit per GPU: a size (8GiB, 512MiB, 1.5G, 4096; KiB..TiB\n"
@@ -69,6 +74,23 @@ static const struct cli_command commands[] = {
 	    "              Let the group use idle compute time above --cores.\n",
 	.examples = "       cuslice run --mem 4GiB --cores 30 -- python train.py --epochs 3\n"
 		    "       cuslice run --gpu 0,1 --mem 50% --group team-a ./serve\n",
+    },
+    {
+	.name = "self",
+	.run = cli_cmd_self,
+	.synopsis = "cuslice self [--group NAME] [-o table|json]",
+	.summary = "show your own group, limits and usage (no administrator needed)",
+	.description =
+	    "       Asks cusliced, on the registration socket every user under libcuslice\n"
+	    "       reaches, what it makes of the caller: uid, cgroup and pod as the kernel\n"
+	    "       tells them, the group a process of yours is placed in when it asks for\n"
+	    "       NAME (--group, like CUSLICE_GROUP; none: no group), how (member of a\n"
+	    "       managed group, placed there by identity, an open group, an unmanaged\n"
+	    "       group, a group of its own, or refused), and that group's limits and\n"
+	    "       usage per GPU (GPUs by UUID). With -o json: GET /v1/self.\n",
+	.options = "       --group NAME\n"
+		   "              The group your processes ask for (CUSLICE_GROUP).\n" OPT_O,
+	.examples = "       cuslice self\n       cuslice self --group team-a -o json\n",
     },
     {
 	.name = "ps",
@@ -173,23 +195,31 @@ static const struct cli_command commands[] = {
 		       "       numbers of groups, processes and GPUs. With -o json: GET\n"
 		       "       /v1/status.\n",
 	.options = OPT_O,
-	.examples = "       cuslice status\n       CUSLICE_SOCKET=/tmp/cs.sock cuslice status\n",
+	.examples = "       cuslice status\n       CUSLICE_ADMIN_SOCKET=/tmp/cs/admin.sock cuslice "
+		    "status\n",
     },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 static const char global_options[] =
+    "       --admin-socket PATH\n"
+    "              cusliced's admin socket, where every command but run and self goes\n"
+    "              (default: $CUSLICE_ADMIN_SOCKET, else " CLI_DEFAULT_ADMIN_SOCKET ");\n"
+    "              for root and the administrators cusliced names.\n"
     "       --socket PATH\n"
-    "              cusliced's socket (default: $CUSLICE_SOCKET, else\n"
+    "              cusliced's registration socket, for run (its command's processes\n"
+    "              register there) and self (default: $CUSLICE_SOCKET, else\n"
     "              " CLI_DEFAULT_SOCKET ").\n" OPT_O "       -h, --help\n"
     "              Print this manual (or the command's, after a command).\n"
     "       -V, --version\n"
     "              Print cuslice's version (before a command).\n"
-    "       The options --socket, -o and --help are also accepted after the command.\n";
+    "       The options --admin-socket, --socket, -o and --help are also accepted\n"
+    "       after the command.\n";
 
 static const char environment[] =
-    "       CUSLICE_SOCKET   cusliced's socket when --socket is not given.\n"
+    "       CUSLICE_ADMIN_SOCKET  the admin socket when --admin-socket is not given.\n"
+    "       CUSLICE_SOCKET   the registration socket when --socket is not given.\n"
     "       CUSLICE_TOKEN    shared token, sent as \"Authorization: Bearer\" when the\n"
     "                        daemon requires one (and passed on by run).\n"
     "       CUSLICE_PRELOAD  libcuslice.so to use for run.\n";
@@ -197,8 +227,8 @@ static const char environment[] =
 static const char exit_status[] =
     "       0   success\n"
     "       1   the daemon refused the request (its message is printed),\n"
-    "           unknown group, permission denied on the socket, or another\n"
-    "           failure\n"
+    "           unknown group, permission denied on the socket (not an\n"
+    "           administrator), or another failure\n"
     "       2   usage error: unknown command or option, bad size, percentage,\n"
     "           GPU list or group name\n"
     "       3   cusliced is not running (no socket, or nobody listening)\n"
@@ -233,13 +263,16 @@ void cli_print_help(FILE *f)
 	      "       inspect and control them through cusliced\n"
 	      "\n"
 	      "SYNOPSIS\n"
-	      "       cuslice [--socket PATH] [-o table|json] COMMAND [OPTIONS] [ARGS]\n"
+	      "       cuslice [--admin-socket PATH] [--socket PATH] [-o table|json] COMMAND\n"
+	      "               [OPTIONS] [ARGS]\n"
 	      "       cuslice help [COMMAND]\n"
 	      "\n"
 	      "DESCRIPTION\n"
-	      "       `run` works with or without the node daemon cusliced; the other commands\n"
-	      "       talk to it over its Unix socket (HTTP/JSON API, see docs/cli.md). Sizes\n"
-	      "       print in binary units (1.00 GiB); \"-\" in a table means none.\n"
+	      "       `run` works with or without the node daemon cusliced, and `self` for any\n"
+	      "       user; the other commands administer it over its admin socket (HTTP/JSON\n"
+	      "       API, see docs/cli.md), which is for root and the administrators\n"
+	      "       cusliced names. Sizes print in binary units (1.00 GiB); \"-\" in a table\n"
+	      "       means none.\n"
 	      "\n"
 	      "COMMANDS\n",
 	      f);
@@ -331,6 +364,11 @@ int cli_common_option(struct cli *c, int opt, char **argv)
 			return cli_usage(c, "--socket: expected a path, got an empty string");
 		c->socket = optarg;
 		c->socket_given = true;
+		return CLI_CONTINUE;
+	case CLI_OPT_ADMIN_SOCKET:
+		if (!optarg[0])
+			return cli_usage(c, "--admin-socket: expected a path, got an empty string");
+		c->admin_socket = optarg;
 		return CLI_CONTINUE;
 	case ':':
 		return cli_usage(c, "option %s needs a value",

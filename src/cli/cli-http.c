@@ -1,6 +1,8 @@
 /*
- * HTTP/JSON calls to cusliced over its Unix socket (libcurl), and the one
- * place that turns a failed call into a message and an exit code.
+ * HTTP/JSON calls to cusliced over its Unix sockets (libcurl) — the admin
+ * socket for every command but run and self, the registration socket for
+ * those — and the one place that turns a failed call into a message and an
+ * exit code.
  */
 #include "cli.h"
 
@@ -76,6 +78,12 @@ static int transfer_error(CURL *h, CURLcode rc)
 int cli_http(const struct cli *c, const char *method, const char *path, const char *body,
 	     struct cli_reply *r)
 {
+	return cli_http_at(c, c->admin_socket, method, path, body, r);
+}
+
+int cli_http_at(const struct cli *c, const char *sock, const char *method, const char *path,
+		const char *body, struct cli_reply *r)
+{
 	struct curl_slist *headers = NULL, *h2;
 	struct body b = {0};
 	char url[512], auth[300];
@@ -85,7 +93,7 @@ int cli_http(const struct cli *c, const char *method, const char *path, const ch
 	int e = 0;
 
 	memset(r, 0, sizeof(*r));
-	if (strlen(c->socket) >= sizeof(sa.sun_path))
+	if (strlen(sock) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
 	if ((size_t)snprintf(url, sizeof(url), "http://localhost%s", path) >= sizeof(url))
 		return -ENAMETOOLONG;
@@ -109,7 +117,7 @@ int cli_http(const struct cli *c, const char *method, const char *path, const ch
 		e = -ENOMEM;
 		goto out;
 	}
-	curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->socket);
+	curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, sock);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 #if CURL_AT_LEAST_VERSION(7, 85, 0)
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
@@ -167,51 +175,74 @@ bool cli_http_not_running(int err)
 	return err == -ENOENT || err == -ECONNREFUSED;
 }
 
-int cli_describe(const struct cli *c, int err, const struct cli_reply *r, const char *method,
-		 const char *path, char *buf, size_t len)
+bool cli_http_not_admin(int err, const struct cli_reply *r)
 {
+	const char *code;
+
+	if (err == -EACCES || err == -EPERM)
+		return true;
+	code = !err && r && r->status == 403 ? cli_error_code(r->json) : NULL;
+	return code && strcmp(code, "forbidden") == 0;
+}
+
+/* The message and exit code of a failed call to the admin (else the registration) socket. */
+static int describe(const struct cli *c, bool admin, int err, const struct cli_reply *r,
+		    const char *method, const char *path, char *buf, size_t len)
+{
+	const char *sock = admin ? c->admin_socket : c->socket;
+	const char *var = admin ? "CUSLICE_ADMIN_SOCKET" : "CUSLICE_SOCKET";
 	const char *msg;
 
 	switch (err) {
 	case 0:
 		break;
 	case -ENOENT:
-		snprintf(
-		    buf, len,
-		    "cusliced is not running (no socket at %s); start it or set CUSLICE_SOCKET",
-		    c->socket);
+		snprintf(buf, len, "cusliced is not running (no socket at %s); start it or set %s",
+			 sock, var);
 		return CLI_EXIT_NO_DAEMON;
 	case -ECONNREFUSED:
 		snprintf(buf, len,
-			 "cusliced is not running (nothing listening on %s); start it or set "
-			 "CUSLICE_SOCKET",
-			 c->socket);
+			 "cusliced is not running (nothing listening on %s); start it or set %s",
+			 sock, var);
 		return CLI_EXIT_NO_DAEMON;
 	case -EACCES:
 	case -EPERM:
-		snprintf(buf, len,
-			 "cannot connect to cusliced at %s: %s (the socket is for its owner and "
-			 "group: ask to be added to that group)",
-			 c->socket, strerror(-err));
+		if (admin)
+			snprintf(buf, len,
+				 "cannot connect to cusliced's admin socket %s: %s: administering "
+				 "cusliced is for root and the administrators it names (admin_uids "
+				 "/ admin_gids, with admin_group to reach the socket); ask an "
+				 "administrator. Without it, `cuslice self` shows your own group "
+				 "and limits and `cuslice run` runs programs",
+				 sock, strerror(-err));
+		else
+			snprintf(
+			    buf, len,
+			    "cannot connect to cusliced at %s: %s (the socket is for its owner "
+			    "and group: ask to be added to that group)",
+			    sock, strerror(-err));
 		return CLI_EXIT_FAIL;
 	case -ENAMETOOLONG:
 		snprintf(buf, len, "socket path too long (at most %zu bytes): %s",
-			 sizeof(((struct sockaddr_un *)NULL)->sun_path) - 1, c->socket);
+			 sizeof(((struct sockaddr_un *)NULL)->sun_path) - 1, sock);
 		return CLI_EXIT_USAGE;
 	case -ETIMEDOUT:
-		snprintf(buf, len, "cusliced at %s did not answer %s %s within %ld s", c->socket,
-			 method, path, CALL_TIMEOUT_MS / 1000);
+		snprintf(buf, len, "cusliced at %s did not answer %s %s within %ld s", sock, method,
+			 path, CALL_TIMEOUT_MS / 1000);
 		return CLI_EXIT_FAIL;
 	case -EPROTO:
-		snprintf(buf, len, "cusliced at %s sent a broken reply to %s %s", c->socket, method,
+		snprintf(buf, len, "cusliced at %s sent a broken reply to %s %s", sock, method,
 			 path);
 		return CLI_EXIT_FAIL;
 	default:
-		snprintf(buf, len, "cannot reach cusliced at %s: %s", c->socket, strerror(-err));
+		snprintf(buf, len, "cannot reach cusliced at %s: %s", sock, strerror(-err));
 		return CLI_EXIT_FAIL;
 	}
 	msg = r ? cli_error_message(r->json) : NULL;
-	if (msg)
+	if (msg && admin && cli_http_not_admin(0, r))
+		snprintf(buf, len,
+			 "%s; ask an administrator (or use `cuslice self` for your own view)", msg);
+	else if (msg)
 		snprintf(buf, len, "%s", msg);
 	else
 		snprintf(buf, len, "cusliced answered %s %s with HTTP %ld", method, path,
@@ -234,22 +265,39 @@ const char *cli_error_message(const cJSON *reply)
 	return cli_json_str(e, "message");
 }
 
+int cli_describe(const struct cli *c, int err, const struct cli_reply *r, const char *method,
+		 const char *path, char *buf, size_t len)
+{
+	return describe(c, true, err, r, method, path, buf, len);
+}
+
 int cli_report(const struct cli *c, int err, const struct cli_reply *r, const char *method,
 	       const char *path)
 {
 	char msg[1024];
-	int code = cli_describe(c, err, r, method, path, msg, sizeof(msg));
+	int code = describe(c, true, err, r, method, path, msg, sizeof(msg));
 
 	return cli_fail(code, "%s", msg);
 }
 
-int cli_get_json(const struct cli *c, const char *path, cJSON **ret)
+int cli_report_registration(const struct cli *c, int err, const struct cli_reply *r,
+			    const char *method, const char *path)
+{
+	char msg[1024];
+	int code = describe(c, false, err, r, method, path, msg, sizeof(msg));
+
+	return cli_fail(code, "%s", msg);
+}
+
+/* GET path on the admin socket (admin) or the registration socket; see cli_get_json. */
+static int get_json(const struct cli *c, bool admin, const char *path, cJSON **ret)
 {
 	struct cli_reply r;
-	int e = cli_http(c, "GET", path, NULL, &r);
+	int e = cli_http_at(c, admin ? c->admin_socket : c->socket, "GET", path, NULL, &r);
 
 	if (e || r.status >= 300) {
-		e = cli_report(c, e, &r, "GET", path);
+		e = admin ? cli_report(c, e, &r, "GET", path)
+			  : cli_report_registration(c, e, &r, "GET", path);
 		cli_reply_free(&r);
 		return e;
 	}
@@ -264,4 +312,14 @@ int cli_get_json(const struct cli *c, const char *path, cJSON **ret)
 	r.json = NULL;
 	cli_reply_free(&r);
 	return CLI_EXIT_OK;
+}
+
+int cli_get_json(const struct cli *c, const char *path, cJSON **ret)
+{
+	return get_json(c, true, path, ret);
+}
+
+int cli_get_json_registration(const struct cli *c, const char *path, cJSON **ret)
+{
+	return get_json(c, false, path, ret);
 }

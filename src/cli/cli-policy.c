@@ -10,6 +10,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <string.h>
 
@@ -87,8 +88,10 @@ int cli_policy_apply(const struct cli *c, const char *group, const struct cli_po
 	snprintf(path, sizeof(path), "/v1/groups/%s", group);
 	e = cli_http(c, "PUT", path, body, &r);
 	cJSON_free(body);
-	if (e && quiet_unreachable)
-		return e;
+	if (quiet_unreachable && (e || cli_http_not_admin(e, &r))) {
+		cli_reply_free(&r);
+		return e ? e : -EACCES;
+	}
 	if (e || r.status >= 300) {
 		rc = cli_report(c, e, &r, "PUT", path);
 	} else {

@@ -192,9 +192,69 @@ int cli_find_preload(const char *self_exe, char *buf, size_t len, char *err, siz
 }
 
 /*
- * Stores a named group's limits as its policy when cusliced is reachable.
- * CLI_EXIT_OK also when it is not (a standalone run), else the exit code
- * after the daemon's refusal.
+ * A run by someone who may not administer cusliced: no policy is stored.
+ * Asks the registration socket where the command's processes will run
+ * (GET /v1/self?group=NAME, decided as their registration will be) and
+ * says so on stderr. CLI_EXIT_OK to go on; CLI_EXIT_FAIL when the daemon
+ * would refuse them (they would fail closed: better to say why now).
+ */
+static int run_unprivileged(const struct cli *c, const char *group, const struct cli_run_opts *o,
+			    int err)
+{
+	const char *limits = o->mem || o->cores ? "--mem/--cores" : "the environment's limits";
+	const cJSON *pl;
+	const char *how, *placed, *msg;
+	cJSON *self;
+	int e;
+
+	fprintf(stderr,
+		"cuslice: note: not an administrator of cusliced (admin socket %s: %s): group "
+		"%s's policy is not changed\n",
+		c->admin_socket,
+		err == -EACCES || err == -EPERM ? strerror(-err) : "permission denied", group);
+	e = cli_self_get(c, group, &self);
+	if (e) {
+		/* The daemon is away or out of reach: its processes find out for themselves. */
+		if (!cli_http_not_running(e))
+			fprintf(stderr,
+				"cuslice: warning: cannot ask cusliced at %s where group %s's "
+				"processes go: %s\n",
+				c->socket, group, e == -EPROTO ? "unexpected reply" : strerror(-e));
+		return CLI_EXIT_OK;
+	}
+	pl = cJSON_GetObjectItemCaseSensitive(self, "placement");
+	how = cli_json_str(pl, "how");
+	placed = cli_json_str(pl, "group");
+	msg = cli_json_str(pl, "message");
+	if (how && strcmp(how, "refused") == 0) {
+		e = cli_fail(
+		    CLI_EXIT_FAIL,
+		    "%s; cusliced would refuse the command's processes (they fail closed): "
+		    "ask an administrator to make you a member of %s, or run without "
+		    "--group",
+		    msg ? msg : "refused", group);
+		cJSON_Delete(self);
+		return e;
+	}
+	if (how && strcmp(how, "unmanaged") == 0)
+		fprintf(stderr,
+			"cuslice: note: group %s has no policy: the run uses %s, as an unmanaged "
+			"group\n",
+			group, limits);
+	else if (how && placed)
+		fprintf(stderr, "cuslice: note: the command runs in managed group %s (%s): %s%s\n",
+			placed, how, msg ? msg : "its policy applies",
+			o->mem || o->cores ? "; --mem/--cores do not change it" : "");
+	cJSON_Delete(self);
+	return CLI_EXIT_OK;
+}
+
+/*
+ * Stores a named group's limits as its policy when cusliced is reachable
+ * and the caller administers it. CLI_EXIT_OK also when it is not running
+ * (a standalone run) or the caller may not administer it (the run goes on
+ * unmanaged, or in the managed group it may join: run_unprivileged says
+ * which), else the exit code after the daemon's refusal.
  */
 static int store_policy(const struct cli *c, const char *group, const struct cli_run_opts *o)
 {
@@ -217,11 +277,13 @@ static int store_policy(const struct cli *c, const char *group, const struct cli
 	rc = cli_policy_apply(c, group, &ch, true, NULL);
 	if (rc >= 0)
 		return rc;
+	if (rc == -EACCES || rc == -EPERM)
+		return run_unprivileged(c, group, o, rc);
 	/* No daemon: a standalone run, as documented. */
 	if (!cli_http_not_running(rc))
 		fprintf(stderr,
 			"cuslice: warning: cannot use cusliced at %s: %s; running without it\n",
-			c->socket, strerror(-rc));
+			c->admin_socket, strerror(-rc));
 	return CLI_EXIT_OK;
 }
 

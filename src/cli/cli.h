@@ -15,6 +15,7 @@
  *   cli-cmds.c     the listing commands: status, gpus, ps, groups
  *   cli-policy.c   set and delete: partial policies PUT to the daemon
  *   cli-run.c      run: the environment of a group, the preload library, exec
+ *   cli-self.c     self: a user's own view, on the registration socket
  *   cli-top.c      top: frames (pure) and the terminal loop
  *
  * Error convention: library-style helpers return 0 or -errno; command
@@ -33,7 +34,14 @@
 
 #include <cjson/cJSON.h>
 
+/*
+ * cusliced's two sockets: the registration socket, which every process
+ * under libcuslice (and `run`'s command) registers on and where a user sees
+ * its own view (`self`), and the admin socket, which serves everything
+ * else, to administrators only.
+ */
 #define CLI_DEFAULT_SOCKET "/run/cuslice/cusliced.sock"
+#define CLI_DEFAULT_ADMIN_SOCKET "/run/cuslice/admin/cusliced.sock"
 
 /* Exit codes: the contract with scripts (docs/cli.md, EXIT STATUS in --help). */
 enum cli_exit {
@@ -50,8 +58,11 @@ enum cli_output {
 
 /* Options shared by every command. */
 struct cli {
-	const char *socket; /* --socket, else $CUSLICE_SOCKET, else CLI_DEFAULT_SOCKET */
-	bool socket_given;  /* --socket on the command line (run passes it on) */
+	/* The registration socket: --socket, else $CUSLICE_SOCKET, else CLI_DEFAULT_SOCKET. */
+	const char *socket;
+	bool socket_given; /* --socket on the command line (run passes it on) */
+	/* --admin-socket, else $CUSLICE_ADMIN_SOCKET, else CLI_DEFAULT_ADMIN_SOCKET. */
+	const char *admin_socket;
 	enum cli_output output;
 	const char *token;   /* $CUSLICE_TOKEN: sent as "Authorization: Bearer" */
 	const char *command; /* the command's name, for messages */
@@ -87,6 +98,7 @@ enum cli_common_opt {
 	CLI_OPT_HELP = 'h',
 	CLI_OPT_OUTPUT = 'o',
 	CLI_OPT_SOCKET = 0x100,
+	CLI_OPT_ADMIN_SOCKET,
 };
 /* Commands that take options after operands use it as is; run and main prefix "+". */
 #define CLI_COMMON_SHORT ":ho:"
@@ -95,7 +107,8 @@ enum cli_common_opt {
 #define CLI_COMMON_LONG                                                                            \
 	{"help", no_argument, NULL, CLI_OPT_HELP},                                                 \
 	{"output", required_argument, NULL, CLI_OPT_OUTPUT},                                       \
-	{"socket", required_argument, NULL, CLI_OPT_SOCKET}
+	{"socket", required_argument, NULL, CLI_OPT_SOCKET},                                       \
+	{"admin-socket", required_argument, NULL, CLI_OPT_ADMIN_SOCKET}
 /* clang-format on */
 
 /* cli_common_option's "not finished: go on parsing". */
@@ -103,8 +116,8 @@ enum cli_common_opt {
 
 /*
  * The default branch of every command's getopt_long loop (which uses
- * CLI_COMMON_SHORT, so '?' and ':' come here too): applies -o, --socket and
- * --help, reports unknown options and missing values. Returns CLI_CONTINUE,
+ * CLI_COMMON_SHORT, so '?' and ':' come here too): applies -o, --socket,
+ * --admin-socket and --help, reports unknown options and missing values. Returns CLI_CONTINUE,
  * or the exit code the command must return at once (CLI_EXIT_OK after
  * printing the command's help, CLI_EXIT_USAGE after the message).
  * Uses getopt's optarg/optind/optopt, so call it right after getopt_long.
@@ -127,30 +140,37 @@ struct cli_reply {
 };
 
 /*
- * One HTTP request to cusliced on c->socket: `method` `path` with an optional
- * JSON `body`. Returns 0 when a reply came (whatever its HTTP status; *r
- * filled, free with cli_reply_free), or -errno when there is no reply:
- * -ENOENT no socket at the path, -ECONNREFUSED nobody listening, -EACCES /
- * -EPERM not allowed to connect, -ENAMETOOLONG path too long for a socket,
- * -ETIMEDOUT no answer in time, -EPROTO a broken reply, -EIO anything else.
- * *r is zeroed on failure. Does not print.
+ * One HTTP request to cusliced on socket `sock`: `method` `path` with an
+ * optional JSON `body`. Returns 0 when a reply came (whatever its HTTP
+ * status; *r filled, free with cli_reply_free), or -errno when there is no
+ * reply: -ENOENT no socket at the path, -ECONNREFUSED nobody listening,
+ * -EACCES / -EPERM not allowed to connect, -ENAMETOOLONG path too long for a
+ * socket, -ETIMEDOUT no answer in time, -EPROTO a broken reply, -EIO
+ * anything else. *r is zeroed on failure. Does not print.
  */
+int cli_http_at(const struct cli *c, const char *sock, const char *method, const char *path,
+		const char *body, struct cli_reply *r);
+/* cli_http_at on the admin socket, where every command but run and self goes. */
 int cli_http(const struct cli *c, const char *method, const char *path, const char *body,
 	     struct cli_reply *r);
 void cli_reply_free(struct cli_reply *r);
 
 /*
- * Prints the message for a call that failed (err < 0: transport; else the
- * reply's HTTP status >= 300 and the daemon's error message), and returns the
- * exit code: CLI_EXIT_NO_DAEMON for a daemon that is not running,
- * CLI_EXIT_USAGE for a socket path that cannot be one, CLI_EXIT_FAIL
- * otherwise.
+ * Prints the message for a call to the admin socket that failed (err < 0:
+ * transport; else the reply's HTTP status >= 300 and the daemon's error
+ * message), and returns the exit code: CLI_EXIT_NO_DAEMON for a daemon that
+ * is not running, CLI_EXIT_USAGE for a socket path that cannot be one,
+ * CLI_EXIT_FAIL otherwise. Permission denied says who may administer and
+ * what a user can do without (`self`, `run`).
  */
 int cli_report(const struct cli *c, int err, const struct cli_reply *r, const char *method,
 	       const char *path);
 /* cli_report's message (without "cuslice: ") in buf instead of stderr; the same exit code. */
 int cli_describe(const struct cli *c, int err, const struct cli_reply *r, const char *method,
 		 const char *path, char *buf, size_t len);
+/* cli_report for a call to the registration socket (c->socket). */
+int cli_report_registration(const struct cli *c, int err, const struct cli_reply *r,
+			    const char *method, const char *path);
 
 /*
  * The daemon's error in a reply, {"error": {"code": ..., "message": ...}}
@@ -165,9 +185,17 @@ const char *cli_error_message(const cJSON *reply);
  * cJSON_Delete). Returns CLI_EXIT_OK, or the exit code after printing why.
  */
 int cli_get_json(const struct cli *c, const char *path, cJSON **ret);
+/* cli_get_json on the registration socket (c->socket). */
+int cli_get_json_registration(const struct cli *c, const char *path, cJSON **ret);
 
 /* True when err (from cli_http) means the daemon is not running. */
 bool cli_http_not_running(int err);
+/*
+ * True when a call was refused for who the caller is: it may not connect
+ * to the socket (err -EACCES, -EPERM), or the daemon answered 403
+ * "forbidden" (not one of its administrators).
+ */
+bool cli_http_not_admin(int err, const struct cli_reply *r);
 
 /* ---- cli-parse.c ---- */
 
@@ -200,6 +228,23 @@ bool cli_json_num(const cJSON *o, const char *key, double *ret);
 const cJSON *cli_json_array(const cJSON *o, const char *key);
 /* Prints j as formatted JSON and a newline on f. Returns 0 or -ENOMEM. */
 int cli_json_print(const cJSON *j, FILE *f);
+
+/* ---- cli-self.c ---- */
+
+/*
+ * A user's own view (GET /v1/self on the registration socket): who the
+ * daemon says it is, where its processes go, and that group's limits and
+ * usage (the groups table, GPUs by UUID: their indices are the admin
+ * socket's). Pure. 0, -EPROTO, -ENOMEM.
+ */
+int cli_render_self(const cJSON *self, FILE *f);
+
+/*
+ * GET /v1/self[?group=group] on the registration socket: 0 with the reply
+ * in *ret (cJSON_Delete it), or the -errno of cli_http_at / -EPROTO for a
+ * reply that is not a 200 JSON object (*ret NULL). Does not print.
+ */
+int cli_self_get(const struct cli *c, const char *group, cJSON **ret);
 
 /* ---- cli-render.c ---- */
 
@@ -245,6 +290,7 @@ int cli_cmd_set(struct cli *c, int argc, char **argv);
 int cli_cmd_delete(struct cli *c, int argc, char **argv);
 int cli_cmd_run(struct cli *c, int argc, char **argv);
 int cli_cmd_top(struct cli *c, int argc, char **argv);
+int cli_cmd_self(struct cli *c, int argc, char **argv);
 
 /* ---- cli-policy.c ---- */
 
@@ -274,7 +320,9 @@ cJSON *cli_policy_body(const struct cli_policy_change *ch);
  * is none). On success returns CLI_EXIT_OK and, when ret_group is not NULL,
  * the daemon's GROUP reply in *ret_group (caller frees; may be NULL).
  * Otherwise the exit code after printing why, unless quiet_unreachable and
- * no reply came: then returns the -errno of cli_http without printing.
+ * the daemon could not be used — no reply came, or it answered 403
+ * forbidden (not an administrator: -EACCES): then returns that -errno
+ * without printing.
  */
 int cli_policy_apply(const struct cli *c, const char *group, const struct cli_policy_change *ch,
 		     bool quiet_unreachable, cJSON **ret_group);

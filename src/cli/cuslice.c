@@ -33,8 +33,10 @@ int main(int argc, char **argv)
 	    {0},
 	};
 	const char *env_socket = getenv("CUSLICE_SOCKET");
+	const char *env_admin = getenv("CUSLICE_ADMIN_SOCKET");
 	struct cli c = {
 	    .socket = env_socket && *env_socket ? env_socket : CLI_DEFAULT_SOCKET,
+	    .admin_socket = env_admin && *env_admin ? env_admin : CLI_DEFAULT_ADMIN_SOCKET,
 	    .token = getenv("CUSLICE_TOKEN"),
 	};
 	const struct cli_command *cmd;
@@ -51,8 +53,8 @@ int main(int argc, char **argv)
 			return rc;
 	}
 	if (optind >= argc)
-		return cli_usage(&c, "missing command (one of: run, ps, gpus, groups, set, delete, "
-				     "top, status)");
+		return cli_usage(&c, "missing command (one of: run, self, ps, gpus, groups, set, "
+				     "delete, top, status)");
 	if (strcmp(argv[optind], "help") == 0) {
 		if (optind + 1 >= argc) {
 			cli_print_help(stdout);
@@ -66,10 +68,11 @@ int main(int argc, char **argv)
 	}
 	cmd = cli_command_find(argv[optind]);
 	if (!cmd)
-		return cli_usage(&c,
-				 "unknown command \"%s\" (one of: run, ps, gpus, groups, set, "
-				 "delete, top, status)",
-				 argv[optind]);
+		return cli_usage(
+		    &c,
+		    "unknown command \"%s\" (one of: run, self, ps, gpus, groups, set, "
+		    "delete, top, status)",
+		    argv[optind]);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		return cli_fail(CLI_EXIT_FAIL, "cannot initialize libcurl");
 	rc = run_command(&c, cmd, argc - optind, argv + optind);

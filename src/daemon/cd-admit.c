@@ -1,7 +1,9 @@
 /*
- * Connection admission: how many connections each uid holds in each class,
- * against per-uid and total bounds, so that no peer can take the daemon's
- * descriptors (or the HTTP server's connections) from the others.
+ * Connection admission: how many connections each tenant (struct
+ * cd_tenant: a uid, and in a pod or a container its pod or cgroup) holds in
+ * each class, against per-tenant and total bounds, so that no peer can take
+ * the daemon's descriptors (or the HTTP server's connections) from the
+ * others — nor one root pod another's.
  *
  * Three classes, bounded separately:
  *   IPC     libcuslice sessions, and connections whose protocol is not
@@ -10,11 +12,12 @@
  *           closes them;
  *   REFUSE  connections kept only to be refused politely in their own
  *           protocol (an unauthorized peer, or one over its IPC bound).
- * A uid other than root may hold per_uid[class]; root holds up to
- * root[class]; all uids together hold total[class], of which reserve[class]
- * only root may use: one uid can never hold every connection, and root
- * still gets in when other uids fill theirs. Pure: no I/O, no lock (the
- * caller holds the daemon's).
+ * A tenant may hold per_uid[class]; a privileged one (root on the host, an
+ * administrator) up to root[class]; all tenants together hold
+ * total[class], of which reserve[class] only privileged tenants may use:
+ * one tenant can never hold every connection, and root still gets in when
+ * the others fill theirs. Pure: no I/O, no lock (the caller holds the
+ * daemon's).
  */
 #include "cd-int.h"
 
@@ -71,73 +74,73 @@ void cd_admit_init(struct cd_admit *a, const struct cd_admit_limits *l)
 
 void cd_admit_free(struct cd_admit *a)
 {
-	free(a->uids);
-	a->uids = NULL;
-	a->nuids = a->cap = 0;
+	free(a->holders);
+	a->holders = NULL;
+	a->nholders = a->cap = 0;
 }
 
-static struct cd_admit_uid *find(const struct cd_admit *a, uid_t uid)
+static struct cd_admit_holder *find(const struct cd_admit *a, const struct cd_tenant *t)
 {
-	for (unsigned i = 0; i < a->nuids; i++)
-		if (a->uids[i].uid == uid)
-			return &a->uids[i];
+	for (unsigned i = 0; i < a->nholders; i++)
+		if (cd_tenant_equal(&a->holders[i].t, t))
+			return &a->holders[i];
 	return NULL;
 }
 
-unsigned cd_admit_held(const struct cd_admit *a, uid_t uid, enum cd_conn_class c)
+unsigned cd_admit_held(const struct cd_admit *a, const struct cd_tenant *t, enum cd_conn_class c)
 {
-	const struct cd_admit_uid *u = find(a, uid);
+	const struct cd_admit_holder *h = find(a, t);
 
-	return u ? u->n[c] : 0;
+	return h ? h->n[c] : 0;
 }
 
-unsigned cd_admit_limit(const struct cd_admit *a, uid_t uid, enum cd_conn_class c)
+unsigned cd_admit_limit(const struct cd_admit *a, const struct cd_tenant *t, enum cd_conn_class c)
 {
-	return uid == 0 ? a->lim.root[c] : a->lim.per_uid[c];
+	return t->privileged ? a->lim.root[c] : a->lim.per_uid[c];
 }
 
-int cd_admit_take(struct cd_admit *a, uid_t uid, enum cd_conn_class c)
+int cd_admit_take(struct cd_admit *a, const struct cd_tenant *t, enum cd_conn_class c)
 {
-	struct cd_admit_uid *u = find(a, uid);
+	struct cd_admit_holder *h = find(a, t);
 
-	if (a->total[c] >= a->lim.total[c] || (u && u->n[c] >= cd_admit_limit(a, uid, c)) ||
-	    (uid != 0 && a->nonroot[c] >= a->lim.total[c] - a->lim.reserve[c]))
+	if (a->total[c] >= a->lim.total[c] || (h && h->n[c] >= cd_admit_limit(a, t, c)) ||
+	    (!t->privileged && a->nonroot[c] >= a->lim.total[c] - a->lim.reserve[c]))
 		return -EAGAIN;
-	if (!u) {
-		if (a->nuids == a->cap) {
+	if (!h) {
+		if (a->nholders == a->cap) {
 			unsigned cap = a->cap ? a->cap * 2 : 16;
-			struct cd_admit_uid *nu = realloc(a->uids, cap * sizeof(*nu));
+			struct cd_admit_holder *nh = realloc(a->holders, cap * sizeof(*nh));
 
-			if (!nu)
+			if (!nh)
 				return -ENOMEM;
-			a->uids = nu;
+			a->holders = nh;
 			a->cap = cap;
 		}
-		u = &a->uids[a->nuids++];
-		memset(u, 0, sizeof(*u));
-		u->uid = uid;
+		h = &a->holders[a->nholders++];
+		memset(h, 0, sizeof(*h));
+		h->t = *t;
 	}
-	u->n[c]++;
+	h->n[c]++;
 	a->total[c]++;
-	if (uid != 0)
+	if (!t->privileged)
 		a->nonroot[c]++;
 	return 0;
 }
 
-void cd_admit_put(struct cd_admit *a, uid_t uid, enum cd_conn_class c)
+void cd_admit_put(struct cd_admit *a, const struct cd_tenant *t, enum cd_conn_class c)
 {
-	struct cd_admit_uid *u = find(a, uid);
+	struct cd_admit_holder *h = find(a, t);
 	bool empty = true;
 
-	if (!u || u->n[c] == 0)
+	if (!h || h->n[c] == 0)
 		return; /* never taken: a bug, but never an underflow */
-	u->n[c]--;
+	h->n[c]--;
 	a->total[c]--;
-	if (uid != 0)
+	if (!t->privileged)
 		a->nonroot[c]--;
 	for (int k = 0; k < CD_CLASS_COUNT; k++)
-		empty = empty && u->n[k] == 0;
-	/* A uid holding nothing is forgotten: the table stays as small as the set of holders. */
+		empty = empty && h->n[k] == 0;
+	/* A tenant holding nothing is forgotten: the table stays as small as the set of holders. */
 	if (empty)
-		*u = a->uids[--a->nuids];
+		*h = a->holders[--a->nholders];
 }

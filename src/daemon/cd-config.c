@@ -27,6 +27,8 @@
 const char *const cd_config_keys[] = {
     "socket",
     "socket_group",
+    "admin_socket",
+    "admin_group",
     "state_dir",
     "shm_dir",
     "metrics_listen",
@@ -34,6 +36,8 @@ const char *const cd_config_keys[] = {
     "token_file",
     "allow_uids",
     "allow_gids",
+    "admin_uids",
+    "admin_gids",
     "backstop_interval",
     "session_ttl",
     "on_bypass",
@@ -68,7 +72,8 @@ const char *cd_log_level_name(int level)
 void cd_config_defaults(struct cd_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	strcpy(c->socket, "/run/cuslice/cusliced.sock");
+	strcpy(c->socket, CD_DEFAULT_SOCKET);
+	strcpy(c->admin_socket, CD_DEFAULT_ADMIN_SOCKET);
 	strcpy(c->state_dir, "/var/lib/cuslice");
 	strcpy(c->shm_dir, "/dev/shm");
 	strcpy(c->metrics_listen, "127.0.0.1:9464");
@@ -258,6 +263,27 @@ static int set_ids(unsigned *ids, unsigned *n, bool users, const char *value, ch
 	return 0;
 }
 
+/*
+ * socket_group / admin_group: a group name or gid, "" for `empty_means`. A
+ * number must be a gid: 99999999999 must not wrap to another group.
+ */
+static int set_group(char *dst, size_t size, const char *value, const char *empty_means, char *why,
+		     size_t len)
+{
+	unsigned long id;
+
+	if (*value && strspn(value, "0123456789") == strlen(value) && !parse_id(value, &id))
+		return refuse(why, len, value,
+			      "gid out of range; accepted: a group name, or a gid from 0 to "
+			      "4294967294 (empty: %s)",
+			      empty_means);
+	if (*value && !account_form(value, size - 1))
+		return refuse(why, len, value, "expected a group name or number (empty: %s)",
+			      empty_means);
+	strcpy(dst, value);
+	return 0;
+}
+
 /* "<digits>[ms|s|m|h]" into milliseconds; false when malformed. */
 static bool parse_duration(const char *s, uint64_t *ms)
 {
@@ -310,22 +336,15 @@ int cd_config_set(struct cd_config *c, const char *key, const char *value, char 
 		return set_path(c->state_dir, sizeof(c->state_dir), value, why, whylen);
 	if (strcmp(key, "shm_dir") == 0)
 		return set_path(c->shm_dir, sizeof(c->shm_dir), value, why, whylen);
-	if (strcmp(key, "socket_group") == 0) {
-		unsigned long id;
-
-		/* A number must be a gid: 99999999999 must not wrap to another group. */
-		if (*value && strspn(value, "0123456789") == strlen(value) && !parse_id(value, &id))
-			return refuse(
-			    why, whylen, value,
-			    "gid out of range; accepted: a group name, or a gid from 0 to "
-			    "4294967294 (empty: the daemon's group)");
-		if (*value && !account_form(value, sizeof(c->socket_group) - 1))
-			return refuse(
-			    why, whylen, value,
-			    "expected a group name or number (empty: the daemon's group)");
-		strcpy(c->socket_group, value);
-		return 0;
-	}
+	if (strcmp(key, "admin_socket") == 0)
+		return set_path(c->admin_socket, sizeof(c->admin_socket), value, why, whylen);
+	if (strcmp(key, "socket_group") == 0)
+		return set_group(c->socket_group, sizeof(c->socket_group), value,
+				 "the daemon's group", why, whylen);
+	if (strcmp(key, "admin_group") == 0)
+		return set_group(c->admin_group, sizeof(c->admin_group), value,
+				 "none: administrators are root and the daemon's user", why,
+				 whylen);
 	if (strcmp(key, "ipc_sessions_per_uid") == 0 ||
 	    strcmp(key, "api_connections_per_uid") == 0) {
 		bool ipc = key[0] == 'i';
@@ -376,6 +395,12 @@ int cd_config_set(struct cd_config *c, const char *key, const char *value, char 
 	if (strcmp(key, "allow_gids") == 0)
 		return set_ids((unsigned *)c->allow_gids, &c->n_allow_gids, false, value, why,
 			       whylen);
+	if (strcmp(key, "admin_uids") == 0)
+		return set_ids((unsigned *)c->admin_uids, &c->n_admin_uids, true, value, why,
+			       whylen);
+	if (strcmp(key, "admin_gids") == 0)
+		return set_ids((unsigned *)c->admin_gids, &c->n_admin_gids, false, value, why,
+			       whylen);
 	if (strcmp(key, "backstop_interval") == 0) {
 		if (!parse_duration(value, &ms) || ms < 100 || ms > 3600000)
 			return refuse(why, whylen, value,
@@ -404,6 +429,50 @@ int cd_config_set(struct cd_config *c, const char *key, const char *value, char 
 		return 0;
 	}
 	return -ENOENT;
+}
+
+/* The directory part of path (without the last '/'; "/" for a file in the root). */
+static void dir_part(const char *path, char *out, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash && slash != path ? (size_t)(slash - path) : 1;
+
+	snprintf(out, len, "%.*s", (int)n, path);
+}
+
+/* True when path lies in dir or below it. */
+static bool path_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (strcmp(dir, "/") == 0)
+		return true;
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+int cd_config_check(const struct cd_config *c, char *err, size_t errlen)
+{
+	char adir[sizeof(c->admin_socket)];
+
+	dir_part(c->admin_socket, adir, sizeof(adir));
+	if (strcmp(c->admin_socket, c->socket) == 0) {
+		snprintf(err, errlen,
+			 "admin_socket %s is the registration socket (socket): the admin socket "
+			 "must be another, in a directory of its own (default %s)",
+			 c->admin_socket, CD_DEFAULT_ADMIN_SOCKET);
+		return -EINVAL;
+	}
+	/* The admin directory is made root's alone: tenants could not reach a socket below it. */
+	if (path_under(c->socket, adir)) {
+		snprintf(err, errlen,
+			 "admin_socket %s: its directory %s would hold the registration socket %s "
+			 "(socket), which tenants must reach while the admin directory is "
+			 "root's alone; put the admin socket in a directory of its own (default "
+			 "%s)",
+			 c->admin_socket, adir, c->socket, CD_DEFAULT_ADMIN_SOCKET);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 _Static_assert(sizeof(uid_t) == sizeof(unsigned) && sizeof(gid_t) == sizeof(unsigned),
@@ -546,10 +615,10 @@ static int on_key(void *user, const char *section, const char *name, const char 
 		;
 	if (k == NKEYS) {
 		ini_fail(st,
-			 "unknown key \"%.64s\"; accepted: socket, socket_group, state_dir, "
-			 "shm_dir, metrics_listen, log_level, token_file, allow_uids, allow_gids, "
-			 "backstop_interval, session_ttl, on_bypass, ipc_sessions_per_uid, "
-			 "api_connections_per_uid",
+			 "unknown key \"%.64s\"; accepted: socket, socket_group, admin_socket, "
+			 "admin_group, state_dir, shm_dir, metrics_listen, log_level, token_file, "
+			 "allow_uids, allow_gids, admin_uids, admin_gids, backstop_interval, "
+			 "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid",
 			 name);
 		return 0;
 	}

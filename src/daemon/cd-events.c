@@ -9,14 +9,16 @@
  *   refusal      denied
  *   ordinary     registered, unregistered, reclaimed
  *
- * Every event is charged to a uid (the peer or process it is about, the
- * API peer who caused it; CD_UID_NONE for the daemon's own) in a token
- * bucket per uid and class: CD_EVENTS_BURST at once, CD_EVENTS_RATE per
- * second after (root: CD_ROOT_FACTOR times that: node services, and every
- * tenant of a cluster whose pods run as root, share it). Past that,
- * events are counted, not recorded, and a "suppressed" event of the same
- * class sums them up (per kind) every CD_EVENTS_SUMMARY_MS while the flood
- * lasts and once when it stops. So 5,000 registrations of one uid leave 32
+ * Every event is charged to a tenant (struct cd_tenant: the peer or
+ * process it is about, the API peer who caused it; none for the daemon's
+ * own) in a token bucket per tenant and class: CD_EVENTS_BURST at once,
+ * CD_EVENTS_RATE per second after (privileged tenants, root on the host:
+ * CD_ROOT_FACTOR times that). A tenant is a uid, and in a pod or a
+ * container its pod or cgroup: where every pod runs as root, one pod's
+ * flood fills its own bucket, never another pod's. Past that, events are
+ * counted, not recorded, and a "suppressed" event of the same class sums
+ * them up (per kind) every CD_EVENTS_SUMMARY_MS while the flood lasts and
+ * once when it stops. So 5,000 registrations of one tenant leave 32
  * "registered" events and one summary, and everybody else's events stay.
  *
  * Recorded events are also queued as lines for their class's file
@@ -149,13 +151,16 @@ static uint64_t record(struct cd_events *e, double time, uid_t uid, const char *
 
 /* ---- the rate limit ---- */
 
-static struct cd_ev_bucket *bucket(struct cd_events *e, uid_t uid, enum cd_event_class c,
-				   uint64_t now_ms)
+/* The daemon's own events: not attributable to any peer. */
+static const struct cd_tenant daemon_tenant = {.uid = CD_UID_NONE};
+
+static struct cd_ev_bucket *bucket(struct cd_events *e, const struct cd_tenant *t,
+				   enum cd_event_class c, uint64_t now_ms)
 {
 	struct cd_ev_bucket *b;
 
 	for (unsigned i = 0; i < e->nbuckets; i++)
-		if (e->buckets[i].uid == uid && e->buckets[i].cls == c)
+		if (e->buckets[i].cls == c && cd_tenant_equal(&e->buckets[i].t, t))
 			return &e->buckets[i];
 	if (e->nbuckets == e->bucket_cap) {
 		unsigned cap = e->bucket_cap ? e->bucket_cap * 2 : 16;
@@ -168,29 +173,30 @@ static struct cd_ev_bucket *bucket(struct cd_events *e, uid_t uid, enum cd_event
 	}
 	b = &e->buckets[e->nbuckets++];
 	memset(b, 0, sizeof(*b));
-	b->uid = uid;
+	b->t = *t;
 	b->cls = c;
-	b->tokens = cd_events_burst(uid);
+	b->tokens = cd_events_burst(t->privileged);
 	b->refill_ms = now_ms;
 	return b;
 }
 
-unsigned cd_events_burst(uid_t uid)
+unsigned cd_events_burst(bool privileged)
 {
-	return uid == 0 ? CD_EVENTS_BURST * CD_ROOT_FACTOR : CD_EVENTS_BURST;
+	return privileged ? CD_EVENTS_BURST * CD_ROOT_FACTOR : CD_EVENTS_BURST;
 }
 
-unsigned cd_events_rate(uid_t uid)
+unsigned cd_events_rate(bool privileged)
 {
-	return uid == 0 ? CD_EVENTS_RATE * CD_ROOT_FACTOR : CD_EVENTS_RATE;
+	return privileged ? CD_EVENTS_RATE * CD_ROOT_FACTOR : CD_EVENTS_RATE;
 }
 
 static void refill(struct cd_ev_bucket *b, uint64_t now_ms)
 {
-	double cap = cd_events_burst(b->uid);
+	double cap = cd_events_burst(b->t.privileged);
 
 	if (now_ms > b->refill_ms) {
-		b->tokens += (double)(now_ms - b->refill_ms) * cd_events_rate(b->uid) / 1000.0;
+		b->tokens +=
+		    (double)(now_ms - b->refill_ms) * cd_events_rate(b->t.privileged) / 1000.0;
 		if (b->tokens > cap)
 			b->tokens = cap;
 		b->refill_ms = now_ms;
@@ -216,14 +222,14 @@ static void count_suppressed(struct cd_events *e, struct cd_ev_bucket *b, const 
 /* Records b's summary and starts counting anew. */
 static void summarize(struct cd_events *e, struct cd_ev_bucket *b, double time, uint64_t now_ms)
 {
-	char msg[256], who[24];
+	char msg[256], who[96];
+	bool first = true;
 	size_t n;
 
-	if (b->uid == CD_UID_NONE)
+	if (b->t.uid == CD_UID_NONE)
 		snprintf(who, sizeof(who), "the daemon");
 	else
-		snprintf(who, sizeof(who), "uid %u", (unsigned)b->uid);
-	bool first = true;
+		cd_tenant_name(&b->t, who, sizeof(who));
 
 	n = (size_t)snprintf(
 	    msg, sizeof(msg), "%" PRIu64 " %s events of %s not recorded in %.1f s (", b->suppressed,
@@ -238,7 +244,7 @@ static void summarize(struct cd_events *e, struct cd_ev_bucket *b, double time, 
 	}
 	if (n < sizeof(msg))
 		snprintf(msg + n, sizeof(msg) - n, "): more than %u at once and %u per second",
-			 cd_events_burst(b->uid), cd_events_rate(b->uid));
+			 cd_events_burst(b->t.privileged), cd_events_rate(b->t.privileged));
 	/* The summary takes the suppressed events' class: cd_event_class_of("suppressed") would
 	 * file every summary as enforcement. */
 	{
@@ -247,7 +253,7 @@ static void summarize(struct cd_events *e, struct cd_ev_bucket *b, double time, 
 		memset(&ev, 0, sizeof(ev));
 		ev.seq = e->next++;
 		ev.time = time;
-		ev.uid = b->uid;
+		ev.uid = b->t.uid;
 		field(ev.kind, sizeof(ev.kind), "suppressed");
 		field(ev.message, sizeof(ev.message), msg);
 		ring_put(&e->ring[b->cls], &ev);
@@ -257,11 +263,17 @@ static void summarize(struct cd_events *e, struct cd_ev_bucket *b, double time, 
 	memset(b->kinds, 0, sizeof(b->kinds));
 }
 
-uint64_t cd_events_add(struct cd_events *e, double time, uint64_t now_ms, uid_t uid,
+uint64_t cd_events_add(struct cd_events *e, double time, uint64_t now_ms, const struct cd_tenant *t,
 		       const char *kind, const char *group, pid_t pid, const char *message)
 {
 	enum cd_event_class c = cd_event_class_of(kind ? kind : "");
-	struct cd_ev_bucket *b = bucket(e, uid, c, now_ms);
+	struct cd_ev_bucket *b;
+	uid_t uid;
+
+	if (!t)
+		t = &daemon_tenant;
+	uid = t->uid;
+	b = bucket(e, t, c, now_ms);
 
 	/* Out of memory for a bucket: record (losing an event would be worse than a flood). */
 	if (!b)
@@ -290,7 +302,7 @@ unsigned cd_events_tick(struct cd_events *e, double time, uint64_t now_ms)
 			written++;
 		}
 		/* A full bucket with nothing to say is the same as none: forget it. */
-		if (!b->suppressed && b->tokens >= cd_events_burst(b->uid)) {
+		if (!b->suppressed && b->tokens >= cd_events_burst(b->t.privileged)) {
 			*b = e->buckets[--e->nbuckets];
 			continue;
 		}

@@ -107,9 +107,9 @@ struct cd_ring {
 	unsigned first, n;
 };
 
-/* A uid's token bucket for one class, and what it suppressed. */
+/* A tenant's token bucket for one class, and what it suppressed. */
 struct cd_ev_bucket {
-	uid_t uid;
+	struct cd_tenant t; /* uid CD_UID_NONE: the daemon's own events */
 	enum cd_event_class cls;
 	double tokens;
 	uint64_t refill_ms;	      /* tokens were topped up to this time */
@@ -139,9 +139,9 @@ struct cd_events {
 	uint64_t unpersisted; /* lines dropped because pending was full */
 };
 
-/* A uid's bucket: burst and per-second rate (root's CD_ROOT_FACTOR times the others'). */
-unsigned cd_events_burst(uid_t uid);
-unsigned cd_events_rate(uid_t uid);
+/* A tenant's bucket: burst and per-second rate (privileged: CD_ROOT_FACTOR times the others'). */
+unsigned cd_events_burst(bool privileged);
+unsigned cd_events_rate(bool privileged);
 
 /* The class of an event kind. */
 enum cd_event_class cd_event_class_of(const char *kind);
@@ -151,12 +151,13 @@ const char *cd_event_class_name(enum cd_event_class c);
 void cd_events_init(struct cd_events *e);
 void cd_events_free(struct cd_events *e);
 /*
- * Records an event of uid (CD_UID_NONE: not attributable) unless uid's
- * bucket for the kind's class is empty: then it is counted for a later
- * "suppressed" summary. Fields are truncated to their size. Returns the
- * seq, or 0 when suppressed. now_ms: CLOCK_MONOTONIC milliseconds.
+ * Records an event charged to tenant t (NULL: the daemon's own, uid
+ * CD_UID_NONE) unless t's bucket for the kind's class is empty: then it is
+ * counted for a later "suppressed" summary. The event's uid is t's. Fields
+ * are truncated to their size. Returns the seq, or 0 when suppressed.
+ * now_ms: CLOCK_MONOTONIC milliseconds.
  */
-uint64_t cd_events_add(struct cd_events *e, double time, uint64_t now_ms, uid_t uid,
+uint64_t cd_events_add(struct cd_events *e, double time, uint64_t now_ms, const struct cd_tenant *t,
 		       const char *kind, const char *group, pid_t pid, const char *message);
 /*
  * Emits the "suppressed" summaries that are due (a run over
@@ -361,6 +362,12 @@ int cd_decide(const struct cd_policy *const *ps, unsigned n, const struct cd_pee
 uint64_t cd_pid_start(pid_t pid);
 /* The unified (or first) hierarchy's cgroup path of pid into buf; "" when unknown or too long. */
 void cd_pid_cgroup(pid_t pid, char *buf, size_t len);
+/*
+ * Whether pid is in the daemon's PID namespace (/proc/PID/ns/pid against
+ * /proc/self/ns/pid: the kernel's word). Unknown when the process is gone
+ * or the daemon may not look (another user's, when the daemon is not root).
+ */
+enum cd_pidns cd_pid_pidns(pid_t pid);
 /* Real uid, gid and supplementary groups of pid from /proc/PID/status. 0 or -errno. */
 int cd_pid_creds(pid_t pid, struct cd_peer *p);
 /* 'R', 'S', 'T', ... (field 3 of /proc/PID/stat), 0 when gone. */
@@ -418,30 +425,30 @@ enum cd_conn_class {
 	CD_CLASS_COUNT,
 };
 
-/* Root's bound is this many times a uid's (it runs the node's services). */
+/* A privileged tenant's bound is this many times another's (root runs the node's services). */
 #define CD_ROOT_FACTOR 4u
-/* Connections kept only to be answered with a refusal: all uids, one uid. */
+/* Connections kept only to be answered with a refusal: all tenants, one tenant. */
 #define CD_REFUSE_CONNECTIONS_MAX 64u
 #define CD_REFUSE_PER_UID 8u
 
 struct cd_admit_limits {
-	unsigned total[CD_CLASS_COUNT];	  /* all uids together */
-	unsigned per_uid[CD_CLASS_COUNT]; /* one uid other than root */
-	unsigned root[CD_CLASS_COUNT];	  /* root */
-	unsigned reserve[CD_CLASS_COUNT]; /* of total, what only root may use */
+	unsigned total[CD_CLASS_COUNT];	  /* all tenants together */
+	unsigned per_uid[CD_CLASS_COUNT]; /* one tenant (the name of the options: per uid) */
+	unsigned root[CD_CLASS_COUNT];	  /* a privileged tenant */
+	unsigned reserve[CD_CLASS_COUNT]; /* of total, what only privileged tenants may use */
 };
 
-struct cd_admit_uid {
-	uid_t uid;
+struct cd_admit_holder {
+	struct cd_tenant t;
 	unsigned n[CD_CLASS_COUNT];
 };
 
 struct cd_admit {
 	struct cd_admit_limits lim;
-	unsigned total[CD_CLASS_COUNT];	 /* held now, all uids */
-	unsigned nonroot[CD_CLASS_COUNT]; /* held now by uids other than root */
-	struct cd_admit_uid *uids;	 /* uids holding anything */
-	unsigned nuids, cap;
+	unsigned total[CD_CLASS_COUNT];	  /* held now, all tenants */
+	unsigned nonroot[CD_CLASS_COUNT]; /* held now by tenants that are not privileged */
+	struct cd_admit_holder *holders;  /* tenants holding anything */
+	unsigned nholders, cap;
 };
 
 /*
@@ -449,21 +456,36 @@ struct cd_admit {
  * min(CD_HTTP_CONNECTIONS_MAX, budget/8), REFUSE min(64, budget/16), IPC
  * what is left over three (a session costs a connection, a pidfd and, alone
  * in its group, the group's region), with
- * budget = fds - 64; per uid ipc_per_uid and http_per_uid (at most a
- * quarter of the total), root CD_ROOT_FACTOR times that (at most the
- * total); an eighth of IPC and HTTP reserved to root.
+ * budget = fds - 64; per tenant ipc_per_uid and http_per_uid (at most a
+ * quarter of the total), a privileged tenant CD_ROOT_FACTOR times that (at
+ * most the total); an eighth of IPC and HTTP reserved to privileged ones.
  */
 void cd_admit_limits_for(struct cd_admit_limits *l, unsigned fds, unsigned ipc_per_uid,
 			 unsigned http_per_uid);
 void cd_admit_init(struct cd_admit *a, const struct cd_admit_limits *l);
 void cd_admit_free(struct cd_admit *a);
-/* Counts one more connection of uid in class c: 0, or -EAGAIN over a bound, -ENOMEM. */
-int cd_admit_take(struct cd_admit *a, uid_t uid, enum cd_conn_class c);
-/* Counts one fewer (a class uid does not hold is ignored). */
-void cd_admit_put(struct cd_admit *a, uid_t uid, enum cd_conn_class c);
-/* How many uid holds in c, and may hold. */
-unsigned cd_admit_held(const struct cd_admit *a, uid_t uid, enum cd_conn_class c);
-unsigned cd_admit_limit(const struct cd_admit *a, uid_t uid, enum cd_conn_class c);
+/* Counts one more connection of tenant t in class c: 0, or -EAGAIN over a bound, -ENOMEM. */
+int cd_admit_take(struct cd_admit *a, const struct cd_tenant *t, enum cd_conn_class c);
+/* Counts one fewer (a class t does not hold is ignored). */
+void cd_admit_put(struct cd_admit *a, const struct cd_tenant *t, enum cd_conn_class c);
+/* How many t holds in c, and may hold. */
+unsigned cd_admit_held(const struct cd_admit *a, const struct cd_tenant *t, enum cd_conn_class c);
+unsigned cd_admit_limit(const struct cd_admit *a, const struct cd_tenant *t, enum cd_conn_class c);
+
+/* ---- tenants (cd-tenant.c) ---- */
+
+/* Whether a and b are the same tenant (uid, privileged, key). Pure. */
+bool cd_tenant_equal(const struct cd_tenant *a, const struct cd_tenant *b);
+/*
+ * The tenant of a peer of uid with cgroup path cgroup ("" unknown) in PID
+ * namespace pidns (unknown counts as another: root whose namespace cannot
+ * be told is not trusted as the host's), an administrator on the admin
+ * socket when admin: see struct cd_tenant. Pure.
+ */
+void cd_tenant_make(struct cd_tenant *t, uid_t uid, const char *cgroup, enum cd_pidns pidns,
+		    bool admin);
+/* "uid 1000", "uid 0 (pod 0f1e...)", "uid 0 (cgroup /docker/ab)" into buf. Pure. */
+const char *cd_tenant_name(const struct cd_tenant *t, char *buf, size_t len);
 
 /* ---- the state (cd-state.c) ---- */
 
@@ -564,6 +586,15 @@ struct cd_seen {
 	bool killed;	/* we sent SIGKILL */
 };
 
+/* One of the daemon's two listening sockets (c->peer.door says which a connection came through). */
+struct cd_listener {
+	struct cd_watch w; /* CD_WATCH_LISTEN; first: the loop's events point here */
+	int fd;		   /* -1: not open */
+	enum cd_door door;
+	const char *path; /* the configuration's */
+	bool paused;	  /* out of fds: accepting resumes at the next tick */
+};
+
 /* What the daemon remembers of an accepted descriptor (cd_peer_of_fd). */
 struct cd_fd {
 	struct cd_peer peer;
@@ -575,7 +606,7 @@ struct cusliced {
 	const struct cd_config *cfg; /* immutable while running */
 	pid_t pid;
 	uid_t uid;
-	gid_t socket_gid;
+	gid_t socket_gid, admin_gid;
 	uint64_t start_time; /* unix seconds */
 	uint64_t start_mono_ms;
 	struct cs_pid_identity self;
@@ -604,7 +635,9 @@ struct cusliced {
 	int notes_fd;	       /* state_dir/regions open for appending, or -1 */
 
 	/* loop thread only */
-	int epfd, lfd, sfd, tfd;
+	int epfd, sfd, tfd;
+	struct cd_listener
+	    listen[2]; /* by enum cd_door: the registration socket, the admin socket */
 	struct cd_conn *conns, *conns_tail; /* newest first */
 	unsigned nconns;
 	unsigned fd_limit; /* RLIMIT_NOFILE: the admission bounds derive from it */
@@ -612,15 +645,13 @@ struct cusliced {
 	struct cd_nvml *nvml;
 	uint64_t next_reclaim_ms, next_backstop_ms;
 	bool stop;
-	bool listen_paused; /* out of fds: accepting resumes at the next tick */
-	ino_t socket_ino;   /* the socket file we bound */
 	void **graveyard;   /* freed after the current batch */
 	unsigned ngrave, grave_cap;
 	struct cd_ev_files evfiles;  /* the event files (written after each batch) */
 	uint64_t next_events_tick_ms;
 	struct cd_handoff *handoffs; /* HTTP connections to hand over after the batch */
 	unsigned nhandoffs, handoffs_cap;
-	struct cd_watch listen_w, signal_w, timer_w;
+	struct cd_watch signal_w, timer_w;
 };
 
 uint64_t cd_now_ms(void); /* CLOCK_MONOTONIC */
@@ -634,15 +665,17 @@ void cd_state_free(struct cusliced *d);
  * Records an event (cd-events.c: its class, the per-uid rate limit) and
  * logs it: enforcement kinds at warning, refusals through cd_refused, the
  * rest at info; a suppressed event is not logged (its summary is). The
- * uid charged is pid's: its registration's, else /proc's, else
- * CD_UID_NONE. Lock held.
+ * tenant charged is pid's: its registration's, else /proc's (uid, cgroup,
+ * PID namespace); for pid 0 the API peer's (cd_event_actor), else nobody's.
+ * Lock held.
  */
 __attribute__((format(printf, 5, 6))) void
 cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, const char *fmt, ...);
-/* cd_event with the uid known (a peer's). Lock held. */
-__attribute__((format(printf, 6, 7))) void cd_event_uid(struct cusliced *d, uid_t uid,
-							 const char *kind, const char *group,
-							 pid_t pid, const char *fmt, ...);
+/* cd_event with the tenant known (a peer's). Lock held. */
+__attribute__((format(printf, 6, 7))) void cd_event_tenant(struct cusliced *d,
+							   const struct cd_tenant *t,
+							   const char *kind, const char *group,
+							   pid_t pid, const char *fmt, ...);
 /* Once a second: the events' "suppressed" summaries that are due. Lock held. */
 void cd_events_second(struct cusliced *d);
 /* Writes the events recorded since the last call to their files. Loop thread, lock NOT held. */
@@ -769,17 +802,25 @@ void cd_procs_free(struct cusliced *d);
 
 /* ---- sockets (cd-listen.c, cd-ipc.c), loop thread ---- */
 
-/* Binds the socket (stale one replaced), mode 0660, group socket_group. 0 or -errno with err. */
+/*
+ * Binds both sockets (stale ones replaced): the registration socket mode
+ * 0660, group socket_group; the admin socket in a directory of its own,
+ * made the daemon's alone (0700; 0750 and its group admin_group, the
+ * socket then 0660, with admin_group). 0 or -errno with err.
+ */
 int cd_listen_open(struct cusliced *d, char *err, size_t errlen);
 void cd_listen_close(struct cusliced *d);
-/* Accepts every pending connection. */
-void cd_listen_accept(struct cusliced *d);
+/* Accepts every pending connection of l. */
+void cd_listen_accept(struct cusliced *d, struct cd_listener *l);
 /* A connection is readable / writable / hung up. */
 void cd_conn_event(struct cusliced *d, struct cd_conn *c, uint32_t events);
 /* Closes every connection whose handshake ran past its deadline. */
 void cd_conns_tick(struct cusliced *d);
 void cd_conn_close(struct cusliced *d, struct cd_conn *c);
 void cd_conns_free(struct cusliced *d);
+
+/* Why p may not use the socket it came through, for its refusal (IPC DENIED, HTTP 403). */
+void cd_unauthorized_text(const struct cd_peer *p, char *buf, size_t len);
 
 /* Why an IPC peer over its bound is refused (DENIED EAGAIN), into buf. */
 void cd_ipc_busy_text(struct cusliced *d, const struct cd_conn *c, char *buf, size_t len);

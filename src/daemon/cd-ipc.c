@@ -84,11 +84,16 @@ static void do_register(struct cusliced *d, struct cd_conn *c, const struct cs_i
 		return;
 	}
 	if (!c->peer.authorized) {
-		snprintf(why, sizeof(why),
-			 "uid %u may not use cusliced (not root, not the daemon's user, not in "
-			 "allow_uids / allow_gids)",
-			 (unsigned)c->peer.uid);
+		cd_unauthorized_text(&c->peer, why, sizeof(why));
 		deny(d, c, m->h.seq, EACCES, why);
+		return;
+	}
+	if (c->peer.door == CD_DOOR_ADMIN) {
+		snprintf(why, sizeof(why),
+			 "the admin socket registers no processes: libcuslice registers on the "
+			 "registration socket (%.100s; CUSLICE_SOCKET)",
+			 d->cfg->socket);
+		deny(d, c, m->h.seq, EINVAL, why);
 		return;
 	}
 	if (c->refusal == CD_REFUSAL_BUSY) {

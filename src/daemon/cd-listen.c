@@ -1,24 +1,35 @@
 /*
- * The daemon's Unix socket and its front door: binding it, accepting
- * connections, the kernel's word about each peer (SO_PEERCRED,
- * SO_PEERGROUPS, /proc/PID/cgroup), authorization and the connection bounds
- * (cd-admit.c) — all before a byte is read —, telling the two protocols
- * apart by their first bytes (peeked, so they stay in the socket), IPC
- * sessions' I/O, and the API requests' checks before libmicrohttpd.
+ * The daemon's two Unix sockets and their one front door: binding them,
+ * accepting connections, the kernel's word about each peer (SO_PEERCRED,
+ * SO_PEERGROUPS, /proc/PID/cgroup, its PID namespace), authorization and
+ * the connection bounds (cd-admit.c, per tenant) — all before a byte is
+ * read —, telling the two protocols apart by their first bytes (peeked, so
+ * they stay in the socket), IPC sessions' I/O, and the API requests'
+ * checks before libmicrohttpd.
+ *
+ * Two sockets, two jobs; the socket a connection came through (its door,
+ * c->peer.door) decides what it may do:
+ *   - the registration socket (`socket`), the only one tenants are given:
+ *     IPC registration, and over HTTP only GET/HEAD /v1/healthz and
+ *     /v1/self. Any other request is refused (403 admin_socket_required)
+ *     as soon as its request line is in. Authorized: allow_uids/allow_gids.
+ *   - the admin socket (`admin_socket`, in a directory of its own made the
+ *     daemon's alone): the whole API, no registration. Authorized: root in
+ *     the daemon's PID namespace, the daemon's uid, admin_uids/admin_gids.
  *
  * At accept, for every connection:
  *   - an unauthorized peer is kept only to be refused in its protocol
  *     (HTTP 403 written here, IPC DENIED EACCES) within REFUSE_MS;
- *   - an authorized one is counted in its uid's IPC class; over that bound
- *     it is kept only to be refused (HTTP 503, IPC DENIED EAGAIN) unless it
- *     turns out to be HTTP and the HTTP class has room;
+ *   - an authorized one is counted in its tenant's IPC class; over that
+ *     bound it is kept only to be refused (HTTP 503, IPC DENIED EAGAIN)
+ *     unless it turns out to be HTTP and the HTTP class has room;
  *   - past the REFUSE class's own bounds it is answered at once if its
  *     first bytes are already there, else closed: no room to wait.
- * When the first bytes show HTTP, the connection moves to its uid's HTTP
- * class; at that bound, the uid's oldest API connection still in the front
- * door gives way (503) to the new one, so a uid that holds slow requests
- * blocks only its own slow requests, never its next one; with none to give
- * way, the new one gets 503.
+ * When the first bytes show HTTP, the connection moves to its tenant's
+ * HTTP class; at that bound, the tenant's oldest API connection still in
+ * the front door gives way (503) to the new one, so a tenant that holds
+ * slow requests blocks only its own slow requests, never its next one;
+ * with none to give way, the new one gets 503.
  *
  * An API request stays here — a descriptor in the loop's epoll set, no
  * thread, no libmicrohttpd memory — until cd_http_head_check finds its
@@ -34,6 +45,7 @@
  */
 #include "cd-int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -81,7 +93,7 @@ static int mkdir_parents(const char *path)
 	return 0;
 }
 
-/* socket_group as a gid: a number (checked by cd_config_set: 0..4294967294) or a name. */
+/* socket_group / admin_group as a gid: a number (checked by cd_config_set) or a name. */
 static int resolve_group(const char *name, gid_t *gid)
 {
 	struct group gr, *res = NULL;
@@ -106,8 +118,12 @@ static int resolve_group(const char *name, gid_t *gid)
 	return 0;
 }
 
-/* A socket file left by a daemon that died is replaced; a live daemon's is not. */
-static int clear_stale(const char *path, char *err, size_t errlen)
+/*
+ * Whether a daemon answers on path: -EADDRINUSE (with err) when one does,
+ * -EEXIST when the path is not a socket, 1 when a socket file is there
+ * that nobody answers on (stale: to be replaced), 0 when there is none.
+ */
+static int probe(const char *path, char *err, size_t errlen)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	struct stat st;
@@ -129,92 +145,224 @@ static int clear_stale(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "socket %s: another cusliced is listening there", path);
 		return -EADDRINUSE;
 	}
-	if (unlink(path) != 0 && errno != ENOENT)
-		return -errno;
-	return 0;
+	return 1;
 }
 
-int cd_listen_open(struct cusliced *d, char *err, size_t errlen)
+/*
+ * Binds and listens on path (a stale socket file there replaced), born
+ * with `mode` (bound under the matching umask, before any thread runs: no
+ * moment at which it is more open) and given to group gid. The socket is
+ * bound under a temporary name beside path and renamed over it, so that
+ * there is no moment without a socket file at path (a process starting
+ * then would take the node for one without a daemon, and run standalone);
+ * a path too long for that is unlinked and bound. The descriptor, or
+ * -errno with err.
+ */
+static int bind_socket(const char *path, mode_t mode, gid_t gid, const char *group_key,
+		       const char *group, char *err, size_t errlen)
 {
-	const char *path = d->cfg->socket;
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	struct stat st;
+	char tmp[sizeof(a.sun_path)];
+	const char *at = path;
 	mode_t old;
 	int fd, e;
 
-	e = resolve_group(d->cfg->socket_group, &d->socket_gid);
-	if (e) {
-		snprintf(err, errlen,
-			 e == -ERANGE ? "socket_group \"%s\": gid out of range (0 to 4294967294)"
-				      : "socket_group \"%s\": no such group",
-			 d->cfg->socket_group);
-		return -EINVAL;
-	}
-	if (strlen(path) >= sizeof(a.sun_path)) {
-		snprintf(err, errlen, "socket %s: longer than %zu characters", path,
-			 sizeof(a.sun_path) - 1);
-		return -ENAMETOOLONG;
-	}
-	e = mkdir_parents(path);
-	if (e) {
-		snprintf(err, errlen, "socket %s: cannot create its directory: %s", path,
+	if (snprintf(tmp, sizeof(tmp), "%s.new", path) < (int)sizeof(tmp)) {
+		at = tmp;
+		(void)unlink(tmp); /* left by a daemon that died right here */
+	} else if (unlink(path) != 0 && errno != ENOENT) {
+		e = -errno;
+		snprintf(err, errlen, "socket %s: cannot replace the stale socket: %s", path,
 			 strerror(-e));
 		return e;
 	}
-	e = clear_stale(path, err, errlen);
-	if (e) {
-		if (!err[0])
-			snprintf(err, errlen, "socket %s: %s", path, strerror(-e));
-		return e;
-	}
-	strcpy(a.sun_path, path);
+	strcpy(a.sun_path, at);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		e = -errno;
 		snprintf(err, errlen, "socket: %s", strerror(-e));
 		return e;
 	}
-	/* Born 0660: no moment at which others could connect (no threads run yet). */
-	old = umask(0117);
+	old = umask(0777 & ~mode);
 	e = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 ? 0 : -errno;
 	umask(old);
-	if (!e && chmod(path, 0660) != 0)
+	if (!e && chmod(at, mode) != 0)
 		e = -errno;
-	if (!e && d->socket_gid != getegid() && chown(path, (uid_t)-1, d->socket_gid) != 0) {
+	if (!e && gid != getegid() && chown(at, (uid_t)-1, gid) != 0) {
 		e = -errno;
-		snprintf(err, errlen, "socket %s: cannot give it to group %s (gid %u): %s", path,
-			 d->cfg->socket_group, (unsigned)d->socket_gid, strerror(-e));
-		unlink(path);
+		snprintf(err, errlen, "socket %s: cannot give it to %s %s (gid %u): %s", path,
+			 group_key, group, (unsigned)gid, strerror(-e));
+		unlink(at);
 		close(fd);
 		return e;
+	}
+	if (!e && at != path && rename(at, path) != 0) {
+		e = -errno;
+		unlink(at);
 	}
 	/* A deep backlog: a thousand processes may start at once. */
 	if (!e && listen(fd, 4096) != 0)
 		e = -errno;
-	if (!e && stat(path, &st) == 0)
-		d->socket_ino = st.st_ino;
 	if (e) {
 		snprintf(err, errlen, "socket %s: %s", path, strerror(-e));
 		close(fd);
 		return e;
 	}
-	d->lfd = fd;
-	d->listen_w.kind = CD_WATCH_LISTEN;
+	return fd;
+}
+
+/*
+ * The admin socket's directory: created if missing (parents 0755), and
+ * made the daemon's alone — owned by it, mode 0700, or 0750 with group
+ * admin_group. It must hold nothing but the admin socket (a directory of
+ * its own: the daemon tightens it, so it must not be /run or a directory
+ * others use) and be the daemon's; otherwise the start stops, naming it.
+ */
+static int prepare_admin_dir(struct cusliced *d, char *err, size_t errlen)
+{
+	const char *path = d->cfg->admin_socket, *base = strrchr(path, '/') + 1;
+	mode_t want = d->cfg->admin_group[0] ? 0750 : 0700;
+	char dir[sizeof(d->cfg->admin_socket)];
+	struct dirent *de;
+	struct stat st;
+	DIR *dp;
+	int e;
+
+	snprintf(dir, sizeof(dir), "%.*s", (int)(base - 1 - path), path);
+	e = mkdir_parents(dir);
+	if (e || (mkdir(dir, 0700) != 0 && errno != EEXIST)) {
+		snprintf(err, errlen, "admin_socket %s: cannot create its directory %s: %s", path,
+			 dir, strerror(e ? -e : errno));
+		return e ? e : -errno;
+	}
+	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+		snprintf(err, errlen,
+			 "admin_socket %s: %s is not a directory of the daemon's own (uid %u); "
+			 "expected a directory it owns, or none (it is created)",
+			 path, dir, (unsigned)geteuid());
+		return -EPERM;
+	}
+	dp = opendir(dir);
+	if (!dp) {
+		e = -errno;
+		snprintf(err, errlen, "admin_socket %s: cannot read %s: %s", path, dir,
+			 strerror(-e));
+		return e;
+	}
+	while ((de = readdir(dp)) != NULL) {
+		size_t bl = strlen(base);
+
+		/* The socket, and its temporary name while it is replaced (bind_socket). */
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    strcmp(de->d_name, base) == 0 ||
+		    (strncmp(de->d_name, base, bl) == 0 && strcmp(de->d_name + bl, ".new") == 0))
+			continue;
+		snprintf(err, errlen,
+			 "admin_socket %s: its directory %s holds %.64s too; the admin socket "
+			 "needs a directory of its own (the daemon makes it mode %04o), e.g. %s",
+			 path, dir, de->d_name, (unsigned)want, CD_DEFAULT_ADMIN_SOCKET);
+		closedir(dp);
+		return -ENOTEMPTY;
+	}
+	closedir(dp);
+	/* The group first, the mode after: never more open than the end result. */
+	if (st.st_gid != d->admin_gid && chown(dir, (uid_t)-1, d->admin_gid) != 0) {
+		e = -errno;
+		snprintf(err, errlen, "admin_socket %s: cannot give %s to admin_group %s: %s", path,
+			 dir, d->cfg->admin_group, strerror(-e));
+		return e;
+	}
+	if ((st.st_mode & 07777) != want) {
+		if (chmod(dir, want) != 0) {
+			e = -errno;
+			snprintf(err, errlen, "admin_socket %s: cannot make %s mode %04o: %s", path,
+				 dir, (unsigned)want, strerror(-e));
+			return e;
+		}
+		if (st.st_mode & 07777 & ~want)
+			cs_log(CS_LOG_WARN, CD_LOG, "admin_socket %s: %s was mode %04o: made %04o",
+			       path, dir, (unsigned)(st.st_mode & 07777), (unsigned)want);
+	}
+	return 0;
+}
+
+/* Resolves key's group into *gid; -EINVAL with err naming it. */
+static int group_of(const char *key, const char *name, gid_t *gid, char *err, size_t errlen)
+{
+	int e = resolve_group(name, gid);
+
+	if (e)
+		snprintf(err, errlen,
+			 e == -ERANGE ? "%s \"%s\": gid out of range (0 to 4294967294)"
+				      : "%s \"%s\": no such group",
+			 key, name);
+	return e ? -EINVAL : 0;
+}
+
+int cd_listen_open(struct cusliced *d, char *err, size_t errlen)
+{
+	const struct cd_config *c = d->cfg;
+	struct sockaddr_un a;
+	int e, fd;
+
+	if (group_of("socket_group", c->socket_group, &d->socket_gid, err, errlen) ||
+	    group_of("admin_group", c->admin_group, &d->admin_gid, err, errlen))
+		return -EINVAL;
+	for (int i = 0; i < 2; i++) {
+		if (strlen(d->listen[i].path) >= sizeof(a.sun_path)) {
+			snprintf(err, errlen, "%s %s: longer than %zu characters",
+				 i == CD_DOOR_ADMIN ? "admin_socket" : "socket", d->listen[i].path,
+				 sizeof(a.sun_path) - 1);
+			return -ENAMETOOLONG;
+		}
+	}
+	e = mkdir_parents(c->socket);
+	if (e) {
+		snprintf(err, errlen, "socket %s: cannot create its directory: %s", c->socket,
+			 strerror(-e));
+		return e;
+	}
+	e = prepare_admin_dir(d, err, errlen);
+	if (e)
+		return e;
+	/* Both probed before either is replaced: a second daemon stops touching nothing. */
+	for (int i = 0; i < 2; i++) {
+		e = probe(d->listen[i].path, err, errlen);
+		if (e < 0) {
+			if (!err[0])
+				snprintf(err, errlen, "socket %s: %s", d->listen[i].path,
+					 strerror(-e));
+			return e;
+		}
+	}
+	fd = bind_socket(c->socket, 0660, d->socket_gid, "socket_group", c->socket_group, err,
+			 errlen);
+	if (fd < 0)
+		return fd;
+	d->listen[CD_DOOR_TENANT].fd = fd;
+	fd = bind_socket(c->admin_socket, c->admin_group[0] ? 0660 : 0600, d->admin_gid,
+			 "admin_group", c->admin_group, err, errlen);
+	if (fd < 0) {
+		cd_listen_close(d);
+		return fd;
+	}
+	d->listen[CD_DOOR_ADMIN].fd = fd;
 	return 0;
 }
 
 void cd_listen_close(struct cusliced *d)
 {
-	if (d->lfd < 0)
-		return;
-	close(d->lfd);
-	d->lfd = -1;
+	for (int i = 0; i < 2; i++) {
+		if (d->listen[i].fd >= 0)
+			close(d->listen[i].fd);
+		d->listen[i].fd = -1;
+	}
 	/*
-	 * The socket file stays: it says that this node is managed. A process
-	 * that starts while the daemon is away finds it, waits for the daemon
-	 * (CUSLICE_DAEMON_WAIT) and fails closed rather than run without its
-	 * group's policy. The next daemon replaces it; an operator who retires
-	 * the daemon removes it.
+	 * The socket files stay. The registration socket's says that this
+	 * node is managed: a process that starts while the daemon is away finds
+	 * it, waits for the daemon (CUSLICE_DAEMON_WAIT) and fails closed
+	 * rather than run without its group's policy. The next daemon replaces
+	 * them; an operator who retires the daemon removes them.
 	 */
 }
 
@@ -227,23 +375,36 @@ static bool id_in(const unsigned *ids, unsigned n, unsigned id)
 }
 
 /*
- * Fills the peer of a fresh connection from the kernel and decides whether
- * it may use the daemon: uid 0, the daemon's uid, allow_uids, or a primary
- * or supplementary gid in allow_gids. The cgroup is read for authorized
- * peers only (a refused one costs no file read).
+ * Fills the peer of a fresh connection on door from the kernel and decides
+ * whether it may use that socket:
+ *   registration socket: uid 0, the daemon's uid, allow_uids, or a primary
+ *     or supplementary gid in allow_gids;
+ *   admin socket: uid 0 but not in another PID namespace (root in a
+ *     container is no administrator, should the socket ever reach one), the
+ *     daemon's uid, admin_uids, or a gid in admin_gids.
+ * The cgroup and the PID namespace, and so the tenant, are read for
+ * authorized peers only (a refused one costs no file read: its tenant is
+ * its uid).
  */
-static void identify(struct cusliced *d, int fd, struct cd_peer *p)
+static void identify(struct cusliced *d, int fd, enum cd_door door, struct cd_peer *p)
 {
 	const struct cd_config *c = d->cfg;
+	bool admin = door == CD_DOOR_ADMIN;
+	const unsigned *uids = (const unsigned *)(admin ? c->admin_uids : c->allow_uids);
+	const unsigned *gids = (const unsigned *)(admin ? c->admin_gids : c->allow_gids);
+	unsigned nuids = admin ? c->n_admin_uids : c->n_allow_uids;
+	unsigned ngids = admin ? c->n_admin_gids : c->n_allow_gids;
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	gid_t groups[1024];
 	unsigned ng = 0;
 
 	memset(p, 0, sizeof(*p));
+	p->door = door;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
 		p->uid = (uid_t)-1;
 		p->gid = (gid_t)-1;
+		cd_tenant_make(&p->tenant, p->uid, "", CD_PIDNS_UNKNOWN, false);
 		return;
 	}
 	p->pid = cred.pid;
@@ -254,13 +415,37 @@ static void identify(struct cusliced *d, int fd, struct cd_peer *p)
 		ng = len / sizeof(gid_t);
 	for (unsigned i = 0; i < ng && p->ngroups < 32; i++)
 		p->groups[p->ngroups++] = groups[i];
-	p->authorized = p->uid == 0 || p->uid == d->uid ||
-			id_in((const unsigned *)c->allow_uids, c->n_allow_uids, p->uid) ||
-			id_in((const unsigned *)c->allow_gids, c->n_allow_gids, p->gid);
+	p->authorized = p->uid == 0 || p->uid == d->uid || id_in(uids, nuids, p->uid) ||
+			id_in(gids, ngids, p->gid);
 	for (unsigned i = 0; i < ng && !p->authorized; i++)
-		p->authorized = id_in((const unsigned *)c->allow_gids, c->n_allow_gids, groups[i]);
-	if (p->authorized)
+		p->authorized = id_in(gids, ngids, groups[i]);
+	if (p->authorized) {
+		p->pidns = cd_pid_pidns(p->pid);
 		cd_pid_cgroup(p->pid, p->cgroup, sizeof(p->cgroup));
+		if (admin && p->uid == 0 && p->pidns == CD_PIDNS_OTHER)
+			p->authorized = false;
+	}
+	/* A refused peer is its uid, and never privileged (unknown namespace). */
+	cd_tenant_make(&p->tenant, p->uid, p->authorized ? p->cgroup : "",
+		       p->authorized ? p->pidns : CD_PIDNS_UNKNOWN, admin && p->authorized);
+}
+
+void cd_unauthorized_text(const struct cd_peer *p, char *buf, size_t len)
+{
+	if (p->door == CD_DOOR_TENANT)
+		snprintf(buf, len,
+			 "permission denied: uid %u (gid %u) may not use cusliced (not root, not "
+			 "the daemon's user, not in allow_uids / allow_gids)",
+			 (unsigned)p->uid, (unsigned)p->gid);
+	else if (p->uid == 0)
+		snprintf(buf, len,
+			 "permission denied: uid 0 in another PID namespace (a container) may not "
+			 "administer cusliced: the admin socket is for the host's administrators");
+	else
+		snprintf(buf, len,
+			 "permission denied: uid %u (gid %u) may not administer cusliced (not "
+			 "root, not the daemon's user, not in admin_uids / admin_gids)",
+			 (unsigned)p->uid, (unsigned)p->gid);
 }
 
 /* ---- the connection list ---- */
@@ -298,7 +483,7 @@ static void conn_forget(struct cusliced *d, struct cd_conn *c)
 static void release(struct cusliced *d, struct cd_conn *c)
 {
 	if (c->cls != CD_CLASS_COUNT)
-		cd_admit_put(&d->admit, c->peer.uid, c->cls);
+		cd_admit_put(&d->admit, &c->peer.tenant, c->cls);
 	c->cls = CD_CLASS_COUNT;
 }
 
@@ -361,17 +546,20 @@ static void busy_text(struct cusliced *d, const struct cd_peer *p, enum cd_conn_
 		      char *buf, size_t len)
 {
 	const struct cd_admit *a = &d->admit;
-	unsigned held = cd_admit_held(a, p->uid, cls), max = cd_admit_limit(a, p->uid, cls);
+	unsigned held = cd_admit_held(a, &p->tenant, cls);
+	unsigned max = cd_admit_limit(a, &p->tenant, cls);
 	const char *what = cls == CD_CLASS_HTTP ? "API connections" : "IPC sessions";
+	char who[96];
 
 	if (held >= max)
 		snprintf(buf, len,
-			 "cusliced is busy: uid %u holds %u %s, its limit; retry when some end",
-			 (unsigned)p->uid, held, what);
+			 "cusliced is busy: %s holds %u %s, its limit; retry when some end",
+			 cd_tenant_name(&p->tenant, who, sizeof(who)), held, what);
 	else
 		snprintf(buf, len,
 			 "cusliced is busy: %u %s are open, its limit for %s; retry in a moment",
-			 a->total[cls], what, p->uid == 0 ? "all users" : "users other than root");
+			 a->total[cls], what,
+			 p->tenant.privileged ? "all users" : "users other than root on the host");
 }
 
 /* ---- accepting ---- */
@@ -394,10 +582,7 @@ static void refuse_now(struct cusliced *d, int fd, const struct cd_peer *p)
 	if (p->authorized)
 		busy_text(d, p, CD_CLASS_IPC, msg, sizeof(msg));
 	else
-		snprintf(msg, sizeof(msg),
-			 "uid %u may not use cusliced (not root, not the daemon's user, not in "
-			 "allow_uids / allow_gids)",
-			 (unsigned)p->uid);
+		cd_unauthorized_text(p, msg, sizeof(msg));
 	if (n == 4 && memcmp(first, CS_IPC_MAGIC, 4) == 0) {
 		struct cs_ipc_denied body = {.code = p->authorized ? EAGAIN : EACCES};
 
@@ -429,11 +614,11 @@ static bool admit(struct cusliced *d, struct cd_conn *c)
 
 	c->cls = CD_CLASS_COUNT;
 	c->refusal = CD_REFUSAL_NONE;
-	if (p->authorized && cd_admit_take(&d->admit, p->uid, CD_CLASS_IPC) == 0) {
+	if (p->authorized && cd_admit_take(&d->admit, &p->tenant, CD_CLASS_IPC) == 0) {
 		c->cls = CD_CLASS_IPC;
 		return true;
 	}
-	if (cd_admit_take(&d->admit, p->uid, CD_CLASS_REFUSE) != 0)
+	if (cd_admit_take(&d->admit, &p->tenant, CD_CLASS_REFUSE) != 0)
 		return false;
 	c->cls = CD_CLASS_REFUSE;
 	c->refusal = p->authorized ? CD_REFUSAL_BUSY : CD_REFUSAL_UNAUTHORIZED;
@@ -441,14 +626,14 @@ static bool admit(struct cusliced *d, struct cd_conn *c)
 	return true;
 }
 
-void cd_listen_accept(struct cusliced *d)
+void cd_listen_accept(struct cusliced *d, struct cd_listener *l)
 {
 	for (unsigned k = 0; k < ACCEPT_BATCH; k++) {
 		struct sockaddr_storage sa;
 		socklen_t salen = sizeof(sa);
 		struct cd_conn *c;
 		int fd =
-		    accept4(d->lfd, (struct sockaddr *)&sa, &salen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		    accept4(l->fd, (struct sockaddr *)&sa, &salen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -459,8 +644,8 @@ void cd_listen_accept(struct cusliced *d)
 				cs_log(CS_LOG_WARN, CD_LOG,
 				       "cannot accept connections: %s; retrying in a moment",
 				       strerror(errno));
-				cd_loop_modify(d, d->lfd, 0, &d->listen_w);
-				d->listen_paused = true;
+				cd_loop_modify(d, l->fd, 0, &l->w);
+				l->paused = true;
 			}
 			return;
 		}
@@ -476,7 +661,7 @@ void cd_listen_accept(struct cusliced *d)
 		c->sa = sa;
 		c->salen = salen;
 		c->deadline_ms = cd_now_ms() + HANDSHAKE_MS;
-		identify(d, fd, &c->peer);
+		identify(d, fd, l->door, &c->peer);
 		if (!admit(d, c)) {
 			refuse_now(d, fd, &c->peer);
 			free(c);
@@ -491,8 +676,10 @@ void cd_listen_accept(struct cusliced *d)
 			continue;
 		}
 		link_conn(d, c);
-		cs_log(CS_LOG_DEBUG, CD_LOG, "connection %d from pid %d (uid %u)%s", fd,
-		       (int)c->peer.pid, (unsigned)c->peer.uid,
+		cs_log(CS_LOG_DEBUG, CD_LOG,
+		       "connection %d on the %s socket from pid %d (uid %u)%s", fd,
+		       l->door == CD_DOOR_ADMIN ? "admin" : "registration", (int)c->peer.pid,
+		       (unsigned)c->peer.uid,
 		       c->refusal == CD_REFUSAL_UNAUTHORIZED ? ", not authorized"
 		       : c->refusal == CD_REFUSAL_BUSY	     ? ", over its bound"
 							     : "");
@@ -578,51 +765,50 @@ static void ipc_input(struct cusliced *d, struct cd_conn *c)
 
 /* ---- HTTP: the front door ---- */
 
-/* The uid's oldest API connection still in the front door, or NULL. */
-static struct cd_conn *oldest_http(struct cusliced *d, uid_t uid)
+/* The tenant's oldest API connection still in the front door, or NULL. */
+static struct cd_conn *oldest_http(struct cusliced *d, const struct cd_tenant *t)
 {
 	for (struct cd_conn *o = d->conns_tail; o; o = o->prev)
-		if (o->state == CD_CONN_HTTP && o->cls == CD_CLASS_HTTP && o->peer.uid == uid)
+		if (o->state == CD_CONN_HTTP && o->cls == CD_CLASS_HTTP &&
+		    cd_tenant_equal(&o->peer.tenant, t))
 			return o;
 	return NULL;
 }
 
 /*
- * c's first bytes are HTTP: count it in its uid's HTTP class (the uid's
- * oldest request in the front door giving way at the bound). false after
- * refusing c.
+ * c's first bytes are HTTP: count it in its tenant's HTTP class (the
+ * tenant's oldest request in the front door giving way at the bound).
+ * false after refusing c.
  */
 static bool http_admit(struct cusliced *d, struct cd_conn *c)
 {
 	enum cd_conn_class was = c->cls;
-	char msg[256];
+	char msg[320], who[96];
 	int e;
 
 	if (c->refusal == CD_REFUSAL_UNAUTHORIZED) {
-		snprintf(
-		    msg, sizeof(msg),
-		    "permission denied: uid %u (gid %u) may not use cusliced (see allow_uids / "
-		    "allow_gids in its configuration)",
-		    (unsigned)c->peer.uid, (unsigned)c->peer.gid);
-		cd_refused_locked(d, &c->peer, "http: uid/gid not allowed");
+		cd_unauthorized_text(&c->peer, msg, sizeof(msg));
+		cd_refused_locked(d, &c->peer,
+				  c->peer.door == CD_DOOR_ADMIN
+				      ? "http: may not administer (admin socket)"
+				      : "http: uid/gid not allowed");
 		cd_conn_refused(d, CD_PROTO_HTTP, CD_REFUSED_UNAUTHORIZED);
 		http_refuse(d, c, CD_API_ERR_FORBIDDEN, msg);
 		return false;
 	}
-	e = cd_admit_take(&d->admit, c->peer.uid, CD_CLASS_HTTP);
+	e = cd_admit_take(&d->admit, &c->peer.tenant, CD_CLASS_HTTP);
 	if (e == -EAGAIN) {
-		struct cd_conn *o = oldest_http(d, c->peer.uid);
+		struct cd_conn *o = oldest_http(d, &c->peer.tenant);
 
 		if (o) {
-			snprintf(
-			    msg, sizeof(msg),
-			    "closed to make room for a newer connection of uid %u, which holds "
-			    "%u API connections, its limit; send requests whole and promptly",
-			    (unsigned)o->peer.uid,
-			    cd_admit_limit(&d->admit, o->peer.uid, CD_CLASS_HTTP));
+			snprintf(msg, sizeof(msg),
+				 "closed to make room for a newer connection of %s, which holds %u "
+				 "API connections, its limit; send requests whole and promptly",
+				 cd_tenant_name(&o->peer.tenant, who, sizeof(who)),
+				 cd_admit_limit(&d->admit, &o->peer.tenant, CD_CLASS_HTTP));
 			cd_conn_refused(d, CD_PROTO_HTTP, CD_REFUSED_LIMIT);
 			http_refuse(d, o, CD_API_ERR_BUSY, msg);
-			e = cd_admit_take(&d->admit, c->peer.uid, CD_CLASS_HTTP);
+			e = cd_admit_take(&d->admit, &c->peer.tenant, CD_CLASS_HTTP);
 		}
 	}
 	if (e) {
@@ -632,13 +818,43 @@ static bool http_admit(struct cusliced *d, struct cd_conn *c)
 		http_refuse(d, c, CD_API_ERR_BUSY, msg);
 		return false;
 	}
-	cd_admit_put(&d->admit, c->peer.uid, was);
+	cd_admit_put(&d->admit, &c->peer.tenant, was);
 	c->cls = CD_CLASS_HTTP;
 	c->refusal = CD_REFUSAL_NONE;
 	/* The request's deadline runs from accept: waiting to be classified counts. */
 	if (was == CD_CLASS_REFUSE)
 		c->deadline_ms = cd_now_ms() + HANDSHAKE_MS;
 	return true;
+}
+
+/*
+ * A request on the registration socket that only the admin socket serves:
+ * 403 admin_socket_required, naming the admin socket, as soon as the
+ * request line shows it (its body is never waited for). Recorded as a
+ * refusal (event `denied`): a tenant reaching for the administrator's API
+ * is worth knowing about.
+ */
+static void admin_only(struct cusliced *d, struct cd_conn *c, const struct cd_http_verdict *v)
+{
+	char msg[400], why[160], show[72];
+	size_t n = v->target_len < 64 ? v->target_len : 64;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)peek_buf[v->target_off + i];
+
+		show[i] = ch > 0x20 && ch < 0x7f && ch != '"' && ch != '\\' ? (char)ch : '?';
+	}
+	show[n] = '\0';
+	snprintf(msg, sizeof(msg),
+		 "%s %s%s: served on cusliced's admin socket (%s) only, to administrators; this "
+		 "socket (%s) registers processes and answers GET /v1/healthz and GET /v1/self",
+		 v->method, show, v->target_len > n ? "..." : "", d->cfg->admin_socket,
+		 d->cfg->socket);
+	snprintf(why, sizeof(why), "http: %s %s%s on the registration socket (admin only)",
+		 v->method, show, v->target_len > n ? "..." : "");
+	cd_refused_locked(d, &c->peer, why);
+	cd_conn_refused(d, CD_PROTO_HTTP, CD_REFUSED_ADMIN_ONLY);
+	http_refuse(d, c, CD_API_ERR_ADMIN_ONLY, msg);
 }
 
 /* Judges what an API connection sent so far: waits, refuses, or hands it over. */
@@ -661,6 +877,12 @@ static void http_input(struct cusliced *d, struct cd_conn *c)
 		return; /* nothing new */
 	c->judged = (size_t)n;
 	cd_http_head_check(peek_buf, (size_t)n, c->rdhup, &v);
+	/* The registration socket: tenants' requests only, refused before their bodies. */
+	if (c->peer.door == CD_DOOR_TENANT && v.state != CD_HTTP_REFUSE && v.target_len &&
+	    !cd_api_tenant_request(v.method, peek_buf + v.target_off, v.target_len)) {
+		admin_only(d, c, &v);
+		return;
+	}
 	switch (v.state) {
 	case CD_HTTP_MORE:
 		if (v.expect_continue && !c->sent_continue) {
@@ -783,8 +1005,10 @@ void cd_conns_tick(struct cusliced *d)
 				CD_REFUSED_TIMEOUT);
 		cd_conn_close(d, c);
 	}
-	if (d->listen_paused && cd_loop_modify(d, d->lfd, EPOLLIN, &d->listen_w) == 0)
-		d->listen_paused = false;
+	for (int i = 0; i < 2; i++)
+		if (d->listen[i].paused &&
+		    cd_loop_modify(d, d->listen[i].fd, EPOLLIN, &d->listen[i].w) == 0)
+			d->listen[i].paused = false;
 }
 
 void cd_conns_free(struct cusliced *d)

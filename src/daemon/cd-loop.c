@@ -83,7 +83,7 @@ void cd_loop_handoff(struct cusliced *d, int fd, const struct sockaddr_storage *
 
 	if (!grow((void **)&d->handoffs, d->nhandoffs, &d->handoffs_cap, sizeof(*h))) {
 		if ((unsigned)fd < d->fds_cap && d->fds[fd].in_http)
-			cd_admit_put(&d->admit, d->fds[fd].peer.uid, CD_CLASS_HTTP);
+			cd_admit_put(&d->admit, &d->fds[fd].peer.tenant, CD_CLASS_HTTP);
 		cd_peer_clear(d, fd);
 		close(fd);
 		return;
@@ -142,7 +142,7 @@ static void dispatch(struct cusliced *d, struct epoll_event *ev, bool *backstop)
 
 	switch (w->kind) {
 	case CD_WATCH_LISTEN:
-		cd_listen_accept(d);
+		cd_listen_accept(d, (struct cd_listener *)w);
 		break;
 	case CD_WATCH_SIGNAL:
 		on_signal(d);
@@ -219,7 +219,8 @@ static int setup(struct cusliced *d, char *err, size_t errlen)
 	d->timer_w.kind = CD_WATCH_TIMER;
 	if (cd_loop_watch(d, d->sfd, EPOLLIN, &d->signal_w) ||
 	    cd_loop_watch(d, d->tfd, EPOLLIN, &d->timer_w) ||
-	    cd_loop_watch(d, d->lfd, EPOLLIN, &d->listen_w))
+	    cd_loop_watch(d, d->listen[CD_DOOR_TENANT].fd, EPOLLIN, &d->listen[CD_DOOR_TENANT].w) ||
+	    cd_loop_watch(d, d->listen[CD_DOOR_ADMIN].fd, EPOLLIN, &d->listen[CD_DOOR_ADMIN].w))
 		goto fail;
 	return 0;
 fail:

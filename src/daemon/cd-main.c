@@ -2,7 +2,7 @@
  * cusliced: the command line, start-up and shutdown.
  *
  * Start: configuration (defaults, --config FILE, then command-line options),
- * the socket, NVML, stored policies, the regions a previous daemon left
+ * the sockets (registration and admin), NVML, stored policies, the regions a previous daemon left
  * with running processes (cd-recover.c), the managed groups' regions, the
  * HTTP side, then "READY=1" to systemd when $NOTIFY_SOCKET is set, and the
  * event loop. SIGTERM / SIGINT stop it cleanly: the socket file stays (the
@@ -34,55 +34,68 @@
 #define CONFIG_FILE_MAX (1024 * 1024)
 
 static const char usage_text[] =
-	"usage: " PROG " [OPTION]...\n"
-	"The cuslice node daemon: owns the GPU groups' policies and shared regions,\n"
-	"registers the processes that run under libcuslice, reclaims what dead ones\n"
-	"leave, watches NVML for processes that bypass it, and serves an HTTP API on\n"
-	"its socket and Prometheus metrics on TCP. Runs in the foreground; SIGTERM or\n"
-	"SIGINT stop it.\n"
-	"\n"
-	"  -c, --config FILE        INI file with a [daemon] section whose keys are the\n"
-	"                           long options below with '_' for '-'; options given\n"
-	"                           on the command line override it\n"
-	"      --socket PATH        Unix socket for processes, the CLI and the API\n"
-	"                           (default /run/cuslice/cusliced.sock; mode 0660)\n"
-	"      --socket-group GROUP group owning the socket: name or gid (default: the\n"
-	"                           daemon's group)\n"
-	"      --state-dir DIR      where policies are stored, as policy.json\n"
-	"                           (default /var/lib/cuslice)\n"
-	"      --shm-dir DIR        ignored (regions are sealed memory files the daemon\n"
-	"                           hands to its members; kept for old configurations)\n"
-	"      --metrics-listen ADDR  Prometheus metrics on HOST:PORT ([::1]:PORT for\n"
-	"                           IPv6), or none (default 127.0.0.1:9464)\n"
-	"      --log-level LEVEL    error, warn, info (default) or debug\n"
-	"      --token-file FILE    file holding a token that processes (CUSLICE_TOKEN)\n"
-	"                           and API clients (Authorization: Bearer) must present\n"
-	"                           (default: none)\n"
-	"      --allow-uids LIST    users besides root and the daemon's own that may use\n"
-	"                           it: comma list of names or uids (default: none)\n"
-	"      --allow-gids LIST    groups whose members may use it: comma list of\n"
-	"                           names or gids (default: none)\n"
-	"      --backstop-interval DURATION\n"
-	"                           how often NVML is checked for processes bypassing\n"
-	"                           libcuslice and groups over quota: 100ms to 1h\n"
-	"                           (default 1s; units ms, s, m, h; none: seconds)\n"
-	"      --session-ttl DURATION\n"
-	"                           how long an unmanaged group stays listed after its\n"
-	"                           last process: 0s to 24h (default 30s)\n"
-	"      --on-bypass ACTION   what to do with a process using a GPU without\n"
-	"                           libcuslice: report (default), stop (SIGSTOP), kill\n"
-	"      --ipc-sessions-per-uid N\n"
-	"                           IPC sessions (processes under libcuslice) one uid\n"
-	"                           may hold at once: 1 to 1000000 (default 1024;\n"
-	"                           root 4 times as many)\n"
-	"      --api-connections-per-uid N\n"
-	"                           API connections one uid may hold at once: 1 to\n"
-	"                           512 (default 32; root 4 times as many)\n"
-	"  -h, --help               this text\n"
-	"  -V, --version            the version\n"
-	"\n"
-	"Exit status: 0 stopped cleanly, 1 could not start or run, 2 bad usage or\n"
-	"configuration. See docs/cusliced.md.\n";
+    "usage: " PROG " [OPTION]...\n"
+    "The cuslice node daemon: owns the GPU groups' policies and shared regions,\n"
+    "registers the processes that run under libcuslice, reclaims what dead ones\n"
+    "leave, watches NVML for processes that bypass it, and serves an HTTP API on\n"
+    "its socket and Prometheus metrics on TCP. Runs in the foreground; SIGTERM or\n"
+    "SIGINT stop it.\n"
+    "\n"
+    "  -c, --config FILE        INI file with a [daemon] section whose keys are the\n"
+    "                           long options below with '_' for '-'; options given\n"
+    "                           on the command line override it\n"
+    "      --socket PATH        the registration socket, the only one tenants get:\n"
+    "                           processes register there and may read their own\n"
+    "                           view (GET /v1/healthz, /v1/self); mode 0660\n"
+    "                           (default /run/cuslice/cusliced.sock)\n"
+    "      --socket-group GROUP group owning it: name or gid (default: the daemon's\n"
+    "                           group)\n"
+    "      --admin-socket PATH  the admin socket: the whole API (policies, listings,\n"
+    "                           events), in a directory of its own made root-only\n"
+    "                           (default /run/cuslice/admin/cusliced.sock)\n"
+    "      --admin-group GROUP  group that may reach the admin socket (its directory\n"
+    "                           0750, the socket 0660; default: none, 0700/0600)\n"
+    "      --state-dir DIR      where policies are stored, as policy.json\n"
+    "                           (default /var/lib/cuslice)\n"
+    "      --shm-dir DIR        ignored (regions are sealed memory files the daemon\n"
+    "                           hands to its members; kept for old configurations)\n"
+    "      --metrics-listen ADDR  Prometheus metrics on HOST:PORT ([::1]:PORT for\n"
+    "                           IPv6), or none (default 127.0.0.1:9464)\n"
+    "      --log-level LEVEL    error, warn, info (default) or debug\n"
+    "      --token-file FILE    file holding a token that processes (CUSLICE_TOKEN)\n"
+    "                           and API clients (Authorization: Bearer) must present\n"
+    "                           (default: none)\n"
+    "      --allow-uids LIST    users besides root and the daemon's own that may use\n"
+    "                           it: comma list of names or uids (default: none)\n"
+    "      --allow-gids LIST    groups whose members may use it: comma list of\n"
+    "                           names or gids (default: none)\n"
+    "      --admin-uids LIST    users besides root and the daemon's own that may\n"
+    "                           administer it on the admin socket (default: none)\n"
+    "      --admin-gids LIST    groups whose members may administer it (default:\n"
+    "                           none)\n"
+    "      --backstop-interval DURATION\n"
+    "                           how often NVML is checked for processes bypassing\n"
+    "                           libcuslice and groups over quota: 100ms to 1h\n"
+    "                           (default 1s; units ms, s, m, h; none: seconds)\n"
+    "      --session-ttl DURATION\n"
+    "                           how long an unmanaged group stays listed after its\n"
+    "                           last process: 0s to 24h (default 30s)\n"
+    "      --on-bypass ACTION   what to do with a process using a GPU without\n"
+    "                           libcuslice: report (default), stop (SIGSTOP), kill\n"
+    "      --ipc-sessions-per-uid N\n"
+    "                           IPC sessions (processes under libcuslice) one tenant\n"
+    "                           (a uid; in a pod or container, its pod or cgroup)\n"
+    "                           may hold at once: 1 to 1000000 (default 1024; root\n"
+    "                           on the host 4 times as many)\n"
+    "      --api-connections-per-uid N\n"
+    "                           API connections one tenant may hold at once: 1 to\n"
+    "                           512 (default 32; root on the host and administrators\n"
+    "                           4 times as many)\n"
+    "  -h, --help               this text\n"
+    "  -V, --version            the version\n"
+    "\n"
+    "Exit status: 0 stopped cleanly, 1 could not start or run, 2 bad usage or\n"
+    "configuration. See docs/cusliced.md.\n";
 
 /* Reads a config file (a regular file of at most 1 MiB) into a malloc'd string. */
 static char *read_config(const char *path, char *err, size_t errlen)
@@ -131,6 +144,8 @@ static const struct option longopts[] = {
     {"config", required_argument, NULL, 'c'},
     {"socket", required_argument, NULL, 0},
     {"socket-group", required_argument, NULL, 0},
+    {"admin-socket", required_argument, NULL, 0},
+    {"admin-group", required_argument, NULL, 0},
     {"state-dir", required_argument, NULL, 0},
     {"shm-dir", required_argument, NULL, 0},
     {"metrics-listen", required_argument, NULL, 0},
@@ -138,6 +153,8 @@ static const struct option longopts[] = {
     {"token-file", required_argument, NULL, 0},
     {"allow-uids", required_argument, NULL, 0},
     {"allow-gids", required_argument, NULL, 0},
+    {"admin-uids", required_argument, NULL, 0},
+    {"admin-gids", required_argument, NULL, 0},
     {"backstop-interval", required_argument, NULL, 0},
     {"session-ttl", required_argument, NULL, 0},
     {"on-bypass", required_argument, NULL, 0},
@@ -218,6 +235,10 @@ static void configure(int argc, char **argv, struct cd_config *c)
 		}
 	}
 	free(ov);
+	if (cd_config_check(c, err, sizeof(err)) != 0) {
+		fprintf(stderr, PROG ": %s\n", err);
+		exit(2);
+	}
 	if (cd_config_load_token(c, err, sizeof(err)) != 0) {
 		fprintf(stderr, PROG ": %s\n", err);
 		exit(2);
@@ -377,8 +398,9 @@ int main(int argc, char **argv)
 				    cfg.api_connections_per_uid);
 		cd_admit_init(&d.admit, &l);
 		cs_log(CS_LOG_INFO, CD_LOG,
-		       "connection bounds (%u descriptors): IPC sessions %u in all, %u per uid, "
-		       "%u for root; API connections %u in all, %u per uid, %u for root",
+		       "connection bounds (%u descriptors): IPC sessions %u in all, %u per tenant, "
+		       "%u for root on the host; API connections %u in all, %u per tenant, %u for "
+		       "root on the host and administrators",
 		       d.fd_limit, l.total[CD_CLASS_IPC], l.per_uid[CD_CLASS_IPC],
 		       l.root[CD_CLASS_IPC], l.total[CD_CLASS_HTTP], l.per_uid[CD_CLASS_HTTP],
 		       l.root[CD_CLASS_HTTP]);
@@ -425,8 +447,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	cs_log(CS_LOG_INFO, CD_LOG,
-	       "cusliced " CD_VERSION " ready on %s (policies in %s, metrics %s%s)", cfg.socket,
-	       cfg.state_dir, cfg.metrics_listen,
+	       "cusliced " CD_VERSION " ready: registration on %s, administration on %s "
+	       "(policies in %s, metrics %s%s)",
+	       cfg.socket, cfg.admin_socket, cfg.state_dir, cfg.metrics_listen,
 	       cfg.token[0] ? ", token required" : "");
 	notify("READY=1");
 	if (cd_loop_run(&d, err, sizeof(err)) != 0)

@@ -187,3 +187,21 @@ int cd_pid_fd_slot(pid_t pid, int fd)
 	}
 	return best;
 }
+
+enum cd_pidns cd_pid_pidns(pid_t pid)
+{
+	char path[64], link[64], self[64];
+	ssize_t n, m;
+
+	if (pid <= 0)
+		return CD_PIDNS_UNKNOWN;
+	/* "pid:[4026531836]": the namespace's inode; reading another user's needs root. */
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+	n = readlink(path, link, sizeof(link) - 1);
+	m = readlink("/proc/self/ns/pid", self, sizeof(self) - 1);
+	if (n <= 0 || m <= 0)
+		return CD_PIDNS_UNKNOWN;
+	link[n] = '\0';
+	self[m] = '\0';
+	return strcmp(link, self) == 0 ? CD_PIDNS_DAEMON : CD_PIDNS_OTHER;
+}

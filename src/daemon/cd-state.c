@@ -38,7 +38,13 @@ int cd_state_init(struct cusliced *d, const struct cd_config *cfg)
 {
 	memset(d, 0, sizeof(*d));
 	d->cfg = cfg;
-	d->epfd = d->lfd = d->sfd = d->tfd = d->notes_fd = -1;
+	d->epfd = d->sfd = d->tfd = d->notes_fd = -1;
+	for (int i = 0; i < 2; i++) {
+		d->listen[i].w.kind = CD_WATCH_LISTEN;
+		d->listen[i].fd = -1;
+		d->listen[i].door = (enum cd_door)i;
+		d->listen[i].path = i == CD_DOOR_ADMIN ? cfg->admin_socket : cfg->socket;
+	}
 	d->start_time = (uint64_t)cd_now_real();
 	d->start_mono_ms = cd_now_ms();
 	cd_events_init(&d->events);
@@ -67,14 +73,14 @@ void cd_state_free(struct cusliced *d)
 	pthread_mutex_destroy(&d->lock);
 }
 
-static void event_v(struct cusliced *d, uid_t uid, const char *kind, const char *group,
-		    pid_t pid, const char *fmt, va_list ap)
+static void event_v(struct cusliced *d, const struct cd_tenant *t, const char *kind,
+		    const char *group, pid_t pid, const char *fmt, va_list ap)
 {
 	char msg[256];
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	if (!cd_events_add(&d->events, cd_now_real(), cd_now_ms(), uid, kind, group, pid, msg))
-		return; /* over its uid's rate: counted, summarised later, not logged */
+	if (!cd_events_add(&d->events, cd_now_real(), cd_now_ms(), t, kind, group, pid, msg))
+		return; /* over its tenant's rate: counted, summarised later, not logged */
 	/* Enforcement events are what an operator must see even at the default level. */
 	if (cd_event_class_of(kind) == CD_EVCLASS_ENFORCEMENT)
 		cs_log(CS_LOG_WARN, CD_LOG, "%s: %s", kind, msg);
@@ -82,46 +88,56 @@ static void event_v(struct cusliced *d, uid_t uid, const char *kind, const char 
 		cs_log(CS_LOG_INFO, CD_LOG, "%s: %s", kind, msg);
 }
 
-void cd_event_uid(struct cusliced *d, uid_t uid, const char *kind, const char *group, pid_t pid,
-		  const char *fmt, ...)
+void cd_event_tenant(struct cusliced *d, const struct cd_tenant *t, const char *kind,
+		     const char *group, pid_t pid, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	event_v(d, uid, kind, group, pid, fmt, ap);
+	event_v(d, t, kind, group, pid, fmt, ap);
 	va_end(ap);
 }
 
 /* The API peer whose request this thread is handling (cd_event_actor). */
-static _Thread_local uid_t actor = CD_UID_NONE;
+static _Thread_local struct cd_tenant actor;
+static _Thread_local bool actor_set;
 
-void cd_event_actor(uid_t uid)
+void cd_event_actor(const struct cd_tenant *t)
 {
-	actor = uid;
+	actor_set = t != NULL;
+	if (t)
+		actor = *t;
 }
 
-/* The uid an event about pid is charged to: pid's, else the API peer's, else none. */
-static uid_t uid_of(struct cusliced *d, pid_t pid)
+/*
+ * The tenant an event about pid is charged to: pid's registration's, else
+ * the API peer's (pid 0), else what /proc says of pid; NULL: nobody's.
+ */
+static const struct cd_tenant *tenant_of(struct cusliced *d, pid_t pid, struct cd_tenant *buf)
 {
 	struct cd_proc *p = pid > 0 ? cd_proc_by_pid(d, pid) : NULL;
 	struct cd_peer peer;
+	char cgroup[sizeof(peer.cgroup)];
 
 	if (pid <= 0)
-		return actor;
+		return actor_set ? &actor : NULL;
 	if (p)
-		return p->peer.uid;
-	if (pid > 0 && cd_pid_creds(pid, &peer) == 0)
-		return peer.uid;
-	return CD_UID_NONE;
+		return &p->peer.tenant;
+	if (cd_pid_creds(pid, &peer) != 0)
+		return NULL;
+	cd_pid_cgroup(pid, cgroup, sizeof(cgroup));
+	cd_tenant_make(buf, peer.uid, cgroup, cd_pid_pidns(pid), false);
+	return buf;
 }
 
 void cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, const char *fmt,
 	      ...)
 {
+	struct cd_tenant buf;
 	va_list ap;
 
 	va_start(ap, fmt);
-	event_v(d, uid_of(d, pid), kind, group, pid, fmt, ap);
+	event_v(d, tenant_of(d, pid, &buf), kind, group, pid, fmt, ap);
 	va_end(ap);
 }
 
@@ -182,7 +198,7 @@ int cd_peer_set(struct cusliced *d, int fd, const struct cd_peer *p)
 	if (f->set && f->in_http) {
 		cs_log(CS_LOG_DEBUG, CD_LOG, "connection %d: closed by the HTTP server unannounced",
 		       fd);
-		cd_admit_put(&d->admit, f->peer.uid, CD_CLASS_HTTP);
+		cd_admit_put(&d->admit, &f->peer.tenant, CD_CLASS_HTTP);
 	}
 	f->peer = *p;
 	f->set = true;
@@ -206,7 +222,7 @@ void cd_http_closed(struct cusliced *d, int fd)
 {
 	pthread_mutex_lock(&d->lock);
 	if (fd >= 0 && (unsigned)fd < d->fds_cap && d->fds[fd].set && d->fds[fd].in_http) {
-		cd_admit_put(&d->admit, d->fds[fd].peer.uid, CD_CLASS_HTTP);
+		cd_admit_put(&d->admit, &d->fds[fd].peer.tenant, CD_CLASS_HTTP);
 		d->fds[fd].set = d->fds[fd].in_http = false;
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -256,8 +272,8 @@ void cd_refused_locked(struct cusliced *d, const struct cd_peer *p, const char *
 	uint64_t now = cd_now_ms();
 
 	d->refused_total++;
-	cd_event_uid(d, p->uid, "denied", "", p->pid, "pid %d (uid %u): %s", (int)p->pid,
-		     (unsigned)p->uid, why);
+	cd_event_tenant(d, &p->tenant, "denied", "", p->pid, "pid %d (uid %u): %s", (int)p->pid,
+			(unsigned)p->uid, why);
 	if (now - d->refusal_log_ms >= REFUSAL_LOG_WINDOW_MS) {
 		if (d->refusal_quiet)
 			cs_log(CS_LOG_WARN, CD_LOG, "%u more refusals were not logged",
@@ -420,5 +436,56 @@ void cd_snapshot_free(struct cd_snapshot *s)
 	free(s->gpus);
 	free(s->groups);
 	free(s->procs);
+	memset(s, 0, sizeof(*s));
+}
+
+/* ---- a peer's own view ---- */
+
+int cd_self(struct cusliced *d, const struct cd_peer *p, const char *asked, struct cd_self *out)
+{
+	const struct cd_policy **ps;
+	struct cd_decision dec;
+	struct cd_group *g;
+	char pod[CD_POD_UID_LEN + 1];
+	unsigned n;
+
+	memset(out, 0, sizeof(*out));
+	if (cd_cgroup_pod(p->cgroup, pod))
+		snprintf(out->pod, sizeof(out->pod), "%s", pod);
+	pthread_mutex_lock(&d->lock);
+	ps = malloc((d->ngroups + 1) * sizeof(*ps));
+	if (!ps) {
+		pthread_mutex_unlock(&d->lock);
+		return -ENOMEM;
+	}
+	n = cd_groups_policies(d, ps);
+	/* As a registration of this peer would be decided (cd-ipc.c). */
+	if (cd_decide(ps, n, p, asked, &dec) != 0) {
+		out->how = CD_SELF_REFUSED;
+		snprintf(out->reason, sizeof(out->reason), "%s", dec.reason);
+	} else if (dec.policy) {
+		out->managed = true;
+		out->how = strcmp(dec.group, asked) != 0	    ? CD_SELF_IDENTITY
+			   : cd_members_empty(&dec.policy->members) ? CD_SELF_OPEN
+								    : CD_SELF_MEMBER;
+	} else {
+		out->how = asked[0] ? CD_SELF_UNMANAGED : CD_SELF_NONE;
+	}
+	free(ps);
+	if (out->how != CD_SELF_REFUSED && out->how != CD_SELF_NONE) {
+		snprintf(out->group, sizeof(out->group), "%s", dec.group);
+		g = cd_group_find(d, dec.group);
+		if (g) {
+			snap_group(d, g, &out->snap);
+			out->known = true;
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	return 0;
+}
+
+void cd_self_free(struct cd_self *s)
+{
+	free(s->snap.policy_json);
 	memset(s, 0, sizeof(*s));
 }

@@ -22,21 +22,72 @@
 
 #define CD_VERSION "0.1.0"
 
+/*
+ * The two sockets. Tenants (every process under libcuslice, in containers
+ * and Slurm tasks too) are given the registration socket only: it
+ * registers processes and shows a peer its own view (GET /v1/healthz,
+ * /v1/self). The admin socket serves the whole API, in a root-only
+ * directory never given to containers.
+ */
+#define CD_DEFAULT_SOCKET "/run/cuslice/cusliced.sock"
+#define CD_DEFAULT_ADMIN_SOCKET "/run/cuslice/admin/cusliced.sock"
+
+/* Room for a tenant's key: "cgroup " and a cgroup path, or "pod " and a pod UID. */
+#define CD_TENANT_KEY_LEN 264
+
+/*
+ * Who a peer counts as for the connection bounds and the events' rate
+ * limit. The uid alone cannot tell tenants apart where every pod runs as
+ * root, so:
+ *   - a peer in a Kubernetes pod (cd_cgroup_pod): its uid and its pod;
+ *   - uid 0 elsewhere, and any peer in another PID namespace than the
+ *     daemon's (a container): its uid and its cgroup path;
+ *   - any other peer (a user on the host): its uid.
+ * `privileged`: root on the host (uid 0 in the daemon's PID namespace and
+ * in no pod) or an administrator on the admin socket — root's larger bounds
+ * (CD_ROOT_FACTOR) and the reserve of each total. Two tenants are the same
+ * when uid, privileged and key all are.
+ */
+struct cd_tenant {
+	uid_t uid;
+	bool privileged;
+	char key[CD_TENANT_KEY_LEN]; /* "" (by uid), "pod <UID>" or "cgroup <path>" */
+};
+
+/* A peer's PID namespace, compared with the daemon's (/proc/PID/ns/pid). */
+enum cd_pidns {
+	CD_PIDNS_UNKNOWN, /* not known (the process is gone, or the daemon may not look) */
+	CD_PIDNS_DAEMON,  /* the daemon's own: the host's */
+	CD_PIDNS_OTHER,	  /* another: a container */
+};
+
+/* Which of the daemon's two sockets a connection came through. */
+enum cd_door {
+	CD_DOOR_TENANT, /* the registration socket (`socket`) */
+	CD_DOOR_ADMIN,	/* the admin socket (`admin_socket`) */
+};
+
 /* What the kernel says about a connection's peer. */
 struct cd_peer {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
 	char cgroup[256];	/* the unified (or first) hierarchy's path from /proc/PID/cgroup */
-	bool authorized;	/* by uid/gid (the token is checked separately) */
+	enum cd_door door;	/* the socket it connected to */
+	bool authorized;	/* may use that socket: allow_* (tenant), admin_* (admin); the
+				   token is checked separately */
+	enum cd_pidns pidns;
 	unsigned ngroups;
 	gid_t groups[32];	/* supplementary groups (SO_PEERGROUPS), for allow_gids and members */
+	struct cd_tenant tenant;
 };
 
 /* Configuration after the INI file and the command line. */
 struct cd_config {
-	char socket[108];
+	char socket[108]; /* the registration socket: tenants register, see only their own view */
 	char socket_group[64];	/* "" = the daemon's gid */
+	char admin_socket[108]; /* the admin socket: the whole API, for administrators only */
+	char admin_group[64];	/* "" = none: its directory 0700, the socket 0600 */
 	char state_dir[256];
 	char shm_dir[256];
 	char metrics_listen[128];	/* "HOST:PORT", or "none" */
@@ -46,6 +97,10 @@ struct cd_config {
 	unsigned n_allow_uids;
 	gid_t allow_gids[32];
 	unsigned n_allow_gids;
+	uid_t admin_uids[32]; /* administrators besides root and the daemon's uid */
+	unsigned n_admin_uids;
+	gid_t admin_gids[32];
+	unsigned n_admin_gids;
 	unsigned backstop_interval_ms;
 	unsigned session_ttl_s;
 	unsigned ipc_sessions_per_uid;	  /* IPC sessions one uid may hold (root: 4 times) */
@@ -62,6 +117,13 @@ void cd_config_defaults(struct cd_config *c);
  * Pure (no I/O except reading token_file when given): fuzzed on its own.
  */
 int cd_config_parse_ini(struct cd_config *c, const char *text, char *err, size_t errlen);
+/*
+ * What single keys cannot say: the admin socket lies in a directory of its
+ * own, which holds neither the registration socket nor its directory (that
+ * directory is given to containers, and the admin directory is made
+ * root-only). 0, or -EINVAL with a one-line message. Pure.
+ */
+int cd_config_check(const struct cd_config *c, char *err, size_t errlen);
 
 enum cd_action {
 	CD_ACTION_REPORT = 0,
@@ -123,6 +185,7 @@ enum cd_refused_reason {
 	CD_REFUSED_UNAUTHORIZED, /* uid/gid not allowed */
 	CD_REFUSED_MALFORMED,	 /* the front door's 4xx */
 	CD_REFUSED_TIMEOUT,	 /* not complete within its deadline */
+	CD_REFUSED_ADMIN_ONLY,	 /* an administrator's request on the registration socket */
 	CD_REFUSED_COUNT,
 };
 
@@ -200,6 +263,36 @@ void cd_snapshot_free(struct cd_snapshot *s);
 /* Events with seq > since, oldest first, at most max; returns how many. */
 unsigned cd_events(struct cusliced *d, uint64_t since, struct cd_event *out, unsigned max);
 
+/* How a peer's process would be placed (GET /v1/self, "placement"."how"). */
+enum cd_self_how {
+	CD_SELF_MEMBER,	   /* asked for a managed group whose members name it */
+	CD_SELF_IDENTITY,  /* a managed group's members name it: that group, whatever it asks */
+	CD_SELF_OPEN,	   /* asked for an open managed group (no members rules) */
+	CD_SELF_UNMANAGED, /* asked for a group without a policy */
+	CD_SELF_NONE,	   /* asked for nothing, and no policy names it: a group of its own */
+	CD_SELF_REFUSED,   /* asked for a managed group it is not a member of */
+};
+
+/*
+ * A peer's own view (GET /v1/self): the group the daemon places a process
+ * of this peer in when it registers asking for `asked` (its CUSLICE_GROUP,
+ * "" for none) — decided as for a registration, from the kernel's word
+ * about the peer — and that group's state when the daemon knows it.
+ */
+struct cd_self {
+	char pod[40]; /* the peer's Kubernetes pod UID, "" when in none */
+	enum cd_self_how how;
+	char group[CS_GROUP_NAME_MAX + 1]; /* "" for NONE and REFUSED */
+	bool managed;
+	char reason[256]; /* REFUSED: why (as DENIED says it) */
+	bool known;	  /* group is in the daemon's table: snap holds it */
+	struct cd_snap_group snap;
+};
+
+/* Fills *out for peer p asking for `asked`. 0 or -ENOMEM. Free with cd_self_free. */
+int cd_self(struct cusliced *d, const struct cd_peer *p, const char *asked, struct cd_self *out);
+void cd_self_free(struct cd_self *s);
+
 /*
  * Creates or updates group `name`'s policy from a JSON object (fields as in
  * the API), persists it and applies it to the group's region. 0, or -EINVAL
@@ -220,12 +313,13 @@ bool cd_token_ok(struct cusliced *d, const char *presented);
 void cd_refused(struct cusliced *d, const struct cd_peer *p, const char *why);
 
 /*
- * The uid that events the core records on this thread without a process
- * of their own (a policy change) are charged to: the HTTP server sets it to
- * the requesting peer's around each request, CD_UID_NONE after. So a peer
- * that floods the API is rate-limited as itself, and the event says who.
+ * The tenant that events the core records on this thread without a
+ * process of their own (a policy change) are charged to: the HTTP server
+ * sets it to the requesting peer's around each request, NULL after. So a
+ * peer that floods the API is rate-limited as itself, and the event says
+ * who (its uid).
  */
-void cd_event_actor(uid_t uid);
+void cd_event_actor(const struct cd_tenant *t);
 
 /* ---- the HTTP side (http-*.c) ---- */
 
@@ -268,6 +362,10 @@ struct cd_http_verdict {
 	size_t head_len;      /* READY, or MORE with a complete head: bytes of the head */
 	size_t body_len;      /* its Content-Length (0 when absent) */
 	bool expect_continue; /* the head asks for "100 Continue" before its body */
+	/* The request line's method and target (offsets into the bytes judged), once
+	 * the line is complete and valid (target_len > 0): MORE, READY. */
+	char method[17];
+	size_t target_off, target_len;
 	enum cd_api_err err;  /* REFUSE */
 	char message[320];    /* REFUSE: names the input and the accepted form */
 };
@@ -284,6 +382,22 @@ struct cd_http_verdict {
  * early as the bytes show them. Pure (no I/O, no allocation).
  */
 void cd_http_head_check(const char *buf, size_t len, bool eof, struct cd_http_verdict *v);
+
+/*
+ * True when the path of a request target t[0..n) (what precedes '?'), once
+ * %-decoded, is exactly path. The target passed cd_http_head_check. Pure.
+ */
+bool cd_http_target_is(const char *t, size_t n, const char *path);
+
+/*
+ * Whether a request (its method, and its target as cd_http_target_is reads
+ * it) is one the registration socket serves: GET or HEAD of /v1/healthz or
+ * /v1/self. Everything else is the admin socket's (403
+ * admin_socket_required). The front door refuses the rest as soon as the
+ * request line is in; the router of a tenant connection serves nothing
+ * else either. Pure.
+ */
+bool cd_api_tenant_request(const char *method, const char *target, size_t n);
 
 /*
  * A whole HTTP/1.1 response carrying the API's JSON error for e (status

@@ -316,6 +316,11 @@ static int allocate(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, s
 	st = current_gpus(ep->st, g, &ng, msg, msglen);
 	if (st)
 		goto out;
+	/* What containers are given must be the registration socket alone. */
+	if (k8s_socket_dir_check(&cfg->common, msg, msglen) != 0) {
+		st = K8S_GRPC_FAILED_PRECONDITION;
+		goto out;
+	}
 	for (size_t i = 0; i < rq->n_container_requests; i++) {
 		V1beta1__ContainerAllocateRequest *c = rq->container_requests[i];
 		char *policy, err[512];

@@ -115,6 +115,12 @@ static int prepare_one(struct dra_state *st, const K8s__Io__Kubelet__Pkg__Apis__
 		e = -ENOMEM;
 		goto out;
 	}
+	/* What the claim's containers are given must be the registration socket alone. */
+	e = k8s_socket_dir_check(&cfg->common, err, sizeof(err));
+	if (e) {
+		snprintf(a->error, sizeof(a->error), "claim %s/%s: %s", c->ns, c->name, err);
+		goto out;
+	}
 	e = k8s_cusliced_put_group(st->cs, c->group, policy, err, sizeof(err));
 	if (e) {
 		snprintf(a->error, sizeof(a->error), "claim %s/%s: group %s: %s", c->ns, c->name,

@@ -3,6 +3,8 @@
  */
 #include "k8s-common.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,10 +16,15 @@
 
 const char k8s_common_usage[] =
     "cusliced and containers:\n"
-    "      --cusliced SOCK        cusliced's socket (default /run/cuslice/cusliced.sock)\n"
+    "      --cusliced SOCK        cusliced's admin socket, for the plugin's own calls\n"
+    "                             (default " K8S_DEFAULT_CUSLICED ")\n"
     "      --cusliced-token-file FILE  its token, when it has a token_file\n"
-    "      --container-socket PATH  where containers find that socket (default: the same\n"
-    "                             path; its directory is mounted read-only)\n"
+    "      --registration-socket PATH  cusliced's registration socket (its `socket`), in\n"
+    "                             a directory of its own: that directory, read-only, is\n"
+    "                             all of cusliced's that containers get (default\n"
+    "                             " K8S_DEFAULT_REGISTRATION_SOCKET ")\n"
+    "      --container-socket PATH  where containers find it (default\n"
+    "                             " K8S_DEFAULT_CONTAINER_SOCKET "; the same file name)\n"
     "      --lib PATH             libcuslice.so on the host (default\n"
     "                             /var/lib/cuslice/lib/libcuslice.so)\n"
     "      --lib-container PATH   ... in containers (default /opt/cuslice/lib/libcuslice.so)\n"
@@ -43,7 +50,10 @@ void k8s_common_defaults(struct k8s_common *c)
 	const char *node = getenv("NODE_NAME");
 
 	memset(c, 0, sizeof(*c));
-	snprintf(c->cusliced, sizeof(c->cusliced), "/run/cuslice/cusliced.sock");
+	snprintf(c->cusliced, sizeof(c->cusliced), K8S_DEFAULT_CUSLICED);
+	snprintf(c->registration_socket, sizeof(c->registration_socket),
+		 K8S_DEFAULT_REGISTRATION_SOCKET);
+	snprintf(c->container_socket, sizeof(c->container_socket), K8S_DEFAULT_CONTAINER_SOCKET);
 	snprintf(c->lib, sizeof(c->lib), "/var/lib/cuslice/lib/libcuslice.so");
 	snprintf(c->lib_container, sizeof(c->lib_container), "/opt/cuslice/lib/libcuslice.so");
 	c->preload = true;
@@ -65,6 +75,14 @@ int k8s_usage_error(const char *prog, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\nTry '%s --help'.\n", prog);
 	return 2;
+}
+
+static void dir_of(const char *path, char *out, size_t len)
+{
+	char tmp[256];
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	snprintf(out, len, "%s", dirname(tmp));
 }
 
 /* An absolute path option into out; -1 (message printed) when it is not one or too long. */
@@ -109,6 +127,9 @@ int k8s_common_option(struct k8s_common *c, int ch, const char *arg, const char 
 			return -1;
 		}
 		return 1;
+	case K8S_OPT_REGISTRATION_SOCKET:
+		return path_opt(prog, "registration-socket", arg, c->registration_socket,
+				sizeof(c->registration_socket));
 	case K8S_OPT_CONTAINER_SOCKET:
 		return path_opt(prog, "container-socket", arg, c->container_socket,
 				sizeof(c->container_socket));
@@ -182,10 +203,93 @@ int k8s_common_option(struct k8s_common *c, int ch, const char *arg, const char 
 	}
 }
 
+/* The part of path after its last '/'. */
+static const char *base_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* True when path is dir or lies below it. */
+static bool under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strcmp(dir, "/") == 0 ||
+	       (strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0'));
+}
+
+/*
+ * What containers get is the registration socket's directory, mounted
+ * where the container socket's is: the file names must agree, and the
+ * admin socket must not be in there.
+ */
+static int check_sockets(const char *prog, const struct k8s_common *c)
+{
+	char dir[256];
+
+	if (strcmp(base_of(c->registration_socket), base_of(c->container_socket)) != 0)
+		return k8s_usage_error(
+		    prog,
+		    "--container-socket %s and --registration-socket %s: expected the same file "
+		    "name (the registration socket's directory is mounted where the container "
+		    "socket's is)",
+		    c->container_socket, c->registration_socket);
+	dir_of(c->registration_socket, dir, sizeof(dir));
+	if (strcmp(c->cusliced, c->registration_socket) == 0 || under(c->cusliced, dir))
+		return k8s_usage_error(
+		    prog,
+		    "--cusliced %s lies in %s, the directory of the registration socket that "
+		    "containers are given: expected cusliced's admin socket elsewhere (its "
+		    "admin_socket, default " K8S_DEFAULT_CUSLICED ") and its socket in a "
+		    "directory of its own (e.g. socket = " K8S_DEFAULT_REGISTRATION_SOCKET ")",
+		    c->cusliced, dir);
+	return 0;
+}
+
+int k8s_socket_dir_check(const struct k8s_common *c, char *err, size_t errlen)
+{
+	const char *base = base_of(c->registration_socket);
+	size_t bl = strlen(base);
+	char dir[256];
+	struct dirent *de;
+	DIR *dp;
+	int e = 0;
+
+	dir_of(c->registration_socket, dir, sizeof(dir));
+	dp = opendir(dir);
+	if (!dp) {
+		e = -errno;
+		snprintf(err, errlen, "the registration socket's directory %s: %s", dir,
+			 strerror(-e));
+		return e;
+	}
+	while ((de = readdir(dp)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    strcmp(de->d_name, base) == 0 ||
+		    (strncmp(de->d_name, base, bl) == 0 && strcmp(de->d_name + bl, ".new") == 0))
+			continue;
+		snprintf(
+		    err, errlen,
+		    "%s, the directory of cusliced's registration socket that containers are "
+		    "given, holds %.64s too: it must hold that socket alone (root in a "
+		    "container could reach anything else there, the admin socket above all); "
+		    "configure cusliced with its socket in a directory of its own (e.g. socket "
+		    "= " K8S_DEFAULT_REGISTRATION_SOCKET ") and --registration-socket the same",
+		    dir, de->d_name);
+		e = -EPERM;
+		break;
+	}
+	closedir(dp);
+	return e;
+}
+
 int k8s_parse_args(int argc, char **argv, const struct option *longopts, const char *prog,
 		   const char *usage_head, struct k8s_common *common, k8s_own_option_fn own,
 		   void *cfg)
 {
+	bool container_socket_given = false;
 	int ch, idx = -1, e;
 
 	opterr = 0;
@@ -206,6 +310,8 @@ int k8s_parse_args(int argc, char **argv, const struct option *longopts, const c
 			return k8s_usage_error(prog, "unknown option %s", argv[optind - 1]);
 		default:
 			e = own(cfg, ch, name, optarg);
+			if (e == 1 && ch == K8S_OPT_CONTAINER_SOCKET)
+				container_socket_given = true;
 			if (e == 1) {
 				e = k8s_common_option(common, ch, optarg, prog);
 				if (e == 0)
@@ -219,10 +325,11 @@ int k8s_parse_args(int argc, char **argv, const struct option *longopts, const c
 	}
 	if (optind < argc)
 		return k8s_usage_error(prog, "unexpected argument \"%s\"", argv[optind]);
-	if (!common->container_socket[0])
-		snprintf(common->container_socket, sizeof(common->container_socket), "%s",
-			 common->cusliced);
-	return 0;
+	/* Not given: libcuslice's directory in containers, under the host socket's name. */
+	if (!container_socket_given)
+		snprintf(common->container_socket, sizeof(common->container_socket),
+			 "/run/cuslice/%.94s", base_of(common->registration_socket));
+	return check_sockets(prog, common);
 }
 
 /* ---- what a container needs ---- */
@@ -237,14 +344,6 @@ static void mount(struct k8s_edits *e, const char *host, const char *ctr, bool r
 {
 	if (e->nmount < K8S_EDITS_MOUNTS_MAX)
 		e->mount[e->nmount++] = (struct k8s_mount){host, ctr, ro};
-}
-
-static void dir_of(const char *path, char *out, size_t len)
-{
-	char tmp[256];
-
-	snprintf(tmp, sizeof(tmp), "%s", path);
-	snprintf(out, len, "%s", dirname(tmp));
 }
 
 void k8s_container_edits(const struct k8s_common *c, const char *group, const char *const *uuids,
@@ -266,7 +365,7 @@ void k8s_container_edits(const struct k8s_common *c, const char *group, const ch
 		env(out, "NVIDIA_VISIBLE_DEVICES", out->gpus);
 
 	mount(out, c->lib, c->lib_container, true);
-	dir_of(c->cusliced, out->socket_dir[0], sizeof(out->socket_dir[0]));
+	dir_of(c->registration_socket, out->socket_dir[0], sizeof(out->socket_dir[0]));
 	dir_of(c->container_socket, out->socket_dir[1], sizeof(out->socket_dir[1]));
 	mount(out, out->socket_dir[0], out->socket_dir[1], true);
 	if (preload_host)

@@ -19,10 +19,23 @@ enum k8s_injection {
 	K8S_INJECT_NONE,   /* the runtime gives containers their GPU some other way */
 };
 
+/*
+ * Where cusliced's sockets are, as the plugins see them by default: the
+ * admin socket for their own API calls (cusliced's default), and the
+ * registration socket in a directory of its own, the only thing of
+ * cusliced's that containers are given (cusliced's `socket` must say the
+ * same: the chart's configuration does), seen in containers at libcuslice's
+ * default path.
+ */
+#define K8S_DEFAULT_CUSLICED "/run/cuslice/admin/cusliced.sock"
+#define K8S_DEFAULT_REGISTRATION_SOCKET "/run/cuslice/tenant/cusliced.sock"
+#define K8S_DEFAULT_CONTAINER_SOCKET "/run/cuslice/cusliced.sock"
+
 struct k8s_common {
-	char cusliced[108];	    /* cusliced's socket, as the plugin reaches it */
-	char cusliced_token[256];   /* read from --cusliced-token-file ("" = none) */
-	char container_socket[108]; /* where containers find that socket */
+	char cusliced[108];	       /* cusliced's admin socket: the plugin's own API calls */
+	char cusliced_token[256];      /* read from --cusliced-token-file ("" = none) */
+	char registration_socket[108]; /* cusliced's registration socket on the host */
+	char container_socket[108];    /* where containers find it (its directory is mounted) */
 	char lib[256];		    /* libcuslice.so on the host */
 	char lib_container[256];    /* ... and in containers */
 	bool preload;		    /* /etc/ld.so.preload unless a pod or claim opts out */
@@ -40,6 +53,7 @@ struct k8s_common {
 enum {
 	K8S_OPT_CUSLICED = 1000,
 	K8S_OPT_CUSLICED_TOKEN,
+	K8S_OPT_REGISTRATION_SOCKET,
 	K8S_OPT_CONTAINER_SOCKET,
 	K8S_OPT_LIB,
 	K8S_OPT_LIB_CONTAINER,
@@ -61,6 +75,7 @@ enum {
 #define K8S_COMMON_LONGOPTS_END \
 	{"cusliced", required_argument, NULL, K8S_OPT_CUSLICED}, \
 	{"cusliced-token-file", required_argument, NULL, K8S_OPT_CUSLICED_TOKEN}, \
+	{"registration-socket", required_argument, NULL, K8S_OPT_REGISTRATION_SOCKET}, \
 	{"container-socket", required_argument, NULL, K8S_OPT_CONTAINER_SOCKET}, \
 	{"lib", required_argument, NULL, K8S_OPT_LIB}, \
 	{"lib-container", required_argument, NULL, K8S_OPT_LIB_CONTAINER}, \
@@ -103,8 +118,10 @@ typedef int (*k8s_own_option_fn)(void *cfg, int ch, const char *name, const char
 /*
  * Parses the command line: --help (usage_head, then the common options'
  * text) and --version exit 0; the plugin's options go to own, the rest to
- * k8s_common_option; then the container socket defaults to cusliced's
- * path. 0, or 2 after a line naming the option and the accepted form.
+ * k8s_common_option. Then checks what containers will get: the container
+ * socket has the registration socket's file name (its directory is what is
+ * mounted), and the admin socket lies outside that directory. 0, or 2 after
+ * a line naming the option and the accepted form.
  */
 int k8s_parse_args(int argc, char **argv, const struct option *longopts, const char *prog,
 		   const char *usage_head, struct k8s_common *common, k8s_own_option_fn own,
@@ -136,15 +153,29 @@ struct k8s_edits {
 
 /*
  * The edits for a container of group on the GPUs uuids[0..n): CUSLICE_GROUP,
- * CUSLICE_SOCKET, CUSLICE_DAEMON=required (fail closed without the daemon),
+ * CUSLICE_SOCKET (the registration socket, as the container sees it),
+ * CUSLICE_DAEMON=required (fail closed without the daemon),
  * CUDA_VISIBLE_DEVICES (and NVIDIA_VISIBLE_DEVICES with envvar injection,
- * CUSLICE_SHM_DIR with a shm dir); libcuslice read-only, the socket's
- * directory read-only (a container must not replace the daemon's socket;
- * connecting needs no write access to the mount), preload_host (a file
- * naming libcuslice, NULL: none) as /etc/ld.so.preload read-only, the shm
- * dir. Pure.
+ * CUSLICE_SHM_DIR with a shm dir); libcuslice read-only, the registration
+ * socket's directory read-only (a directory, so that a restarted daemon's
+ * new socket is seen; it holds nothing else — k8s_socket_dir_check; a
+ * container must not replace the daemon's socket, and connecting needs no
+ * write access to the mount), preload_host (a file naming libcuslice, NULL:
+ * none) as /etc/ld.so.preload read-only, the shm dir. Never the admin
+ * socket. Pure.
  */
 void k8s_container_edits(const struct k8s_common *c, const char *group, const char *const *uuids,
 			 unsigned n, const char *preload_host, struct k8s_edits *out);
+
+/*
+ * Checks the directory that k8s_container_edits mounts into containers:
+ * it may hold the registration socket (and its temporary name while cusliced
+ * replaces it, NAME.new) and nothing else — above all not the admin socket
+ * or its directory, which root in a container could reach. 0, or -EPERM
+ * with a line naming what else is there and how to fix it; -errno when the
+ * directory cannot be read. Called before a group's container edits are
+ * handed out (Allocate, NodePrepareResources).
+ */
+int k8s_socket_dir_check(const struct k8s_common *c, char *err, size_t errlen);
 
 #endif

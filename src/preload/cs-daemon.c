@@ -16,16 +16,20 @@
  * Whether the node has a daemon is what its socket file says
  * (CUSLICE_DAEMON=optional, the default):
  *   - no socket file: standalone, on the environment's limits;
- *   - a socket nobody answers on (the daemon restarts, or is stopped): the
- *     node is managed, so the process waits for it with a growing backoff,
- *     up to CUSLICE_DAEMON_WAIT (default 10 s), then fails closed: it never
- *     runs on a fresh, unlimited region while its group's policy is away;
- *   - a socket the process may not use (EACCES: not in its group):
- *     standalone, unregistered (the backstop counts its GPU use as a
- *     bypass), with a warning.
+ *   - a socket file: the node is managed, and the process runs registered
+ *     or not at all. Whatever keeps it from registering and may pass —
+ *     nobody listening (the daemon restarts, or is stopped), a connection
+ *     closed or reset or unanswered after connect, a full backlog, DENIED
+ *     EAGAIN (the daemon is busy: over a connection bound, out of memory
+ *     or descriptors) — is tried again with a growing backoff up to
+ *     CUSLICE_DAEMON_WAIT (default 10 s), then the process fails closed: it
+ *     never runs on a fresh, unlimited region while its group's policy is
+ *     away. What cannot pass fails closed at once: a socket it may not
+ *     connect to (EACCES: not in the socket's group), DENIED for any other
+ *     reason (not authorized, wrong token, not a member, no slot left), a
+ *     malformed answer.
  * CUSLICE_DAEMON=required fails closed without a daemon; =off never asks
  * (the process is then unregistered: a bypass to a running daemon).
- * A DENIED answer fails closed with the daemon's reason.
  */
 #include "cs-preload.h"
 
@@ -78,6 +82,9 @@ const char *cs_daemon_socket(void)
 static int connect_daemon(const char *path)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	/* A full backlog (a stopped or wedged daemon) blocks connect this long at most (EAGAIN). */
+	struct timeval tv = {.tv_sec = REGISTER_TIMEOUT_MS / 1000,
+			     .tv_usec = (REGISTER_TIMEOUT_MS % 1000) * 1000};
 	int fd;
 
 	if (strlen(path) >= sizeof(a.sun_path))
@@ -86,6 +93,7 @@ static int connect_daemon(const char *path)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
 		int e = -errno;
 
@@ -221,15 +229,23 @@ static bool adopt_region(int rfd, const struct cs_ipc_registered *ok)
 	return false;
 }
 
+/* Whether DENIED with this errno may pass if asked again later (the daemon is busy). */
+static bool denied_transient(uint32_t code)
+{
+	return code == EAGAIN;
+}
+
 int cs_daemon_register(void)
 {
 	const char *path = cs_daemon_socket(), *mode_text;
 	struct cs_ipc_register reg = {.version = CS_IPC_VERSION};
 	const char *token = getenv("CUSLICE_TOKEN");
 	int mode = daemon_mode(&mode_text), fd, rfd, e;
-	unsigned backoff = BACKOFF_FIRST_MS;
+	unsigned backoff = BACKOFF_FIRST_MS, attempts = 0;
+	bool seen_socket = false; /* some attempt found a socket file there */
 	uint64_t wait_ms, deadline;
 	struct cs_ipc_msg msg;
+	char busy[CS_IPC_REASON] = "";
 
 	if (mode < 0) {
 		cs_fail_closed("CUSLICE_DAEMON=\"%s\": accepted: off, optional (default), required",
@@ -255,20 +271,27 @@ int cs_daemon_register(void)
 		strcpy(reg.token, token);
 	deadline = mono_ms() + wait_ms;
 	for (;;) {
+		attempts++;
 		fd = connect_daemon(path);
-		if ((fd == -ENOENT || fd == -ENOTDIR) && mode == 1) {
+		if ((fd == -ENOENT || fd == -ENOTDIR) && mode == 1 && attempts == 1) {
 			cs_log(CS_LOG_INFO, CS_LOG_NAME, "no cusliced socket at %s: standalone",
 			       path);
 			return 1;
 		}
-		if ((fd == -EACCES || fd == -EPERM) && mode == 1) {
-			cs_log(CS_LOG_WARN, CS_LOG_NAME,
-			       "may not use cusliced's socket %s (%s): running unregistered; "
-			       "cusliced counts this process's GPU use as a bypass",
-			       path, strerror(-fd));
-			return 1;
+		if (fd != -ENOENT && fd != -ENOTDIR)
+			seen_socket = true;
+		if (fd == -EACCES || fd == -EPERM) {
+			/* Waiting will not change who we are: the node is managed, so no run. */
+			cs_fail_closed(
+			    "may not connect to cusliced's socket %s (%s): this node is "
+			    "managed, so the process does not run unregistered; ask an "
+			    "administrator for access (the socket's group, socket_group, "
+			    "and allow_gids)",
+			    path, strerror(-fd));
+			return -1;
 		}
-		if (fd < 0 && fd != -ECONNREFUSED && fd != -EAGAIN && fd != -ENOENT) {
+		if (fd < 0 && fd != -ECONNREFUSED && fd != -EAGAIN && fd != -ENOENT &&
+		    fd != -ENOTDIR) {
 			e = fd;
 			break;	/* not a daemon that is away: a broken path */
 		}
@@ -282,13 +305,18 @@ int cs_daemon_register(void)
 		}
 		if (fd >= 0)
 			close(fd);
-		if (e == 1) {
+		if (e == 1 && !denied_transient(msg.u.denied.code)) {
 			cs_fail_closed("cusliced refused this process: %s", msg.u.denied.reason);
 			return -1;
 		}
+		if (e == 1)
+			snprintf(busy, sizeof(busy), "%s", msg.u.denied.reason);
 		if (e == -EPROTO)
 			break;	/* a daemon that answers nonsense will not get better */
-		/* Away (restarting, stopped, overloaded): the node is managed, so wait. */
+		/*
+		 * Away (restarting, stopped), closed or reset after connect, not
+		 * answering, or busy: the node is managed, so wait and ask again.
+		 */
 		{
 			uint64_t now = mono_ms();
 
@@ -298,7 +326,14 @@ int cs_daemon_register(void)
 		}
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 	}
-	if (e == -ENOENT || e == -ENOTDIR) {
+	if (e == 1) {
+		cs_fail_closed(
+		    "cusliced stayed busy for %llu ms (CUSLICE_DAEMON_WAIT, %u attempts): "
+		    "%s; the process does not run unregistered",
+		    (unsigned long long)wait_ms, attempts, busy);
+		return -1;
+	}
+	if (!seen_socket) {
 		cs_fail_closed("CUSLICE_DAEMON=required: cusliced is not reachable at %s "
 			       "(CUSLICE_SOCKET): no socket there after waiting %llu ms "
 			       "(CUSLICE_DAEMON_WAIT)",
@@ -307,13 +342,17 @@ int cs_daemon_register(void)
 	}
 	if (e) {
 		cs_fail_closed("cusliced's socket %s exists but registration failed (%s) after "
-			       "waiting %llu ms (CUSLICE_DAEMON_WAIT): this node is managed, so the "
-			       "process does not run without its group's policy; start cusliced, or "
-			       "remove the socket file to run standalone",
-			       path, e == -EPROTO ? "the daemon answered with a malformed message "
-						    "or another protocol version"
-						  : strerror(-e),
-			       (unsigned long long)wait_ms);
+			       "waiting %llu ms (CUSLICE_DAEMON_WAIT, %u attempts): this node is "
+			       "managed, so the process does not run without its group's policy; "
+			       "start cusliced, or remove the socket file to run standalone",
+			       path,
+			       e == -EPROTO ? "the daemon answered with a malformed message or "
+					      "another protocol version"
+			       : e == -ECONNRESET || e == -EPIPE
+				   ? "the daemon closed the connection without an answer"
+			       : e == -ETIMEDOUT ? "the daemon did not answer in time"
+						 : strerror(-e),
+			       (unsigned long long)wait_ms, attempts);
 		return -1;
 	}
 	strcpy(cs.group_name, msg.u.ok.group);

@@ -13,8 +13,8 @@
 #include <string.h>
 
 #define KEYS                                                                                       \
-	"library, socket, token_file, shards_per_gpu, default_mem, default_cores, mode, "          \
-	"on_violation, daemon_required, other_gpus, batch, cgroup_root, timeout"
+	"library, socket, admin_socket, token_file, shards_per_gpu, default_mem, default_cores, "  \
+	"mode, on_violation, daemon_required, other_gpus, batch, cgroup_root, timeout"
 #define SHARDS_MAX 100000u
 #define TIMEOUT_MAX_S 300u
 
@@ -23,6 +23,7 @@ static void defaults(struct sp_config *c, const char *library)
 	memset(c, 0, sizeof(*c));
 	snprintf(c->library, sizeof(c->library), "%s", library ? library : "");
 	snprintf(c->socket, sizeof(c->socket), "%s", SP_DEFAULT_SOCKET);
+	snprintf(c->admin_socket, sizeof(c->admin_socket), "%s", SP_DEFAULT_ADMIN_SOCKET);
 	/* A whole GPU's step may use the whole GPU, at any share of its time. */
 	c->default_mem = (struct sp_amount){.set = true, .percent = true, .ppm = 1000000};
 	c->on_violation = SP_ACTION_KILL;
@@ -87,10 +88,18 @@ static int one(struct sp_config *c, const char *key, const char *v, char *err, s
 		if (!path_ok(v, sizeof(c->socket)))
 			return sp_fail(
 			    err, len,
-			    "socket=%s: expected the absolute path of cusliced's socket, "
-			    "shorter than %d characters",
+			    "socket=%s: expected the absolute path of cusliced's registration "
+			    "socket, shorter than %d characters",
 			    v, SP_SOCKET_MAX);
 		snprintf(c->socket, sizeof(c->socket), "%s", v);
+	} else if (strcmp(key, "admin_socket") == 0) {
+		if (!path_ok(v, sizeof(c->admin_socket)))
+			return sp_fail(
+			    err, len,
+			    "admin_socket=%s: expected the absolute path of cusliced's admin "
+			    "socket, shorter than %d characters",
+			    v, SP_SOCKET_MAX);
+		snprintf(c->admin_socket, sizeof(c->admin_socket), "%s", v);
 	} else if (strcmp(key, "token_file") == 0) {
 		if (!path_ok(v, sizeof(c->token_file)))
 			return sp_fail(
@@ -211,6 +220,14 @@ int sp_args_parse(struct sp_config *c, const char *default_library, int ac, char
 		return sp_fail(
 		    err, errlen,
 		    "plugstack.conf: no library=PATH and no default: name libcuslice.so");
+	/* The tasks get `socket`: it must not be the administrator's. */
+	if (strcmp(tmp.socket, tmp.admin_socket) == 0)
+		return sp_fail(
+		    err, errlen,
+		    "plugstack.conf arguments socket=%s and admin_socket: the same "
+		    "socket; expected cusliced's registration socket (given to the tasks) "
+		    "and its admin socket (the plugin's own calls)",
+		    tmp.socket);
 	*c = tmp;
 	return 0;
 }

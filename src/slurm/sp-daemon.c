@@ -1,6 +1,7 @@
 /*
- * The client of cusliced's HTTP/JSON API on its Unix socket: the only place
- * the plugin talks to the daemon.
+ * The client of cusliced's HTTP/JSON API on its admin socket (admin_socket=;
+ * the tasks get the registration socket, socket=): the only place the
+ * plugin talks to the daemon.
  *
  * A few lines of HTTP/1.1 (one request per connection, "Connection: close")
  * instead of libcurl: the plugin is loaded into every srun, sbatch, salloc
@@ -41,7 +42,8 @@ int sp_daemon_init(struct sp_daemon *d, const struct sp_config *c, char *err, si
 	int e;
 
 	memset(d, 0, sizeof(*d));
-	d->socket = c->socket;
+	/* The plugin's own calls: the administrator's socket, never the tasks'. */
+	d->socket = c->admin_socket;
 	d->timeout_ms = c->timeout_ms;
 	if (!c->token_file[0])
 		return 0;

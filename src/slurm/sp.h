@@ -35,7 +35,14 @@
 
 #include <cjson/cJSON.h>
 
+/*
+ * cusliced's two sockets: the registration socket, which the tasks are
+ * given (CUSLICE_SOCKET), and the admin socket, which the plugin (root, in
+ * slurmstepd and the epilog) uses for its own calls. Tasks never get the
+ * admin socket: a job's process may register, never change a policy.
+ */
 #define SP_DEFAULT_SOCKET "/run/cuslice/cusliced.sock"
+#define SP_DEFAULT_ADMIN_SOCKET "/run/cuslice/admin/cusliced.sock"
 #define SP_DEFAULT_CGROUP_DIR "cuslice" /* under the cgroup2 mount */
 #define SP_DEFAULT_TIMEOUT_MS 10000u
 #define SP_GROUP_PREFIX "slurm-"
@@ -82,7 +89,8 @@ const char *sp_shown(const char *s, char out[SP_SHOWN_MAX]);
 
 struct sp_config {
 	char library[PATH_MAX];		/* libcuslice.so preloaded into the tasks */
-	char socket[SP_SOCKET_MAX];	/* cusliced's socket */
+	char socket[SP_SOCKET_MAX]; /* cusliced's registration socket: the tasks' CUSLICE_SOCKET */
+	char admin_socket[SP_SOCKET_MAX]; /* cusliced's admin socket: the plugin's own calls */
 	char token_file[PATH_MAX];	/* "" : none */
 	unsigned shards_per_gpu;	/* 0: not set (shard steps then fail, saying so) */
 	struct sp_amount default_mem;	/* steps with whole GPUs and no --gpu-mem */
@@ -295,7 +303,7 @@ struct sp_reply {
 };
 
 /*
- * Sets up d for c: socket, timeout, the token read from c->token_file.
+ * Sets up d for c: the admin socket, timeout, the token read from c->token_file.
  * 0, or -errno with a message (unreadable or malformed token file).
  */
 int sp_daemon_init(struct sp_daemon *d, const struct sp_config *c, char *err, size_t errlen);

@@ -55,4 +55,25 @@ static const char canned_processes[] =
     "\"gpus\":[{\"uuid\":\"GPU-99999999-0000-0000-0000-000000000000\","
     "\"memory_used\":268435456}],\"state\":\"running\"}]}";
 
+/* GET /v1/self?group=train (the registration socket): a member of a managed group. */
+static const char canned_self_member[] =
+    "{\"peer\":{\"pid\":4321,\"uid\":1000,\"gid\":1000,\"cgroup\":\"/user.slice/u\","
+    "\"pod\":null},\"placement\":{\"asked\":\"train\",\"group\":\"train\",\"managed\":true,"
+    "\"how\":\"member\",\"message\":\"group train is managed and its members rules name you: "
+    "its policy applies\"},\"group\":" CANNED_GROUP_TRAIN "}";
+
+/* GET /v1/self?group=secret: not a member. */
+static const char canned_self_refused[] =
+    "{\"peer\":{\"pid\":4321,\"uid\":1000,\"gid\":1000,\"cgroup\":\"/user.slice/u\","
+    "\"pod\":null},\"placement\":{\"asked\":\"secret\",\"group\":null,\"managed\":false,"
+    "\"how\":\"refused\",\"message\":\"group secret: pid 4321 (uid 1000, cgroup /user.slice/u) "
+    "is not a member: such a process is refused (it fails closed)\"},\"group\":null}";
+
+/* GET /v1/self?group=mine: no policy. */
+static const char canned_self_unmanaged[] =
+    "{\"peer\":{\"pid\":4321,\"uid\":1000,\"gid\":1000,\"cgroup\":\"/user.slice/u\","
+    "\"pod\":\"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\"},\"placement\":{\"asked\":\"mine\","
+    "\"group\":\"mine\",\"managed\":false,\"how\":\"unmanaged\",\"message\":\"group mine has "
+    "no policy: your processes share it on the limits of their environment\"},\"group\":null}";
+
 #endif

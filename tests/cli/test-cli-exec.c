@@ -29,8 +29,17 @@
 #include "stage.h"
 
 static const char *bin, *envdump, *preload, *cusliced, *cs_alloc;
-static char tmpdir[32], sock[64], nosock[64], preload_real[PATH_MAX];
-static struct fake_daemon fake;
+static char tmpdir[32], sock[64], tsock[64], nosock[64], preload_real[PATH_MAX];
+/* The stand-ins: the admin socket (sock) and the registration socket (tsock). */
+static struct fake_daemon fake, tfake;
+
+static const struct fake_route tenant[] = {
+    {"GET", "/v1/self?group=train", 200, canned_self_member},
+    {"GET", "/v1/self?group=secret", 200, canned_self_refused},
+    {"GET", "/v1/self?group=mine", 200, canned_self_unmanaged},
+    {"GET", "/v1/self", 200, canned_self_unmanaged},
+    {NULL},
+};
 
 /*
  * Who the tests that need another user run as (root passes any permission
@@ -109,8 +118,10 @@ static int run_as(int uid, const char *const *env, const char *const *args)
 
 		if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
 			_exit(125);
-		/* The tests' socket, not one in the environment meson runs us in. */
+		/* The tests' sockets, not those of the environment meson runs us in (nor the
+		 * node's: an admin socket given by no test is one nobody listens on). */
 		unsetenv("CUSLICE_SOCKET");
+		setenv("CUSLICE_ADMIN_SOCKET", nosock, 1);
 		unsetenv("CUSLICE_TOKEN");
 		unsetenv("LD_PRELOAD");
 		for (; env && *env; env++) {
@@ -197,11 +208,20 @@ static void usage(const char *first_line, const char *cmd, const char *const *ar
 static void test_cli_usage_errors(void **state)
 {
 	(void)state;
-	usage("cuslice: missing command (one of: run, ps, gpus, groups, set, delete, top, status)",
-	      NULL, ARGS("--socket", sock));
-	usage("cuslice: unknown command \"frob\" (one of: run, ps, gpus, groups, set, delete, top, "
+	usage("cuslice: missing command (one of: run, self, ps, gpus, groups, set, delete, top, "
 	      "status)",
-	      NULL, ARGS("frob"));
+	      NULL, ARGS("--socket", sock));
+	usage(
+	    "cuslice: unknown command \"frob\" (one of: run, self, ps, gpus, groups, set, delete, "
+	    "top, status)",
+	    NULL, ARGS("frob"));
+	usage("cuslice: --admin-socket: expected a path, got an empty string", NULL,
+	      ARGS("--admin-socket", "", "ps"));
+	usage("cuslice self: unexpected argument \"x\"", "self", ARGS("self", "x"));
+	usage("cuslice self: --group \"a/b\": not a valid group name; expected 1 to 63 characters "
+	      "of A-Z a-z 0-9 . _ -, not "
+	      "starting with . or -",
+	      "self", ARGS("self", "--group", "a/b"));
 	usage("cuslice: unknown option --frob", NULL, ARGS("--frob", "ps"));
 	usage("cuslice: option -o needs a value", NULL, ARGS("-o"));
 	usage("cuslice ps: -o \"yaml\": expected table or json", "ps", ARGS("ps", "-o", "yaml"));
@@ -253,8 +273,8 @@ static void test_cli_usage_errors(void **state)
 
 static void test_cli_help(void **state)
 {
-	static const char *const cmds[] = {"run", "ps",	    "gpus", "groups",
-					   "set", "delete", "top",  "status"};
+	static const char *const cmds[] = {"run", "self",   "ps",  "gpus",  "groups",
+					   "set", "delete", "top", "status"};
 	char want[64];
 
 	(void)state;
@@ -265,6 +285,8 @@ static void test_cli_help(void **state)
 	}
 	expect_contains(out, "EXIT STATUS\n");
 	expect_contains(out, "CUSLICE_SOCKET");
+	expect_contains(out, "CUSLICE_ADMIN_SOCKET");
+	expect_contains(out, "--admin-socket PATH");
 	expect_contains(out, "--burst");
 	expect_text(err, "");
 	expect_code(0, cli("run", "--help"));
@@ -288,18 +310,25 @@ static void test_cli_no_daemon(void **state)
 	(void)state;
 	snprintf(want, sizeof(want),
 		 "cuslice: cusliced is not running (no socket at %s); start it or set "
-		 "CUSLICE_SOCKET\n",
+		 "CUSLICE_ADMIN_SOCKET\n",
 		 nosock);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-		expect_code(3, cli("--socket", nosock, cmds[i]));
+		expect_code(3, cli("--admin-socket", nosock, cmds[i]));
 		expect_text(err, want);
 		expect_text(out, "");
 	}
-	/* The socket from the environment, and --socket after the command. */
-	snprintf(stale, sizeof(stale), "CUSLICE_SOCKET=%s", nosock);
+	/* The socket from the environment, and --admin-socket after the command. */
+	snprintf(stale, sizeof(stale), "CUSLICE_ADMIN_SOCKET=%s", nosock);
 	expect_code(3, cli_env(ENV(stale), "ps"));
 	expect_text(err, want);
-	expect_code(3, cli("set", "train", "--mem", "1G", "--socket", nosock));
+	expect_code(3, cli("set", "train", "--mem", "1G", "--admin-socket", nosock));
+	expect_text(err, want);
+	/* self asks the registration socket. */
+	snprintf(want, sizeof(want),
+		 "cuslice: cusliced is not running (no socket at %s); start it or set "
+		 "CUSLICE_SOCKET\n",
+		 nosock);
+	expect_code(3, cli("--socket", nosock, "self"));
 	expect_text(err, want);
 
 	/* A socket file nobody listens on (a daemon that died). */
@@ -308,10 +337,10 @@ static void test_cli_no_daemon(void **state)
 	fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	close(fd);
-	expect_code(3, cli("--socket", stale, "status"));
+	expect_code(3, cli("--admin-socket", stale, "status"));
 	snprintf(want, sizeof(want),
 		 "cuslice: cusliced is not running (nothing listening on %s); start it or set "
-		 "CUSLICE_SOCKET\n",
+		 "CUSLICE_ADMIN_SOCKET\n",
 		 stale);
 	expect_text(err, want);
 	unlink(stale);
@@ -323,7 +352,7 @@ static void test_cli_listings(void **state)
 {
 	(void)state;
 	fake_daemon_reset(&fake, listing);
-	expect_code(0, cli("--socket", sock, "ps"));
+	expect_code(0, cli("--admin-socket", sock, "ps"));
 	expect_text(out, "GROUP    PID GPU                                        MEM-USED "
 			 "MEM-LIMIT CORES CORE-LI"
 			 "MIT STATE                LABELS\n"
@@ -347,14 +376,14 @@ static void test_cli_listings(void **state)
 	assert_string_equal(fake.req[0].path, "/v1/processes");
 	assert_string_equal(fake.req[0].method, "GET");
 
-	expect_code(0, cli("--socket", sock, "gpus"));
+	expect_code(0, cli("--admin-socket", sock, "gpus"));
 	expect_text(out, "INDEX UUID                                     NAME                  "
 			 "MEM-USED MEM-TOTAL UTIL\n"
 			 "    0 " UUID0 " NVIDIA H100 80GB HBM3 6.00 GiB 80.00 GiB  37%\n"
 			 "    1 " UUID1 " NVIDIA A100-SXM4-40GB      0 B 40.00 GiB   0%\n");
-	expect_code(0, cli("status", "--socket", sock));
+	expect_code(0, cli("status", "--admin-socket", sock));
 	expect_contains(out, "uptime          1h 02m 03s\n");
-	expect_code(0, cli("--socket", sock, "groups", "train"));
+	expect_code(0, cli("--admin-socket", sock, "groups", "train"));
 	expect_text(out, "GROUP MANAGED PROCS GPU MEM-USED MEM-LIMIT CORES CORE-LIMIT MODE OOM "
 			 "THROTTLED LABELS\n"
 			 "train yes         2 0   4.00 GiB  8.00 GiB 29.5%        30% hard   3     "
@@ -362,15 +391,15 @@ static void test_cli_listings(void **state)
 			 "pace=team-a,k8s.pod=web-0\n");
 
 	/* -o json: the daemon's reply, re-serialized; before or after the command. */
-	expect_code(0, cli("--socket", sock, "-o", "json", "ps"));
+	expect_code(0, cli("--admin-socket", sock, "-o", "json", "ps"));
 	expect_json(canned_processes);
-	expect_code(0, cli("--socket", sock, "gpus", "-o", "json"));
+	expect_code(0, cli("--admin-socket", sock, "gpus", "-o", "json"));
 	expect_json(canned_gpus);
-	expect_code(0, cli("--socket", sock, "status", "--output=json"));
+	expect_code(0, cli("--admin-socket", sock, "status", "--output=json"));
 	expect_json(canned_status);
-	expect_code(0, cli("--socket", sock, "groups", "-o", "json"));
+	expect_code(0, cli("--admin-socket", sock, "groups", "-o", "json"));
 	expect_json(canned_groups);
-	expect_code(0, cli("--socket", sock, "groups", "train", "-o", "json"));
+	expect_code(0, cli("--admin-socket", sock, "groups", "train", "-o", "json"));
 	expect_json(canned_group_train);
 }
 
@@ -381,7 +410,7 @@ static void test_cli_top_once(void **state)
 	(void)state;
 	fake_daemon_reset(&fake, listing);
 	/* Standard output is a file here: one frame, no escape sequences. */
-	expect_code(0, cli_env(ENV("COLUMNS=100"), "--socket", sock, "top"));
+	expect_code(0, cli_env(ENV("COLUMNS=100"), "--admin-socket", sock, "top"));
 	expect_text(out,
 		    "cuslice top - cusliced 0.1.0, up 1h 02m 03s, 2 groups, 4 processes, 2 "
 		    "gpus\n"
@@ -399,7 +428,7 @@ static void test_cli_top_once(void **state)
 		    "[#....................] 5.0% / -\n"
 		    "pid-777   1     1 [.....................] 512.00 MiB / -      "
 		    "[.....................] 0.0% / 12.5%\n");
-	expect_code(0, cli("--socket", sock, "top", "-o", "json"));
+	expect_code(0, cli("--admin-socket", sock, "top", "-o", "json"));
 	j = cJSON_Parse(out);
 	assert_non_null(j);
 	assert_true(cJSON_IsObject(cJSON_GetObjectItem(j, "status")));
@@ -430,38 +459,38 @@ static void test_cli_daemon_errors(void **state)
 
 	(void)state;
 	fake_daemon_reset(&fake, listing);
-	expect_code(1, cli("--socket", sock, "groups", "nope"));
+	expect_code(1, cli("--admin-socket", sock, "groups", "nope"));
 	expect_text(err, "cuslice: group nope: no such group\n");
 	expect_text(out, "");
-	expect_code(1, cli("--socket", sock, "delete", "nope"));
+	expect_code(1, cli("--admin-socket", sock, "delete", "nope"));
 	expect_text(err, "cuslice: group nope: no such group\n");
-	expect_code(0, cli("--socket", sock, "delete", "train"));
+	expect_code(0, cli("--admin-socket", sock, "delete", "train"));
 	expect_text(err, "");
 	expect_text(out, "");
 	assert_string_equal(fake.req[fake.nreq - 1].method, "DELETE");
-	expect_code(1, cli("--socket", sock, "set", "bad", "--mem", "1G"));
+	expect_code(1, cli("--admin-socket", sock, "set", "bad", "--mem", "1G"));
 	expect_text(err,
 		    "cuslice: memory_limit: expected null (no limit), bytes (a number), ...\n");
 
 	fake_daemon_reset(&fake, not_object);
-	expect_code(1, cli("--socket", sock, "gpus"));
+	expect_code(1, cli("--admin-socket", sock, "gpus"));
 	expect_text(err,
 		    "cuslice: cusliced sent a reply that is not a JSON object to GET /v1/gpus\n");
 	fake_daemon_reset(&fake, broken);
-	expect_code(1, cli("--socket", sock, "status"));
+	expect_code(1, cli("--admin-socket", sock, "status"));
 	expect_text(err, "cuslice: cusliced answered GET /v1/status with HTTP 500\n");
-	expect_code(1, cli("--socket", sock, "ps"));
+	expect_code(1, cli("--admin-socket", sock, "ps"));
 	expect_text(err,
 		    "cuslice: cusliced's reply to GET /v1/processes lacks the fields the table "
 		    "needs (try -o json)\n");
-	expect_code(1, cli("--socket", sock, "groups", "train"));
+	expect_code(1, cli("--admin-socket", sock, "groups", "train"));
 	expect_text(err, "cuslice: unauthorized: set CUSLICE_TOKEN\n");
-	expect_code(1, cli("--socket", sock, "groups", "old"));
+	expect_code(1, cli("--admin-socket", sock, "groups", "old"));
 	expect_text(err, "cuslice: an older daemon's message\n");
-	expect_code(1, cli("--socket", sock, "groups", "odd"));
+	expect_code(1, cli("--admin-socket", sock, "groups", "odd"));
 	expect_text(err, "cuslice: cusliced answered GET /v1/groups/odd with HTTP 503\n");
 	/* Unknown paths (an older daemon): 404 with the stand-in's message. */
-	expect_code(1, cli("--socket", sock, "groups", "nope"));
+	expect_code(1, cli("--admin-socket", sock, "groups", "nope"));
 	expect_text(err, "cuslice: no such path\n");
 }
 
@@ -474,7 +503,18 @@ static void test_cli_permission_denied(void **state)
 	fake_daemon_reset(&fake, listing);
 	assert_int_equal(chmod(sock, 0), 0);
 	/* root passes any mode: drop to nobody to meet the refusal. */
-	rc = run_as(other.uid, NULL, ARGS("--socket", sock, "ps"));
+	rc = run_as(other.uid, NULL, ARGS("--admin-socket", sock, "ps"));
+	expect_code(1, rc);
+	snprintf(want, sizeof(want),
+		 "cuslice: cannot connect to cusliced's admin socket %s: Permission denied: "
+		 "administering cusliced is for root and the administrators it names (admin_uids "
+		 "/ admin_gids, with admin_group to reach the socket); ask an administrator. "
+		 "Without it, `cuslice self` shows your own group and limits and `cuslice run` "
+		 "runs programs\n",
+		 sock);
+	expect_text(err, want);
+	/* The registration socket (self): the socket's group. */
+	rc = run_as(other.uid, NULL, ARGS("--socket", sock, "self"));
 	assert_int_equal(chmod(sock, 0777), 0);
 	expect_code(1, rc);
 	snprintf(want, sizeof(want),
@@ -483,13 +523,32 @@ static void test_cli_permission_denied(void **state)
 		 sock);
 	expect_text(err, want);
 	assert_int_equal(fake.nreq, 0);
+
+	/* Reached, but not an administrator: the daemon's words and what to do. */
+	{
+		static const struct fake_route forbidden[] = {
+		    {"GET", "/v1/status", 403,
+		     "{\"error\": {\"code\": \"forbidden\", \"message\": \"permission denied: uid "
+		     "1000 (gid 1000) may not administer cusliced (not root, not the daemon's "
+		     "user, not in admin_uids / admin_gids)\"}}"},
+		    {NULL},
+		};
+
+		fake_daemon_reset(&fake, forbidden);
+		expect_code(1, cli("--admin-socket", sock, "status"));
+		expect_text(err,
+			    "cuslice: permission denied: uid 1000 (gid 1000) may not administer "
+			    "cusliced (not root, not the daemon's user, not in admin_uids / "
+			    "admin_gids); ask an administrator (or use `cuslice self` for your "
+			    "own view)\n");
+	}
 }
 
 static void test_cli_set(void **state)
 {
 	(void)state;
 	fake_daemon_reset(&fake, listing);
-	expect_code(0, cli("--socket", sock, "set", "train", "--mem", "4GiB", "--cores", "30",
+	expect_code(0, cli("--admin-socket", sock, "set", "train", "--mem", "4GiB", "--cores", "30",
 			   "--burst", "--required"));
 	/* The PUT, then /v1/gpus for the table's GPU indices. */
 	assert_int_equal(fake.nreq, 2);
@@ -505,15 +564,15 @@ static void test_cli_set(void **state)
 			 "pace=team-a,k8s.pod=web-0\n");
 
 	fake_daemon_reset(&fake, listing);
-	expect_code(0, cli("--socket", sock, "set", "--mem", "none", "train", "--cores", "none",
-			   "--hard", "--optional", "-o", "json"));
+	expect_code(0, cli("--admin-socket", sock, "set", "--mem", "none", "train", "--cores",
+			   "none", "--hard", "--optional", "-o", "json"));
 	assert_int_equal(fake.nreq, 1);
 	assert_string_equal(fake.req[0].body, "{\"memory_limit\":null,\"core_limit\":null,"
 					      "\"mode\":\"hard\",\"daemon_required\":false}");
 	expect_json(canned_group_train);
 
 	fake_daemon_reset(&fake, listing);
-	expect_code(0, cli_env(ENV("CUSLICE_TOKEN=s3cret"), "--socket", sock, "set", "train",
+	expect_code(0, cli_env(ENV("CUSLICE_TOKEN=s3cret"), "--admin-socket", sock, "set", "train",
 			       "--mem", "50%", "-o", "json"));
 	assert_string_equal(fake.req[0].body, "{\"memory_limit\":\"50%\"}");
 	assert_string_equal(fake.req[0].auth, "Bearer s3cret");
@@ -572,51 +631,149 @@ static void test_cli_run_daemon(void **state)
 	int rc;
 
 	(void)state;
-	/* A named group: its policy first, then the command. */
+	/* A named group: its policy first, on the admin socket, then the command. */
 	fake_daemon_reset(&fake, listing);
-	expect_code(0, cli("--socket", sock, "run", "--group", "team", "--mem", "50%", "--cores",
-			   "12.5", envdump, "--exit", "0"));
+	fake_daemon_reset(&tfake, tenant);
+	expect_code(0, cli("--admin-socket", sock, "--socket", tsock, "run", "--group", "team",
+			   "--mem", "50%", "--cores", "12.5", envdump, "--exit", "0"));
 	assert_int_equal(fake.nreq, 1);
 	assert_string_equal(fake.req[0].method, "PUT");
 	assert_string_equal(fake.req[0].path, "/v1/groups/team");
 	assert_string_equal(fake.req[0].body, "{\"memory_limit\":\"50%\",\"core_limit\":12.5,"
 					      "\"mode\":\"hard\"}");
 	expect_contains(out, "CUSLICE_GROUP=team\n");
+	expect_text(err, "");
+	assert_int_equal(tfake.nreq, 0);
 
 	/* The default group names one run: no policy is stored for it. */
 	fake_daemon_reset(&fake, listing);
-	expect_code(0, cli("--socket", sock, "run", "--mem", "1G", envdump));
+	expect_code(0, cli("--admin-socket", sock, "run", "--mem", "1G", envdump));
 	assert_int_equal(fake.nreq, 0);
 
 	/* The daemon refuses the policy: the command does not run. */
 	fake_daemon_reset(&fake, listing);
-	expect_code(1, cli("--socket", sock, "run", "--group", "bad", "--mem", "1G", envdump));
+	expect_code(1,
+		    cli("--admin-socket", sock, "run", "--group", "bad", "--mem", "1G", envdump));
 	expect_text(err,
 		    "cuslice: memory_limit: expected null (no limit), bytes (a number), ...\n");
 	expect_text(out, "");
 
-	/* A socket we may not use: a warning, and the run goes on standalone, governed. */
+	/*
+	 * Not an administrator (the admin socket is out of reach): nothing is
+	 * stored; the registration socket says where the processes go, and
+	 * cuslice says so. A managed group it may join: that group's policy.
+	 */
 	fake_daemon_reset(&fake, listing);
 	assert_int_equal(chmod(sock, 0), 0);
 	snprintf(pre, sizeof(pre), "CUSLICE_PRELOAD=%s", other.preload);
 	rc = run_as(other.uid, ENV(pre),
-		    ARGS("--socket", sock, "run", "--group", "team", other.envdump, "--exit", "3"));
-	assert_int_equal(chmod(sock, 0777), 0);
+		    ARGS("--admin-socket", sock, "--socket", tsock, "run", "--group", "train",
+			 "--mem", "1G", other.envdump, "--exit", "3"));
 	expect_code(3, rc);
 	snprintf(want, sizeof(want),
-		 "cuslice: warning: cannot use cusliced at %s: Permission denied; running without "
-		 "it\n",
+		 "cuslice: note: not an administrator of cusliced (admin socket %s: Permission "
+		 "denied): group train's policy is not changed\n"
+		 "cuslice: note: the command runs in managed group train (member): group train is "
+		 "managed and its members rules name you: its policy applies; --mem/--cores do not "
+		 "change it\n",
 		 sock);
 	expect_text(err, want);
-	expect_contains(out, "CUSLICE_GROUP=team\n");
+	expect_contains(out, "CUSLICE_GROUP=train\n");
 	snprintf(want, sizeof(want), "LD_PRELOAD=%s\n", other.preload_real);
 	expect_contains(out, want);
+	assert_int_equal(tfake.nreq, 1);
+	assert_string_equal(tfake.req[0].path, "/v1/self?group=train");
+	/* A group without a policy: an unmanaged group on the limits given. */
+	rc = run_as(other.uid, ENV(pre),
+		    ARGS("--admin-socket", sock, "--socket", tsock, "run", "--group", "mine",
+			 "--mem", "1G", other.envdump, "--exit", "0"));
+	expect_code(0, rc);
+	expect_contains(err, "cuslice: note: group mine has no policy: the run uses --mem/--cores, "
+			     "as an unmanaged group\n");
+	expect_contains(out, "CUSLICE_MEM_LIMIT=1G\n");
+	/* A managed group it is not a member of: told now, and the command does not start. */
+	rc = run_as(other.uid, ENV(pre),
+		    ARGS("--admin-socket", sock, "--socket", tsock, "run", "--group", "secret",
+			 other.envdump, "--exit", "0"));
+	expect_code(1, rc);
+	expect_contains(err, "cuslice: group secret: pid 4321 (uid 1000, cgroup /user.slice/u) is "
+			     "not a member: such a process is refused (it fails closed); cusliced "
+			     "would refuse the command's processes (they fail closed): ask an "
+			     "administrator to make you a member of secret, or run without "
+			     "--group\n");
+	expect_text(out, "");
+	/* Neither socket usable: the run goes on, saying what it could not ask. */
+	assert_int_equal(chmod(tsock, 0), 0);
+	rc = run_as(other.uid, ENV(pre),
+		    ARGS("--admin-socket", sock, "--socket", tsock, "run", "--group", "train",
+			 other.envdump, "--exit", "0"));
+	assert_int_equal(chmod(tsock, 0777), 0);
+	assert_int_equal(chmod(sock, 0777), 0);
+	expect_code(0, rc);
+	snprintf(want, sizeof(want),
+		 "cuslice: warning: cannot ask cusliced at %s where group train's processes go: "
+		 "Permission denied\n",
+		 tsock);
+	expect_contains(err, want);
+	assert_int_equal(fake.nreq, 0);
+
+	/* Reached, and told 403 forbidden (not one of its administrators): the same path. */
+	{
+		static const struct fake_route forbidden[] = {
+		    {"PUT", "/v1/groups/mine", 403,
+		     "{\"error\": {\"code\": \"forbidden\", \"message\": \"permission denied\"}}"},
+		    {NULL},
+		};
+
+		fake_daemon_reset(&fake, forbidden);
+		fake_daemon_reset(&tfake, tenant);
+		expect_code(0, cli("--admin-socket", sock, "--socket", tsock, "run", "--group",
+				   "mine", envdump));
+		expect_contains(err, "cuslice: note: not an administrator of cusliced");
+		expect_contains(err, "cuslice: note: group mine has no policy: the run uses the "
+				     "environment's limits, as an unmanaged group\n");
+		assert_int_equal(fake.nreq, 1);
+		assert_int_equal(tfake.nreq, 1);
+	}
+}
+
+/* cuslice self: the registration socket's view of the caller. */
+static void test_cli_self(void **state)
+{
+	(void)state;
+	fake_daemon_reset(&fake, listing);
+	fake_daemon_reset(&tfake, tenant);
+	expect_code(0, cli("--socket", tsock, "self", "--group", "train"));
+	expect_text(out, "uid        1000 (gid 1000)\n"
+			 "cgroup     /user.slice/u\n"
+			 "pod        -\n"
+			 "asked      train\n"
+			 "group      train (managed)\n"
+			 "placement  member: group train is managed and its members rules name "
+			 "you: its policy applies\n"
+			 "\n"
+			 "GROUP MANAGED PROCS GPU                                      MEM-USED "
+			 "MEM-LIMIT CORES CORE-LIMIT MODE OOM THROTTLED LABELS\n"
+			 "train yes         2 " UUID0 " 4.00 GiB  8.00 GiB 29.5%        30% hard "
+			 "  3     12.5s k8s.namespace=team-a,k8s.pod=web-0\n");
+	expect_text(err, "");
+	assert_string_equal(tfake.req[0].path, "/v1/self?group=train");
+	expect_code(0, cli("--socket", tsock, "self", "-o", "json"));
+	expect_json(canned_self_unmanaged);
+	expect_code(0, cli("--socket", tsock, "self", "--group", "mine"));
+	expect_contains(out, "pod        0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\n");
+	expect_contains(out, "placement  unmanaged: group mine has no policy");
+	/* Nothing went to the admin socket. */
+	assert_int_equal(fake.nreq, 0);
 }
 
 /* ---- end to end with the real daemon on cusim (when it is built) ---- */
 
-/* Starts cusliced on `socket` in dir; its PID. Waits until it accepts connections. */
-static pid_t start_daemon(const char *dir, const char *socket_path)
+/*
+ * Starts cusliced on `socket_path` and `admin_path` in dir; its PID. Waits
+ * until it accepts connections.
+ */
+static pid_t start_daemon(const char *dir, const char *socket_path, const char *admin_path)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	char state[96], log[96];
@@ -631,8 +788,9 @@ static pid_t start_daemon(const char *dir, const char *socket_path)
 
 		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
 			_exit(125);
-		execl(cusliced, cusliced, "--socket", socket_path, "--state-dir", state,
-		      "--shm-dir", dir, "--metrics-listen", "none", (char *)NULL);
+		execl(cusliced, cusliced, "--socket", socket_path, "--admin-socket", admin_path,
+		      "--state-dir", state, "--shm-dir", dir, "--metrics-listen", "none",
+		      (char *)NULL);
 		_exit(127);
 	}
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", socket_path);
@@ -667,7 +825,7 @@ static double policy_memory_limit(void)
 
 static void test_cli_daemon_e2e(void **state)
 {
-	char dsock[96], inst[64], want[256];
+	char dsock[96], dadmin[96], inst[64], want[256];
 	cJSON *j;
 	pid_t d;
 	int status;
@@ -676,6 +834,7 @@ static void test_cli_daemon_e2e(void **state)
 	if (!cusliced || !cs_alloc)
 		skip();
 	snprintf(dsock, sizeof(dsock), "%s/d.sock", tmpdir);
+	snprintf(dadmin, sizeof(dadmin), "%s/admin/d.sock", tmpdir);
 	snprintf(inst, sizeof(inst), "cli-e2e-%ld", (long)getpid());
 	/* One private cusim machine for the daemon and the clients. */
 	setenv("CUSIM_INSTANCE", inst, 1);
@@ -683,40 +842,41 @@ static void test_cli_daemon_e2e(void **state)
 	setenv("CUSIM_GPUS", "H100:4GiB", 1);
 	setenv("CUSIM_CTX_MEM", "33554432", 1);
 	setenv("CUSLICE_CTX_MEM", "33554432", 1);
-	d = start_daemon(tmpdir, dsock);
+	d = start_daemon(tmpdir, dsock, dadmin);
 
-	expect_code(0, cli("--socket", dsock, "status", "-o", "json"));
+	expect_code(0, cli("--admin-socket", dadmin, "status", "-o", "json"));
 	j = cJSON_Parse(out);
 	assert_non_null(j);
 	assert_int_equal(cJSON_GetObjectItem(j, "pid")->valueint, d);
 	cJSON_Delete(j);
 
 	/* A policy set by the CLI limits a process that run puts in the group. */
-	expect_code(0, cli("--socket", dsock, "set", "e2e", "--mem", "256MiB", "-o", "json"));
+	expect_code(0,
+		    cli("--admin-socket", dadmin, "set", "e2e", "--mem", "256MiB", "-o", "json"));
 	assert_true(policy_memory_limit() == 268435456.0);
-	expect_code(0, cli("--socket", dsock, "run", "--group", "e2e", "--", cs_alloc, "--bytes",
-			   "512MiB", "--expect-oom"));
+	expect_code(0, cli("--admin-socket", dadmin, "--socket", dsock, "run", "--group", "e2e",
+			   "--", cs_alloc, "--bytes", "512MiB", "--expect-oom"));
 	/* run stores its limits as the named group's policy, and the process gets them. */
-	expect_code(0, cli("--socket", dsock, "run", "--group", "e2e", "--mem", "128MiB", "--",
-			   cs_alloc, "--bytes", "64MiB"));
+	expect_code(0, cli("--admin-socket", dadmin, "--socket", dsock, "run", "--group", "e2e",
+			   "--mem", "128MiB", "--", cs_alloc, "--bytes", "64MiB"));
 	expect_contains(out, "total=134217728 ");
-	expect_code(0, cli("--socket", dsock, "groups", "e2e", "-o", "json"));
+	expect_code(0, cli("--admin-socket", dadmin, "groups", "e2e", "-o", "json"));
 	assert_true(policy_memory_limit() == 134217728.0);
-	expect_code(0, cli("--socket", dsock, "ps"));
+	expect_code(0, cli("--admin-socket", dadmin, "ps"));
 	expect_contains(out, "GROUP ");
-	expect_code(0, cli("--socket", dsock, "delete", "e2e"));
-	expect_code(1, cli("--socket", dsock, "delete", "e2e"));
+	expect_code(0, cli("--admin-socket", dadmin, "delete", "e2e"));
+	expect_code(1, cli("--admin-socket", dadmin, "delete", "e2e"));
 	expect_contains(err, "e2e");
 
 	assert_int_equal(kill(d, SIGTERM), 0);
 	assert_int_equal(waitpid(d, &status, 0), d);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	/* A stopped daemon leaves its socket (the node stays managed): nobody listens there. */
-	expect_code(3, cli("--socket", dsock, "status"));
+	expect_code(3, cli("--admin-socket", dadmin, "status"));
 	snprintf(want, sizeof(want),
 		 "cuslice: cusliced is not running (nothing listening on %s); start "
-		 "it or set CUSLICE_SOCKET\n",
-		 dsock);
+		 "it or set CUSLICE_ADMIN_SOCKET\n",
+		 dadmin);
 	expect_text(err, want);
 }
 
@@ -774,9 +934,12 @@ static int setup(void **state)
 	chmod(tmpdir, 0755);
 	snprintf(sock, sizeof(sock), "%s/cusliced.sock", tmpdir);
 	snprintf(nosock, sizeof(nosock), "%s/none.sock", tmpdir);
-	if (fake_daemon_start(&fake, sock, listing) < 0)
+	snprintf(tsock, sizeof(tsock), "%s/tenant.sock", tmpdir);
+	if (fake_daemon_start(&fake, sock, listing) < 0 ||
+	    fake_daemon_start(&tfake, tsock, tenant) < 0)
 		return -1;
 	chmod(sock, 0777);
+	chmod(tsock, 0777);
 	return 0;
 }
 
@@ -786,6 +949,7 @@ static int teardown(void **state)
 
 	(void)state;
 	fake_daemon_stop(&fake);
+	fake_daemon_stop(&tfake);
 	stage_close(&other.stage);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	return system(cmd) == 0 ? 0 : -1;
@@ -805,6 +969,7 @@ int main(void)
 	    cmocka_unit_test(test_cli_run_env),
 	    cmocka_unit_test(test_cli_run_exit_status),
 	    cmocka_unit_test(test_cli_run_daemon),
+	    cmocka_unit_test(test_cli_self),
 	    cmocka_unit_test(test_cli_daemon_e2e),
 	};
 

@@ -87,6 +87,10 @@ static void test_config_defaults(void **state)
 	cd_config_defaults(&c);
 	assert_string_equal(c.socket, "/run/cuslice/cusliced.sock");
 	assert_string_equal(c.socket_group, "");
+	assert_string_equal(c.admin_socket, "/run/cuslice/admin/cusliced.sock");
+	assert_string_equal(c.admin_group, "");
+	assert_int_equal(c.n_admin_uids, 0);
+	assert_int_equal(c.n_admin_gids, 0);
 	assert_string_equal(c.state_dir, "/var/lib/cuslice");
 	assert_string_equal(c.shm_dir, "/dev/shm");
 	assert_string_equal(c.metrics_listen, "127.0.0.1:9464");
@@ -119,6 +123,8 @@ static void test_config_every_option(void **state)
 		 "[daemon]\n"
 		 "socket = /tmp/x/cusliced.sock\n"
 		 "socket_group = video\n"
+		 "admin_socket = /tmp/x-admin/a.sock\n"
+		 "admin_group = root\n"
 		 "state_dir = /var/lib/other\n"
 		 "shm_dir = /dev/shm/cuslice\n"
 		 "metrics_listen = [::1]:9100\n"
@@ -126,6 +132,8 @@ static void test_config_every_option(void **state)
 		 "token_file = %s\n"
 		 "allow_uids = 0,1000,root\n"
 		 "allow_gids = 27,root\n"
+		 "admin_uids = 1001,root\n"
+		 "admin_gids = 4,27\n"
 		 "backstop_interval = 500ms\n"
 		 "session_ttl = 2m\n"
 		 "on_bypass = kill\n",
@@ -133,6 +141,14 @@ static void test_config_every_option(void **state)
 	c = parse_ok(text);
 	assert_string_equal(c.socket, "/tmp/x/cusliced.sock");
 	assert_string_equal(c.socket_group, "video");
+	assert_string_equal(c.admin_socket, "/tmp/x-admin/a.sock");
+	assert_string_equal(c.admin_group, "root");
+	assert_int_equal(c.n_admin_uids, 2);
+	assert_int_equal(c.admin_uids[0], 1001);
+	assert_int_equal(c.admin_uids[1], 0);
+	assert_int_equal(c.n_admin_gids, 2);
+	assert_int_equal(c.admin_gids[0], 4);
+	assert_int_equal(c.admin_gids[1], 27);
 	assert_string_equal(c.state_dir, "/var/lib/other");
 	assert_string_equal(c.shm_dir, "/dev/shm/cuslice");
 	assert_string_equal(c.metrics_listen, "[::1]:9100");
@@ -297,6 +313,70 @@ static void test_config_bad_values(void **state)
 		    "line 2: log_level = \"\\\"a\\\\b\\\"\": expected error, warn, info or debug");
 }
 
+/* The admin keys: refused like their registration-socket twins. */
+static void test_config_admin_values(void **state)
+{
+	(void)state;
+	parse_fails("[daemon]\nadmin_socket = admin.sock\n",
+		    "line 2: admin_socket = \"admin.sock\": expected an absolute path shorter than "
+		    "108 characters");
+	parse_fails("[daemon]\nadmin_group = 99999999999\n",
+		    "line 2: admin_group = \"99999999999\": gid out of range; accepted: a group "
+		    "name, or a gid from 0 to 4294967294 (empty: none: administrators are root "
+		    "and the daemon's user)");
+	parse_fails("[daemon]\nadmin_group = a b\n",
+		    "line 2: admin_group = \"a b\": expected a group name or number (empty: "
+		    "none: administrators are root and the daemon's user)");
+	parse_fails("[daemon]\nadmin_uids = no-such-user-cd\n",
+		    "line 2: admin_uids = \"no-such-user-cd\": unknown user \"no-such-user-cd\"");
+	parse_fails(
+	    "[daemon]\nadmin_gids = 4294967295\n",
+	    "line 2: admin_gids = \"4294967295\": group id 4294967295 is out of range (0 to "
+	    "4294967294)");
+	parse_fails("[daemon]\nadmin_uids = 1,,2\n",
+		    "line 2: admin_uids = \"1,,2\": an item is empty; accepted: a comma list of at "
+		    "most 32 user names or numeric ids, no blanks, e.g. 0,1000,alice");
+}
+
+/* The admin socket in a directory of its own, away from the registration socket. */
+static void test_config_check(void **state)
+{
+	struct cd_config c;
+	char err[512];
+
+	(void)state;
+	cd_config_defaults(&c);
+	assert_int_equal(cd_config_check(&c, err, sizeof(err)), 0);
+	/* The same socket. */
+	strcpy(c.admin_socket, c.socket);
+	assert_int_equal(cd_config_check(&c, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "admin_socket /run/cuslice/cusliced.sock is the registration "
+				 "socket (socket): the admin socket must be another, in a "
+				 "directory of its own (default /run/cuslice/admin/cusliced.sock)");
+	/* The same directory: given to containers with the registration socket. */
+	strcpy(c.admin_socket, "/run/cuslice/admin.sock");
+	assert_int_equal(cd_config_check(&c, err, sizeof(err)), -EINVAL);
+	assert_string_equal(
+	    err, "admin_socket /run/cuslice/admin.sock: its directory /run/cuslice "
+		 "would hold the registration socket /run/cuslice/cusliced.sock (socket), "
+		 "which tenants must reach while the admin directory is root's alone; "
+		 "put the admin socket in a directory of its own (default "
+		 "/run/cuslice/admin/cusliced.sock)");
+	/* A directory above the registration socket's. */
+	strcpy(c.socket, "/run/cuslice/tenant/s");
+	strcpy(c.admin_socket, "/run/cuslice/a.sock");
+	assert_int_equal(cd_config_check(&c, err, sizeof(err)), -EINVAL);
+	strcpy(c.admin_socket, "/a.sock");
+	assert_int_equal(cd_config_check(&c, err, sizeof(err)), -EINVAL);
+	/* Beside it, or anywhere else, is fine; a name sharing a prefix is not "below". */
+	strcpy(c.admin_socket, "/run/cuslice/admin/a.sock");
+	assert_int_equal(cd_config_check(&c, err, sizeof(err)), 0);
+	strcpy(c.socket, "/run/cuslice/admin2/s");
+	assert_int_equal(cd_config_check(&c, err, sizeof(err)), 0);
+	strcpy(c.socket, "/run/cuslice/admin/t/s");
+	assert_int_equal(cd_config_check(&c, err, sizeof(err)), -EINVAL);
+}
+
 static void test_config_bad_structure(void **state)
 {
 	(void)state;
@@ -304,11 +384,12 @@ static void test_config_bad_structure(void **state)
 		    "line 1: \"socket\" outside a section; expected it under [daemon]");
 	parse_fails("[daemon]\n[metrics]\nport = 1\n",
 		    "line 3: unknown section [metrics]; accepted: [daemon]");
-	parse_fails("[daemon]\n\nsockets = /s\n",
-		    "line 3: unknown key \"sockets\"; accepted: socket, socket_group, state_dir, "
-		    "shm_dir, metrics_listen, log_level, token_file, allow_uids, allow_gids, "
-		    "backstop_interval, session_ttl, on_bypass, ipc_sessions_per_uid, "
-		    "api_connections_per_uid");
+	parse_fails(
+	    "[daemon]\n\nsockets = /s\n",
+	    "line 3: unknown key \"sockets\"; accepted: socket, socket_group, admin_socket, "
+	    "admin_group, state_dir, shm_dir, metrics_listen, log_level, token_file, "
+	    "allow_uids, allow_gids, admin_uids, admin_gids, backstop_interval, "
+	    "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid");
 	parse_fails("[daemon]\nlog_level = info\nlog_level = debug\n",
 		    "line 3: log_level given twice (or continued on an indented line)");
 	parse_fails("[daemon]\nthis is not a key\n",
@@ -423,6 +504,7 @@ int main(void)
 	    cmocka_unit_test(test_config_value_forms),	 cmocka_unit_test(test_config_bad_values),
 	    cmocka_unit_test(test_config_bad_structure), cmocka_unit_test(test_config_long_line),
 	    cmocka_unit_test(test_config_token_file),	 cmocka_unit_test(test_config_set),
+	    cmocka_unit_test(test_config_admin_values),	 cmocka_unit_test(test_config_check),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

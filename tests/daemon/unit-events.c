@@ -1,8 +1,8 @@
 /*
  * Unit tests of src/daemon/cd-events.c and cd-events-file.c: retention
- * classes that floods of another class cannot flush, the per-uid rate limit
- * and its "suppressed" summaries, seq numbers across classes and restarts,
- * the files (mode, lines, rotation, reading back what a crash left).
+ * classes that floods of another class cannot flush, the per-tenant rate
+ * limit (a uid; root's pods each their own) and its "suppressed" summaries, seq numbers across
+ * classes and restarts, the files (mode, lines, rotation, reading back what a crash left).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +22,19 @@
 #include "cd-int.h"
 
 static struct cd_events ev;
+
+/* The tenant of a process of uid on the host; NULL (the daemon's own) for CD_UID_NONE. */
+static const struct cd_tenant *TU(uid_t uid)
+{
+	static struct cd_tenant ring[8];
+	static unsigned next;
+	struct cd_tenant *t = &ring[next++ % 8];
+
+	if (uid == CD_UID_NONE)
+		return NULL;
+	cd_tenant_make(t, uid, "/", CD_PIDNS_DAEMON, false);
+	return t;
+}
 static struct cd_event out[3 * CD_EVENTS_MAX + 8];
 static char dir[64];
 
@@ -67,7 +80,7 @@ static void add_n(unsigned n, uid_t uid, const char *kind, uint64_t t0_ms)
 		char msg[32];
 
 		snprintf(msg, sizeof(msg), "%s %u", kind, i);
-		cd_events_add(&ev, 1000.0 + i, t0_ms + i, uid, kind, "g", (pid_t)(i + 1), msg);
+		cd_events_add(&ev, 1000.0 + i, t0_ms + i, TU(uid), kind, "g", (pid_t)(i + 1), msg);
 	}
 }
 
@@ -84,10 +97,10 @@ static void test_events_fields_and_classes(void **state)
 {
 	(void)state;
 	assert_int_equal(cd_events_since(&ev, 0, out, 10), 0);
-	assert_int_equal(cd_events_add(&ev, 12.5, 1, 1000, "bypass", NULL, 77, "m1"), 1);
-	assert_int_equal(cd_events_add(&ev, 13.5, 2, CD_UID_NONE, "policy", "train", 0, "m2"), 2);
-	assert_int_equal(cd_events_add(&ev, 14.5, 3, 1000, "registered", "g", 5, "m3"), 3);
-	assert_int_equal(cd_events_add(&ev, 15.5, 4, 1001, "denied", "", 6, "m4"), 4);
+	assert_int_equal(cd_events_add(&ev, 12.5, 1, TU(1000), "bypass", NULL, 77, "m1"), 1);
+	assert_int_equal(cd_events_add(&ev, 13.5, 2, NULL, "policy", "train", 0, "m2"), 2);
+	assert_int_equal(cd_events_add(&ev, 14.5, 3, TU(1000), "registered", "g", 5, "m3"), 3);
+	assert_int_equal(cd_events_add(&ev, 15.5, 4, TU(1001), "denied", "", 6, "m4"), 4);
 	assert_int_equal(cd_event_class_of("bypass"), CD_EVCLASS_ENFORCEMENT);
 	assert_int_equal(cd_event_class_of("over_quota"), CD_EVCLASS_ENFORCEMENT);
 	assert_int_equal(cd_event_class_of("killed"), CD_EVCLASS_ENFORCEMENT);
@@ -122,8 +135,8 @@ static void test_events_classes_kept(void **state)
 	unsigned n;
 
 	(void)state;
-	cd_events_add(&ev, 1, 0, 1000, "bypass", "", 7, "the bypass");
-	cd_events_add(&ev, 1, 0, 1001, "denied", "", 8, "the refusal");
+	cd_events_add(&ev, 1, 0, TU(1000), "bypass", "", 7, "the bypass");
+	cd_events_add(&ev, 1, 0, TU(1001), "denied", "", 8, "the refusal");
 	for (uid_t u = 2000; u < 2000 + 5000 / CD_EVENTS_BURST + 1; u++)
 		add_n(CD_EVENTS_BURST, u, "registered", 10);
 	n = cd_events_since(&ev, 0, out, sizeof(out) / sizeof(out[0]));
@@ -143,7 +156,7 @@ static void test_events_rate_limit(void **state)
 	unsigned n;
 
 	(void)state;
-	cd_events_add(&ev, 1, 0, 1001, "registered", "g", 9, "someone else's");
+	cd_events_add(&ev, 1, 0, TU(1001), "registered", "g", 9, "someone else's");
 	add_n(5000, 1000, "registered", 100); /* 5 s of it, one per millisecond */
 	n = cd_events_since(&ev, 0, out, sizeof(out) / sizeof(out[0]));
 	/* The burst, and what 4 per second refilled over those 5 s. */
@@ -173,13 +186,13 @@ static void test_events_rate_limit(void **state)
 	assert_int_equal(ev.nbuckets, 0);
 	/* Root (node services; every tenant where pods run as root) gets CD_ROOT_FACTOR times. */
 	add_n(1000, 0, "reclaimed", 200000);
-	assert_int_equal(cd_events_burst(0), CD_EVENTS_BURST * CD_ROOT_FACTOR);
-	assert_int_equal(cd_events_rate(0), CD_EVENTS_RATE * CD_ROOT_FACTOR);
+	assert_int_equal(cd_events_burst(true), CD_EVENTS_BURST * CD_ROOT_FACTOR);
+	assert_int_equal(cd_events_rate(true), CD_EVENTS_RATE * CD_ROOT_FACTOR);
 	assert_int_equal(
 	    count_kind(cd_events_since(&ev, 0, out, sizeof(out) / sizeof(out[0])), "reclaimed"),
 	    CD_EVENTS_BURST * CD_ROOT_FACTOR + CD_EVENTS_RATE * CD_ROOT_FACTOR - 1);
 	/* Other classes of the same uid have buckets of their own. */
-	assert_true(cd_events_add(&ev, 3000, 30000, 1000, "registered", "g", 1, "x") > 0);
+	assert_true(cd_events_add(&ev, 3000, 30000, TU(1000), "registered", "g", 1, "x") > 0);
 	add_n(CD_EVENTS_BURST + 5, 1001, "denied", 30000);
 	assert_int_equal(ev.ring[CD_EVCLASS_REFUSAL].n, CD_EVENTS_BURST);
 }
@@ -192,11 +205,11 @@ static void test_events_summary_kinds(void **state)
 	(void)state;
 	add_n(CD_EVENTS_BURST, 7, "bypass", 0);
 	for (unsigned i = 0; i < 6; i++)
-		cd_events_add(&ev, 1, 10, 7, i < 3 ? "killed" : "stopped", "", 1, "x");
-	cd_events_add(&ev, 1, 10, 7, "over_quota", "", 1, "x");
-	cd_events_add(&ev, 1, 10, 7, "policy", "", 1, "x");
-	cd_events_add(&ev, 1, 10, 7, "kind5", "", 1, "x");
-	cd_events_add(&ev, 1, 10, 7, "kind6", "", 1, "x");
+		cd_events_add(&ev, 1, 10, TU(7), i < 3 ? "killed" : "stopped", "", 1, "x");
+	cd_events_add(&ev, 1, 10, TU(7), "over_quota", "", 1, "x");
+	cd_events_add(&ev, 1, 10, TU(7), "policy", "", 1, "x");
+	cd_events_add(&ev, 1, 10, TU(7), "kind5", "", 1, "x");
+	cd_events_add(&ev, 1, 10, TU(7), "kind6", "", 1, "x");
 	assert_int_equal(cd_events_tick(&ev, 1, 10 + CD_EVENTS_SUMMARY_MS), 1);
 	n = cd_events_since(&ev, 0, out, 100);
 	assert_string_equal(out[n - 1].kind, "suppressed");
@@ -204,6 +217,44 @@ static void test_events_summary_kinds(void **state)
 	    !strstr(out[n - 1].message, "killed 3, stopped 3, over_quota 1, policy 1, other 2"))
 		fail_msg("summary: %s", out[n - 1].message);
 	assert_int_equal(ev.ring[CD_EVCLASS_ENFORCEMENT].n, CD_EVENTS_BURST + 1);
+}
+
+/*
+ * Where every pod runs as root, each pod is a tenant: pod A's flood of
+ * registrations fills pod A's bucket; pod B's events, and root's on the
+ * host, are all recorded, and the summary names pod A.
+ */
+static void test_events_root_pods(void **state)
+{
+	struct cd_tenant a, b, host;
+	unsigned n, from_b = 0;
+
+	(void)state;
+	cd_tenant_make(&a, 0, "/kubepods/besteffort/pod0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0/c",
+		       CD_PIDNS_OTHER, false);
+	cd_tenant_make(&b, 0, "/kubepods/besteffort/pod11111111-2222-3333-4444-555555555555/c",
+		       CD_PIDNS_OTHER, false);
+	cd_tenant_make(&host, 0, "/system.slice/slurmd.service", CD_PIDNS_DAEMON, false);
+	for (unsigned i = 0; i < 5000; i++)
+		cd_events_add(&ev, 1, i / 50, &a, "registered", "ga", (pid_t)(i + 1), "pod A");
+	for (unsigned i = 0; i < 10; i++)
+		cd_events_add(&ev, 1, 100, &b, "registered", "gb", (pid_t)(9000 + i), "pod B");
+	cd_events_add(&ev, 1, 100, &host, "registered", "h", 9999, "host");
+	n = cd_events_since(&ev, 0, out, sizeof(out) / sizeof(out[0]));
+	for (unsigned i = 0; i < n; i++)
+		from_b += strcmp(out[i].message, "pod B") == 0;
+	assert_int_equal(from_b, 10);
+	assert_string_equal(out[n - 1].message, "host");
+	/* Pod A: its burst and what 100 ms refilled, not root's 4 times. */
+	assert_true(n - 11 <= CD_EVENTS_BURST + 1);
+	assert_int_equal(cd_events_tick(&ev, 2, 2000), 1);
+	n = cd_events_since(&ev, 0, out, sizeof(out) / sizeof(out[0]));
+	assert_string_equal(out[n - 1].kind, "suppressed");
+	if (!strstr(
+		out[n - 1].message,
+		"ordinary events of uid 0 (pod 0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0) not recorded"))
+		fail_msg("summary: %s", out[n - 1].message);
+	assert_int_equal(out[n - 1].uid, 0);
 }
 
 static void test_events_truncation(void **state)
@@ -215,7 +266,7 @@ static void test_events_truncation(void **state)
 	longmsg[sizeof(longmsg) - 1] = '\0';
 	memset(longgroup, 'g', sizeof(longgroup) - 1);
 	longgroup[sizeof(longgroup) - 1] = '\0';
-	cd_events_add(&ev, 0, 0, 1, "a-kind-name-that-is-too-long", longgroup, 1, longmsg);
+	cd_events_add(&ev, 0, 0, TU(1), "a-kind-name-that-is-too-long", longgroup, 1, longmsg);
 	assert_int_equal(cd_events_since(&ev, 0, out, 1), 1);
 	assert_int_equal(strlen(out[0].kind), sizeof(out[0].kind) - 1);
 	assert_int_equal(strlen(out[0].group), sizeof(out[0].group) - 1);
@@ -285,8 +336,8 @@ static void test_events_files(void **state)
 	assert_int_equal(cd_events_load(&ev, &f, dir, &skipped, err, sizeof(err)), 0);
 	assert_int_equal(skipped, 0);
 	assert_true(ev.persist);
-	cd_events_add(&ev, 1, 0, 1000, "bypass", "", 7, "the bypass");
-	cd_events_add(&ev, 2, 1, 1001, "denied", "", 8, "the refusal");
+	cd_events_add(&ev, 1, 0, TU(1000), "bypass", "", 7, "the bypass");
+	cd_events_add(&ev, 2, 1, TU(1001), "denied", "", 8, "the refusal");
 	add_n(100, 1002, "registered", 10);
 	cd_events_tick(&ev, 3, 10000);
 	next = ev.next;
@@ -352,7 +403,7 @@ static void test_events_rotation(void **state)
 
 	(void)state;
 	assert_int_equal(cd_events_load(&ev, &f, dir, &skipped, err, sizeof(err)), 0);
-	cd_events_add(&ev, 1, 0, 1, "killed", "", 7, "the kill");
+	cd_events_add(&ev, 1, 0, TU(1), "killed", "", 7, "the kill");
 	/* Many uids (no rate limit), written in batches as the loop does: 3 x FILE_MAX. */
 	for (uid_t u = 10; rounds < 3 * CD_EVENTS_FILE_MAX / (100 * 200); u++, rounds++) {
 		add_n(30, u, "registered", 0);
@@ -393,6 +444,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_events_classes_kept, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_events_rate_limit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_events_summary_kinds, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_events_root_pods, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_events_truncation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_events_lines, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_events_files, setup_dir, teardown_dir),

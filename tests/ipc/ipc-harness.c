@@ -72,6 +72,8 @@ static void exec_daemon(const struct ipc_daemon *d, const char *cusliced, const 
 	argv[n++] = cusliced;
 	argv[n++] = "--socket";
 	argv[n++] = d->socket;
+	argv[n++] = "--admin-socket";
+	argv[n++] = d->admin_socket;
 	argv[n++] = "--state-dir";
 	argv[n++] = state;
 	argv[n++] = "--shm-dir";
@@ -106,7 +108,9 @@ int ipc_daemon_start(struct ipc_daemon *d, const char *cusliced, const char *tag
 	if (!mkdtemp(d->dir))
 		return -errno;
 	if ((size_t)snprintf(d->socket, sizeof(d->socket), "%s/cusliced.sock", d->dir) >=
-	    sizeof(d->socket))
+		sizeof(d->socket) ||
+	    (size_t)snprintf(d->admin_socket, sizeof(d->admin_socket), "%s/admin/cusliced.sock",
+			     d->dir) >= sizeof(d->admin_socket))
 		return -ENAMETOOLONG;
 	snprintf(d->shm_dir, sizeof(d->shm_dir), "%s/shm", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/cusliced.log", d->dir);

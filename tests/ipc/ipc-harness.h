@@ -21,7 +21,8 @@
 struct ipc_daemon {
 	pid_t pid;
 	char dir[100];		/* the private directory (short, for the socket path), removed at stop */
-	char socket[108];	/* dir/cusliced.sock */
+	char socket[108];	/* dir/cusliced.sock: the registration socket */
+	char admin_socket[108]; /* dir/admin/cusliced.sock */
 	char shm_dir[PATH_MAX];	/* dir/shm: what REGISTERED must name */
 	char log[PATH_MAX];	/* dir/cusliced.log: the daemon's stdout and stderr */
 };
@@ -29,7 +30,7 @@ struct ipc_daemon {
 /*
  * Starts `cusliced` (a path) in a fresh directory under $TMPDIR (default
  * /tmp) named after `tag`, with `extra_args` (NULL-terminated, may be NULL)
- * after the harness's own (--socket, --state-dir, --shm-dir,
+ * after the harness's own (--socket, --admin-socket, --state-dir, --shm-dir,
  * --metrics-listen none), on a private cusim instance (CUSIM_GPUS
  * "H100:8GiB"; cusim's NVML must be on LD_LIBRARY_PATH). Returns 0 once the
  * socket accepts a connection, or -errno (-ETIMEDOUT after 20 s, -ECHILD

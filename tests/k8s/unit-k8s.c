@@ -14,6 +14,11 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <getopt.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cjson/cJSON.h>
 
 #include "dp-resources.h"
@@ -246,18 +251,24 @@ static void test_k8s_container_edits(void **state)
 
 	(void)state;
 	k8s_common_defaults(&c);
-	snprintf(c.container_socket, sizeof(c.container_socket), "/run/cuslice/cusliced.sock");
 	k8s_container_edits(&c, "g1", uuids, 2, "/var/lib/x/preload", &e);
 	assert_int_equal(e.nenv, 5);
 	assert_string_equal(e.env[0].name, "CUSLICE_GROUP");
 	assert_string_equal(e.env[0].value, "g1");
+	/* The registration socket, where libcuslice looks by default. */
+	assert_string_equal(e.env[1].name, "CUSLICE_SOCKET");
+	assert_string_equal(e.env[1].value, "/run/cuslice/cusliced.sock");
 	assert_string_equal(e.env[2].value, "required");
 	assert_string_equal(e.env[3].name, "CUDA_VISIBLE_DEVICES");
 	assert_string_equal(e.env[3].value, UA "," UB);
 	assert_string_equal(e.env[4].name, "NVIDIA_VISIBLE_DEVICES");
 	assert_int_equal(e.nmount, 3);
-	assert_string_equal(e.mount[1].host, "/run/cuslice");
+	/* Its directory of its own on the host, read-only; never the admin socket's. */
+	assert_string_equal(e.mount[1].host, "/run/cuslice/tenant");
+	assert_string_equal(e.mount[1].container, "/run/cuslice");
 	assert_true(e.mount[1].read_only);
+	for (unsigned i = 0; i < e.nmount; i++)
+		assert_null(strstr(e.mount[i].host, "admin"));
 	assert_string_equal(e.mount[2].container, "/etc/ld.so.preload");
 	/* No preload, CDI injection, a shm dir, another container path of the socket. */
 	c.injection = K8S_INJECT_CDI;
@@ -272,6 +283,80 @@ static void test_k8s_container_edits(void **state)
 	assert_false(e.mount[2].read_only);
 }
 
+/* The directory given to containers holds the registration socket alone. */
+static void test_k8s_socket_dir_check(void **state)
+{
+	char dir[] = "/tmp/unit-k8s-sock-XXXXXX", path[128], err[600];
+	struct k8s_common c;
+	int fd;
+
+	(void)state;
+	k8s_common_defaults(&c);
+	assert_non_null(mkdtemp(dir));
+	snprintf(c.registration_socket, sizeof(c.registration_socket), "%s/cusliced.sock", dir);
+	assert_int_equal(k8s_socket_dir_check(&c, err, sizeof(err)), 0);
+	snprintf(path, sizeof(path), "%s/cusliced.sock", dir);
+	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	/* ...and its temporary name while cusliced replaces it. */
+	snprintf(path, sizeof(path), "%s/cusliced.sock.new", dir);
+	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(k8s_socket_dir_check(&c, err, sizeof(err)), 0);
+	/* The admin socket's directory beside it: refused, named. */
+	snprintf(path, sizeof(path), "%s/admin", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	assert_int_equal(k8s_socket_dir_check(&c, err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, "holds admin too"));
+	assert_non_null(strstr(err, "socket = /run/cuslice/tenant/cusliced.sock"));
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/cusliced.sock.new", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/cusliced.sock", dir);
+	unlink(path);
+	rmdir(dir);
+	/* No directory: an error, never a pass. */
+	assert_int_equal(k8s_socket_dir_check(&c, err, sizeof(err)), -ENOENT);
+}
+
+static int no_own_option(void *cfg, int ch, const char *name, const char *arg)
+{
+	(void)cfg;
+	(void)ch;
+	(void)name;
+	(void)arg;
+	return 1;
+}
+
+/* The sockets' options: what containers get is checked before anything starts. */
+static void test_k8s_socket_options(void **state)
+{
+	static const struct option longopts[] = {K8S_COMMON_LONGOPTS_END};
+	struct k8s_common c;
+	char *ok[] = {"p", "--registration-socket", "/srv/cs/t/s.sock", NULL};
+	char *beside[] = {"p", "--cusliced", "/run/cuslice/tenant/admin.sock", NULL};
+	char *same[] = {"p", "--cusliced", "/run/cuslice/tenant/cusliced.sock", NULL};
+	char *names[] = {"p", "--container-socket", "/run/cuslice/other.sock", NULL};
+
+	(void)state;
+	k8s_common_defaults(&c);
+	optind = 0;
+	assert_int_equal(k8s_parse_args(3, ok, longopts, "p", "", &c, no_own_option, NULL), 0);
+	assert_string_equal(c.container_socket, "/run/cuslice/s.sock");
+	assert_string_equal(c.cusliced, "/run/cuslice/admin/cusliced.sock");
+	k8s_common_defaults(&c);
+	optind = 0;
+	assert_int_equal(k8s_parse_args(3, beside, longopts, "p", "", &c, no_own_option, NULL), 2);
+	k8s_common_defaults(&c);
+	optind = 0;
+	assert_int_equal(k8s_parse_args(3, same, longopts, "p", "", &c, no_own_option, NULL), 2);
+	k8s_common_defaults(&c);
+	optind = 0;
+	assert_int_equal(k8s_parse_args(3, names, longopts, "p", "", &c, no_own_option, NULL), 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -282,6 +367,8 @@ int main(void)
 	    cmocka_unit_test(test_dp_plan),
 	    cmocka_unit_test(test_dp_policy_bound),
 	    cmocka_unit_test(test_k8s_container_edits),
+	    cmocka_unit_test(test_k8s_socket_dir_check),
+	    cmocka_unit_test(test_k8s_socket_options),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -150,8 +150,10 @@ static void write_plugstack(void)
 		snprintf(root, sizeof(root), "cgroup_root=%s",
 			 c.cgroup_root[0] ? c.cgroup_root : "/sys/fs/cgroup/cs-slurm-test");
 	write_file(
-	    c.plugstack, "required %s library=%s socket=%s shards_per_gpu=%u timeout=30 %s %s\n",
-	    getenv("CS_SPANK_PLUGIN"), getenv("CS_PRELOAD"), sys_sock(), c.o.shards, root, extra);
+	    c.plugstack,
+	    "required %s library=%s socket=%s admin_socket=%s shards_per_gpu=%u timeout=30 %s %s\n",
+	    getenv("CS_SPANK_PLUGIN"), getenv("CS_PRELOAD"), sys_sock(), sys_admin_sock(),
+	    c.o.shards, root, extra);
 }
 
 void slc_plugstack(const char *plug_args)

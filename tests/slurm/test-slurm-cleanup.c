@@ -242,9 +242,11 @@ static void test_slurm_epilog_backstop(void **state)
 }
 
 /*
- * cusliced with a token: the plugin's own calls carry it (token_file= in
- * plugstack.conf) and the step's processes get it to register; without it
- * the step fails, saying why, instead of running unfenced.
+ * cusliced with a token: the step's processes get it to register
+ * (token_file= in plugstack.conf); without it they are refused and fail
+ * closed, saying why, instead of running unfenced. The plugin's own calls
+ * go to the admin socket, which does not ask for the token (every task
+ * holds it: it proves nothing about an administrator).
  */
 static void test_slurm_daemon_token(void **state)
 {
@@ -264,11 +266,13 @@ static void test_slurm_daemon_token(void **state)
 	sys_set_token("slurm-t0ken");
 	sys_daemon_start();
 
-	/* No token in plugstack.conf: refused by cusliced, the step fails. */
-	slc_cmd(&out, SLC_JOB_MS, (char *const[]){"srun", "--gres=shard:2", "true", NULL});
+	/* No token in plugstack.conf: the step's slice is set up, its processes refused. */
+	slc_cmd(&out, SLC_JOB_MS,
+		(char *const[]){"srun", "--gres=shard:2", (char *)sys_client("cs-alloc"), "--bytes",
+				"64MiB", NULL});
 	assert_int_equal(out.status, 1);
-	sys_assert_contains(out.err, "cuslice: the GPU slice of step slurm-");
-	sys_assert_contains(out.err, "cannot be set up: cusliced refused GET /v1/gpus (HTTP 401)");
+	sys_assert_contains(
+	    out.err, "cusliced refused this process: cusliced requires a token (CUSLICE_TOKEN)");
 
 	snprintf(args, sizeof(args), "token_file=%s", path);
 	slc_plugstack(args);

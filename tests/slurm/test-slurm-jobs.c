@@ -387,6 +387,24 @@ static void test_slurm_cannot_escape(void **state)
 		assert_true(sys_wait_event("killed", 0, 1000) >= 0);
 	}
 
+	/*
+	 * The socket a task is given registers and answers its own view; its
+	 * step's policy cannot be changed from there (the admin socket is the
+	 * plugin's, and root's on the host).
+	 */
+	slc_cmd(
+	    &out, SLC_JOB_MS,
+	    (char *const[]){"srun", "--gres=shard:2", "sh", "-c",
+			    "curl -s --unix-socket \"$CUSLICE_SOCKET\" -X PUT -H 'Content-Type: "
+			    "application/json' -d '{\"memory_limit\": \"8GiB\"}' "
+			    "\"http://localhost/v1/groups/$CUSLICE_GROUP\"; echo; curl -s "
+			    "--unix-socket \"$CUSLICE_SOCKET\" http://localhost/v1/self",
+			    NULL});
+	sys_assert_status(&out, 0);
+	sys_assert_contains(out.out, "\"code\":\"admin_socket_required\"");
+	sys_assert_contains(out.out, "\"how\":\"identity\"");
+	sys_assert_contains(out.out, "\"group\":{\"name\":\"slurm-");
+
 	step_end(&thief, jt);
 	step_end(&victim, jv);
 	(void)state_buf;

@@ -68,6 +68,7 @@ static void test_slurm_args_defaults(void **state)
 	(void)state;
 	assert_string_equal(c.library, LIB);
 	assert_string_equal(c.socket, "/run/cuslice/cusliced.sock");
+	assert_string_equal(c.admin_socket, "/run/cuslice/admin/cusliced.sock");
 	assert_int_equal(c.shards_per_gpu, 0);
 	assert_true(c.default_mem.set && c.default_mem.percent);
 	assert_int_equal(c.default_mem.ppm, 1000000);
@@ -84,7 +85,8 @@ static void test_slurm_args_defaults(void **state)
 static void test_slurm_args_every_key(void **state)
 {
 	struct sp_config c =
-	    config("library=/opt/l.so socket=/s/sock token_file=/etc/t shards_per_gpu=16 "
+	    config("library=/opt/l.so socket=/s/sock admin_socket=/a/sock token_file=/etc/t "
+		   "shards_per_gpu=16 "
 		   "default_mem=40GiB default_cores=50 mode=burst on_violation=report "
 		   "daemon_required=no other_gpus=allow batch=none cgroup_root=/sys/fs/cgroup/x/ "
 		   "timeout=3");
@@ -92,7 +94,17 @@ static void test_slurm_args_every_key(void **state)
 	(void)state;
 	assert_string_equal(c.library, "/opt/l.so");
 	assert_string_equal(c.socket, "/s/sock");
+	assert_string_equal(c.admin_socket, "/a/sock");
 	assert_string_equal(c.token_file, "/etc/t");
+	/* The plugin's own calls go to the admin socket; socket= is the tasks'. */
+	{
+		struct sp_config d_cfg = config("socket=/s/sock admin_socket=/a/sock");
+		struct sp_daemon d;
+		char why[256];
+
+		assert_int_equal(sp_daemon_init(&d, &d_cfg, why, sizeof(why)), 0);
+		assert_string_equal(d.socket, "/a/sock");
+	}
 	assert_int_equal(c.shards_per_gpu, 16);
 	assert_false(c.default_mem.percent);
 	assert_int_equal(c.default_mem.bytes, 40 * GIB);
@@ -123,6 +135,12 @@ static void test_slurm_args_refusals(void **state)
 	assert_err_has("shards_per_gpu given twice");
 	assert_int_equal(args_fail("socket=relative"), -EINVAL);
 	assert_err_has("socket=relative: expected the absolute path");
+	assert_int_equal(args_fail("admin_socket=admin.sock"), -EINVAL);
+	assert_err_has("admin_socket=admin.sock: expected the absolute path of cusliced's admin "
+		       "socket");
+	/* The tasks must never be given the administrator's socket. */
+	assert_int_equal(args_fail("socket=/run/cuslice/admin/cusliced.sock"), -EINVAL);
+	assert_err_has("socket=/run/cuslice/admin/cusliced.sock and admin_socket: the same socket");
 	/* 108 characters: one more than sun_path holds with its NUL. */
 	assert_int_equal(args_fail("socket=/run/cuslice/"
 				   "0123456789012345678901234567890123456789"

@@ -51,15 +51,25 @@ static int connect_unix(const char *path)
 	return fd;
 }
 
-int sys_connect(void)
+static int must_connect(const char *path)
 {
-	int fd = connect_unix(sys_sock());
+	int fd = connect_unix(path);
 
 	if (fd < 0) {
-		print_error("connect %s: %s\n", sys_sock(), strerror(-fd));
+		print_error("connect %s: %s\n", path, strerror(-fd));
 		fail();
 	}
 	return fd;
+}
+
+int sys_connect(void)
+{
+	return must_connect(sys_sock());
+}
+
+int sys_connect_admin(void)
+{
+	return must_connect(sys_admin_sock());
 }
 
 size_t sys_send(int fd, const void *buf, size_t len)
@@ -267,7 +277,18 @@ static int request(int fd, const char *method, const char *path, const char *bod
 
 int sys_http(const char *method, const char *path, const char *body, struct sys_http *r)
 {
-	int fd = connect_unix(sys_sock()), st;
+	return sys_http_at(sys_admin_sock(), method, path, body, r);
+}
+
+int sys_http_tenant(const char *method, const char *path, const char *body, struct sys_http *r)
+{
+	return sys_http_at(sys_sock(), method, path, body, r);
+}
+
+int sys_http_at(const char *sock, const char *method, const char *path, const char *body,
+		struct sys_http *r)
+{
+	int fd = connect_unix(sock), st;
 
 	if (fd < 0) {
 		memset(r, 0, sizeof(*r));

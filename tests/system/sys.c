@@ -36,6 +36,7 @@ static struct {
 	pid_t pid;
 	int port;
 	char sock[PATH_MAX];
+	char admin[PATH_MAX];
 	char state[PATH_MAX];
 	char log[PATH_MAX];
 	char config[PATH_MAX];
@@ -84,6 +85,11 @@ const char *sys_sock(void)
 	return d.sock;
 }
 
+const char *sys_admin_sock(void)
+{
+	return d.admin;
+}
+
 const char *sys_state_dir(void)
 {
 	return d.state;
@@ -126,11 +132,13 @@ void sys_world(const char *tag)
 	/* Other users (the different-uid tests) reach the socket and cusim's instance in here. */
 	assert_int_equal(chmod(qt_dir(), 0755), 0);
 	snprintf(d.sock, sizeof(d.sock), "%s/s", qt_dir());
+	snprintf(d.admin, sizeof(d.admin), "%s/admin/s", qt_dir());
 	snprintf(d.state, sizeof(d.state), "%s/state", qt_dir());
 	snprintf(d.log, sizeof(d.log), "%s/cusliced.log", qt_dir());
 	assert_int_equal(mkdir(d.state, 0700), 0);
 	d.config[0] = '\0';
 	setenv("CUSLICE_SOCKET", d.sock, 1);
+	setenv("CUSLICE_ADMIN_SOCKET", d.admin, 1);
 	sys_set_token(NULL);
 }
 
@@ -181,6 +189,7 @@ int sys_end(void **state)
 	d.state[0] = d.log[0] = '\0';
 	sys_set_token(NULL);
 	unsetenv("CUSLICE_SOCKET");
+	unsetenv("CUSLICE_ADMIN_SOCKET");
 	return qt_end(state);
 }
 
@@ -243,6 +252,8 @@ void sys_daemon_start(void)
 	argv[n++] = (char *)cusliced_path;
 	argv[n++] = "--socket";
 	argv[n++] = d.sock;
+	argv[n++] = "--admin-socket";
+	argv[n++] = d.admin;
 	argv[n++] = "--state-dir";
 	argv[n++] = d.state;
 	argv[n++] = "--shm-dir";
@@ -283,7 +294,7 @@ void sys_daemon_start(void)
 				    exit_code(status));
 			fail();
 		}
-		if (access(d.sock, F_OK) == 0) {
+		if (access(d.admin, F_OK) == 0) {
 			st = sys_http("GET", "/v1/status", NULL, &r);
 			sys_http_free(&r);
 			if (st == 200)
@@ -477,6 +488,8 @@ int sys_cli(struct sys_out *o, ...)
 	const char *a;
 	va_list ap;
 
+	args[n++] = "--admin-socket";
+	args[n++] = d.admin;
 	args[n++] = "--socket";
 	args[n++] = d.sock;
 	va_start(ap, o);

@@ -6,15 +6,20 @@
  * A test's world is the quota tests' (tests/quota/qt.h): a private directory
  * under /dev/shm holding the cusim instance (one 8 GiB H100, contexts of
  * QT_CTX bytes on both sides) and the group regions. The daemon runs with
- *     --socket DIR/s --state-dir DIR/state --shm-dir DIR
- *     --metrics-listen 127.0.0.1:<free port> [--config DIR/cusliced.conf]
- * its output in DIR/cusliced.log, and CUSLICE_SOCKET=DIR/s is exported to
- * every child, so the clients a test starts register with it. The shm
- * directory is the one CUSLICE_SHM_DIR names, so a client that runs
- * standalone (daemon down) uses the same regions.
+ *     --socket DIR/s --admin-socket DIR/admin/s --state-dir DIR/state
+ *     --shm-dir DIR --metrics-listen 127.0.0.1:<free port>
+ *     [--config DIR/cusliced.conf]
+ * its output in DIR/cusliced.log, and CUSLICE_SOCKET=DIR/s (the
+ * registration socket) and CUSLICE_ADMIN_SOCKET=DIR/admin/s are exported
+ * to every child, so the clients a test starts register with it and the
+ * CLI administers it. The shm directory is the one CUSLICE_SHM_DIR names,
+ * so a client that runs standalone (daemon down) uses the same regions.
  *
- * The HTTP API is spoken by hand over the Unix socket (sys_http_raw), so
- * that the hostile-input tests can send anything; metrics come over TCP.
+ * The HTTP API is spoken by hand over the Unix sockets (sys_http_raw), so
+ * that the hostile-input tests can send anything: every administrator's
+ * request (sys_http, sys_get_json, sys_put_group...) on the admin socket,
+ * a tenant's (sys_http_tenant) and raw connections (sys_connect) on the
+ * registration socket; metrics come over TCP.
  *
  * The test environment (meson) provides CS_PRELOAD, CS_CLIENTS_DIR,
  * CS_CUSLICED and CS_CUSLICE (the built daemon and CLI), CS_QUOTA_CLIENT,
@@ -79,9 +84,10 @@ void sys_set_config(const char *config_lines);
 /* cmocka teardown: kills the daemon, prints its log's tail, qt_end. */
 int sys_end(void **state);
 
-/* The world's directory, the daemon's socket and state directory. */
+/* The world's directory, the daemon's sockets (registration, admin) and state directory. */
 const char *sys_dir(void);
 const char *sys_sock(void);
+const char *sys_admin_sock(void);
 const char *sys_state_dir(void);
 
 /* Starts the daemon (on a new free metrics port) and waits until it answers. */
@@ -116,8 +122,10 @@ const char *sys_token(void);	/* "" when none */
 
 /* ---- HTTP ---- */
 
-/* A new connection to the daemon's socket (asserts it connects). */
+/* A new connection to the registration socket, the one tenants reach (asserts it connects). */
 int sys_connect(void);
+/* A new connection to the admin socket (asserts it connects). */
+int sys_connect_admin(void);
 
 /*
  * Sends req[0..len) on fd (as much as the peer takes) and reads a response
@@ -128,10 +136,16 @@ int sys_connect(void);
 int sys_http_raw(int fd, const void *req, size_t len, struct sys_http *r, int timeout_ms);
 
 /*
- * One request on a new connection: method path, with a JSON body when body
- * is not NULL, Authorization when a token is set. Returns the status code.
+ * One request on a new connection to the admin socket: method path, with a
+ * JSON body when body is not NULL, Authorization when a token is set.
+ * Returns the status code (0 when the socket cannot be reached).
  */
 int sys_http(const char *method, const char *path, const char *body, struct sys_http *r);
+/* The same on the registration socket: what a tenant may ask. */
+int sys_http_tenant(const char *method, const char *path, const char *body, struct sys_http *r);
+/* The same on socket sock. */
+int sys_http_at(const char *sock, const char *method, const char *path, const char *body,
+		struct sys_http *r);
 void sys_http_free(struct sys_http *r);
 
 /* GET path; asserts 200 and a JSON body, returns it parsed (cJSON_Delete it). */
@@ -228,8 +242,9 @@ int sys_run(char *const argv[], char *const env[], bool preload, struct sys_out 
 	    unsigned timeout_ms);
 
 /*
- * Runs `cuslice --socket SOCK ARGS...` (NULL-terminated), with CUSLICE_TOKEN
- * when a token is set; returns its exit status.
+ * Runs `cuslice --admin-socket ADMIN --socket SOCK ARGS...`
+ * (NULL-terminated), with CUSLICE_TOKEN when a token is set; returns its
+ * exit status.
  */
 int sys_cli(struct sys_out *o, ...) __attribute__((sentinel));
 

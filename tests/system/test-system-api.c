@@ -621,20 +621,33 @@ static void test_system_cli_errors(void **state)
 	assert_int_equal(sys_u64(doc, "pid"), sys_daemon_pid());
 	cJSON_Delete(doc);
 
-	/* No daemon at the socket: exit 3, naming the socket. */
+	/* No daemon at the admin socket: exit 3, naming the socket. */
 	snprintf(nosock, sizeof(nosock), "%s/no-daemon.sock", sys_dir());
 	{
-		char *args[] = {"--socket", nosock, "status", NULL};
+		char *args[] = {"--admin-socket", nosock, "status", NULL};
 
 		sys_cli_argv(&o, args);
 		sys_assert_status(&o, 3);
 		sys_assert_contains(o.err, nosock);
+		sys_assert_contains(o.err, "CUSLICE_ADMIN_SOCKET");
 	}
 	{
-		char *args[] = {"--socket", nosock, "ps", NULL};
+		char *args[] = {"--admin-socket", nosock, "ps", NULL};
 
 		sys_cli_argv(&o, args);
 		sys_assert_status(&o, 3);
+	}
+	/* The registration socket given for the admin one: the daemon says where to go. */
+	{
+		char *args[] = {
+		    "--admin-socket", (char *)sys_sock(), "set", "g1", "--mem", "1GiB", NULL};
+		char want[PATH_MAX + 64];
+
+		sys_cli_argv(&o, args);
+		sys_assert_status(&o, 1);
+		snprintf(want, sizeof(want), "admin socket (%s) only", sys_admin_sock());
+		sys_assert_contains(o.err, want);
+		assert_null(sys_group("g1"));
 	}
 
 	/* Usage errors: exit 2, naming the bad value. */

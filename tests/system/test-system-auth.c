@@ -142,7 +142,8 @@ static void raw_register(struct peer_result *r, const char *group, const char *t
 }
 
 /*
- * A raw REGISTER{group, tok} (and, with http, a GET /v1/status) from a child
+ * A raw REGISTER{group, tok} (and, with http, a GET /v1/self on the
+ * registration socket) from a child
  * process that then exits, running as nobody:nogroup when as_nobody. The
  * child's registration ends with it, so it leaves no process behind.
  */
@@ -166,7 +167,7 @@ static void peer(struct peer_result *out, bool as_nobody, const char *group, con
 			_exit(2);
 		raw_register(&r, group, tok);
 		if (http) {
-			r.http_status = sys_http("GET", "/v1/status", NULL, &h);
+			r.http_status = sys_http_tenant("GET", "/v1/self", NULL, &h);
 			snprintf(r.body, sizeof(r.body), "%s", h.body ? h.body : "");
 		}
 		if (write(pfd[1], &r, sizeof(r)) != (ssize_t)sizeof(r))
@@ -247,20 +248,42 @@ static void test_system_other_uid(void **state)
 	/* Nothing of it was registered. */
 	assert_null(sys_group(g));
 
-	/* The CLI of another uid gets the daemon's refusal: exit 1. */
+	/* The CLI of another uid gets the daemon's refusal on the registration socket: exit 1. */
 	{
-		char *cli[] = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-			       nob.cli, "--socket", (char *)sys_sock(), "status", NULL};
+		char *cli[] = {"setpriv",	   "--reuid=65534", "--regid=65534",
+			       "--clear-groups",   nob.cli,	    "--socket",
+			       (char *)sys_sock(), "self",	    NULL};
 
 		sys_run(cli, NULL, false, &o, 60000);
 		sys_assert_status(&o, 1);
 		sys_assert_contains(o.err, "cuslice: permission denied: uid 65534");
 	}
+	/* ...and cannot even reach the admin socket (its directory is root's): exit 1, why, how. */
+	{
+		char *cli[] = {"setpriv",
+			       "--reuid=65534",
+			       "--regid=65534",
+			       "--clear-groups",
+			       nob.cli,
+			       "status",
+			       NULL};
+
+		sys_run(cli, NULL, false, &o, 60000);
+		sys_assert_status(&o, 1);
+		snprintf(
+		    want, sizeof(want),
+		    "cuslice: cannot connect to cusliced's admin socket %s: Permission denied: "
+		    "administering cusliced is for root",
+		    sys_admin_sock());
+		sys_assert_contains(o.err, want);
+		sys_assert_contains(o.err, "ask an administrator");
+	}
 
 	/* A user outside the socket's group cannot even connect: the CLI says so, exit 1. */
 	{
-		char *cli[] = {"setpriv", "--reuid=65534", "--regid=1", "--clear-groups",
-			       nob.cli, "--socket", (char *)sys_sock(), "status", NULL};
+		char *cli[] = {"setpriv",	   "--reuid=65534", "--regid=1",
+			       "--clear-groups",   nob.cli,	    "--socket",
+			       (char *)sys_sock(), "self",	    NULL};
 
 		sys_run(cli, NULL, false, &o, 60000);
 		sys_assert_status(&o, 1);
@@ -285,11 +308,46 @@ static void test_system_other_uid(void **state)
 	}
 	assert_string_equal(r.text, "nobody-group");
 	assert_int_equal(r.http_status, 200);
+	/* Allowed to register is not allowed to administer: its own view, nothing else. */
+	{
+		char *cli[] = {"setpriv",
+			       "--reuid=65534",
+			       "--regid=65534",
+			       "--clear-groups",
+			       nob.cli,
+			       "self",
+			       "--group",
+			       "nobody-group",
+			       "-o",
+			       "json",
+			       NULL};
+		cJSON *j;
+
+		sys_run(cli, NULL, false, &o, 60000);
+		sys_assert_status(&o, 0);
+		j = cJSON_Parse(o.out);
+		assert_non_null(j);
+		assert_int_equal(sys_u64(cJSON_GetObjectItemCaseSensitive(j, "peer"), "uid"),
+				 NOBODY);
+		assert_string_equal(cJSON_GetObjectItemCaseSensitive(
+					cJSON_GetObjectItemCaseSensitive(j, "placement"), "how")
+					->valuestring,
+				    "unmanaged");
+		cJSON_Delete(j);
+		cli[5] = "status";
+		cli[6] = NULL;
+		sys_run(cli, NULL, false, &o, 60000);
+		sys_assert_status(&o, 1);
+		sys_assert_contains(o.err, "Permission denied: administering cusliced is for root");
+	}
 }
 
 /* ---- 6b. the shared token ---- */
 
-/* Status of GET /v1/status with this Authorization header value (NULL: none). */
+/*
+ * Status of GET /v1/healthz on the registration socket (where the token
+ * is asked) with this Authorization header value (NULL: none).
+ */
 static int status_with(const char *auth)
 {
 	char req[512];
@@ -298,7 +356,7 @@ static int status_with(const char *auth)
 
 	n = snprintf(
 	    req, sizeof(req),
-	    "GET /v1/status HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n%s%s%s\r\n",
+	    "GET /v1/healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n%s%s%s\r\n",
 	    auth ? "Authorization: " : "", auth ? auth : "", auth ? "\r\n" : "");
 	st = sys_http_raw(fd, req, (size_t)n, &h, 15000);
 	close(fd);
@@ -370,12 +428,16 @@ static void test_system_token(void **state)
 	cJSON_Delete(doc);
 	assert_true(metric_value("cuslice_ipc_refused_total") >= 4);
 
-	/* The CLI sends $CUSLICE_TOKEN. */
-	sys_cli(&o, "status", NULL);
+	/* The CLI sends $CUSLICE_TOKEN on the registration socket. */
+	sys_cli(&o, "self", NULL);
 	sys_assert_status(&o, 0);
 	sys_set_token(NULL);
-	sys_cli(&o, "status", NULL);
+	sys_cli(&o, "self", NULL);
 	sys_assert_status(&o, 1);
+	sys_assert_contains(o.err, "authentication required");
+	/* The admin socket does not ask for it: every tenant knows it. */
+	sys_cli(&o, "status", NULL);
+	sys_assert_status(&o, 0);
 	sys_set_token(TOKEN);
 	assert_int_equal(qt_kill(&holder, SIGTERM), 0);
 }

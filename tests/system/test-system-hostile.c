@@ -1,7 +1,8 @@
 /*
- * Hostile input on the daemon's socket: malformed, truncated, oversized and
- * out-of-order IPC messages and HTTP requests each end (or are refused on)
- * their own connection only. Meanwhile, and afterwards, the daemon answers
+ * Hostile input on the daemon's sockets: malformed, truncated, oversized and
+ * out-of-order IPC messages (on the registration socket) and HTTP requests
+ * (on the admin socket) each end (or are refused on) their own connection
+ * only. Meanwhile, and afterwards, the daemon answers
  * everyone else, and its state (groups, processes, policies) is intact.
  */
 #include "sys.h"
@@ -248,10 +249,15 @@ static void test_system_hostile_ipc(void **state)
 	assert_int_equal(qt_kill(&holder, SIGTERM), 0);
 }
 
-/* Sends a raw request on a new connection; returns the status (0: closed without one). */
+/*
+ * Sends a raw request on a new connection to the admin socket (the whole
+ * API: its routes and errors; the front door is the same on both sockets,
+ * and what the registration socket refuses besides is test-system-admin's);
+ * returns the status (0: closed without one).
+ */
 static int raw(const void *req, size_t len, struct sys_http *r)
 {
-	int fd = sys_connect(), st;
+	int fd = sys_connect_admin(), st;
 
 	st = sys_http_raw(fd, req, len, r, 15000);
 	close(fd);

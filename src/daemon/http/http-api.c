@@ -192,8 +192,8 @@ static bool render_dev(cJSON *arr, const struct cd_snap_dev *v)
 	       add_real(o, "throttled_seconds", (double)v->throttled_ns / 1e9, 3);
 }
 
-/* Fills o with GROUP. */
-static bool render_group(cJSON *o, const struct cd_snap_group *g)
+/* Fills o with GROUP (its policy without "members" for a tenant's own view). */
+static bool render_group(cJSON *o, const struct cd_snap_group *g, bool strip_members)
 {
 	cJSON *policy = NULL, *devs;
 
@@ -202,6 +202,8 @@ static bool render_group(cJSON *o, const struct cd_snap_group *g)
 	/* The core stores the policy it validated; one it cannot parse back shows as null. */
 	if (g->policy_json)
 		policy = cJSON_Parse(g->policy_json);
+	if (policy && strip_members)
+		cJSON_DeleteItemFromObjectCaseSensitive(policy, "members");
 	if (!policy)
 		policy = cJSON_CreateNull();
 	if (!policy || !cJSON_AddItemToObject(o, "policy", policy)) {
@@ -240,7 +242,7 @@ char *cd_api_render_groups(const struct cd_snapshot *s, const char *name)
 		root = cJSON_CreateObject();
 		if (!root)
 			return NULL;
-		return finish(root, render_group(root, g));
+		return finish(root, render_group(root, g, false));
 	}
 	root = cJSON_CreateObject();
 	if (!root)
@@ -255,7 +257,7 @@ char *cd_api_render_groups(const struct cd_snapshot *s, const char *name)
 			cJSON_Delete(o);
 			break;
 		}
-		ok = render_group(o, &s->groups[i]);
+		ok = render_group(o, &s->groups[i], false);
 	}
 	return finish(root, ok);
 }
@@ -332,6 +334,92 @@ char *cd_api_render_events(const struct cd_event *ev, unsigned n)
 	return finish(root, ok);
 }
 
+char *cd_api_render_healthz(void)
+{
+	cJSON *root = cJSON_CreateObject();
+
+	if (!root)
+		return NULL;
+	return finish(root, add_str(root, "status", "ok") && add_str(root, "version", CD_VERSION));
+}
+
+static const char *const how_names[] = {
+    [CD_SELF_MEMBER] = "member", [CD_SELF_IDENTITY] = "identity",
+    [CD_SELF_OPEN] = "open",	 [CD_SELF_UNMANAGED] = "unmanaged",
+    [CD_SELF_NONE] = "none",	 [CD_SELF_REFUSED] = "refused",
+};
+
+/* The one line of "placement"."message": what happens to a process of this peer. */
+static void how_message(const char *asked, const struct cd_self *s, char *buf, size_t len)
+{
+	switch (s->how) {
+	case CD_SELF_MEMBER:
+		snprintf(buf, len,
+			 "group %s is managed and its members rules name you: its policy "
+			 "applies",
+			 s->group);
+		break;
+	case CD_SELF_IDENTITY:
+		snprintf(buf, len,
+			 "group %s's members rules name you: your processes run in it%s%s%s, "
+			 "under its policy",
+			 s->group, asked[0] ? " whatever they ask for (asked: " : "",
+			 asked[0] ? asked : "", asked[0] ? ")" : "");
+		break;
+	case CD_SELF_OPEN:
+		snprintf(buf, len,
+			 "group %s is managed and open to every process that asks for "
+			 "it: its policy applies",
+			 s->group);
+		break;
+	case CD_SELF_UNMANAGED:
+		snprintf(buf, len,
+			 "group %s has no policy: your processes share it on the limits of their "
+			 "environment (CUSLICE_MEM_LIMIT, CUSLICE_CORE_LIMIT)",
+			 s->group);
+		break;
+	case CD_SELF_NONE:
+		snprintf(buf, len,
+			 "no policy names you: a process that asks for no group (CUSLICE_GROUP) "
+			 "runs in a group of its own (pid-PID) on the limits of its environment");
+		break;
+	case CD_SELF_REFUSED:
+		snprintf(buf, len, "%s: such a process is refused (it fails closed)", s->reason);
+		break;
+	}
+}
+
+char *cd_api_render_self(const struct cd_peer *p, const char *asked, const struct cd_self *s)
+{
+	cJSON *root = cJSON_CreateObject(), *peer, *pl, *g;
+	char msg[400];
+	bool ok;
+
+	if (!root)
+		return NULL;
+	peer = cJSON_AddObjectToObject(root, "peer");
+	pl = cJSON_AddObjectToObject(root, "placement");
+	ok = peer && pl && add_i64(peer, "pid", p->pid) && add_u64(peer, "uid", p->uid) &&
+	     add_u64(peer, "gid", p->gid) && ADD_FIELD(peer, "cgroup", p->cgroup) &&
+	     (s->pod[0] ? ADD_FIELD(peer, "pod", s->pod)
+			: cJSON_AddNullToObject(peer, "pod") != NULL);
+	how_message(asked, s, msg, sizeof(msg));
+	ok =
+	    ok &&
+	    (asked[0] ? add_str(pl, "asked", asked) : cJSON_AddNullToObject(pl, "asked") != NULL) &&
+	    (s->group[0] ? ADD_FIELD(pl, "group", s->group)
+			 : cJSON_AddNullToObject(pl, "group") != NULL) &&
+	    add_bool(pl, "managed", s->managed) && add_str(pl, "how", how_names[s->how]) &&
+	    add_str(pl, "message", msg);
+	if (ok && s->known) {
+		g = cJSON_AddObjectToObject(root, "group");
+		ok = g && render_group(g, &s->snap, true);
+	} else if (ok) {
+		ok = cJSON_AddNullToObject(root, "group") != NULL;
+	}
+	return finish(root, ok);
+}
+
 /* ---- routing ---- */
 
 enum route {
@@ -342,6 +430,8 @@ enum route {
 	ROUTE_GROUP,
 	ROUTE_PROCESSES,
 	ROUTE_EVENTS,
+	ROUTE_HEALTHZ,
+	ROUTE_SELF,
 };
 
 /* Allow header value per route: what each path accepts. */
@@ -349,24 +439,43 @@ static const char *const allowed[] = {
     [ROUTE_STATUS] = "GET, HEAD",    [ROUTE_GPUS] = "GET, HEAD",
     [ROUTE_GROUPS] = "GET, HEAD",    [ROUTE_GROUP] = "GET, HEAD, PUT, DELETE",
     [ROUTE_PROCESSES] = "GET, HEAD", [ROUTE_EVENTS] = "GET, HEAD",
+    [ROUTE_HEALTHZ] = "GET, HEAD",   [ROUTE_SELF] = "GET, HEAD",
 };
+
+static const struct {
+	const char *path;
+	enum route r;
+	bool tenant; /* served on the registration socket too */
+} fixed_routes[] = {
+    {"/v1/status", ROUTE_STATUS, false}, {"/v1/gpus", ROUTE_GPUS, false},
+    {"/v1/groups", ROUTE_GROUPS, false}, {"/v1/processes", ROUTE_PROCESSES, false},
+    {"/v1/events", ROUTE_EVENTS, false}, {"/v1/healthz", ROUTE_HEALTHZ, true},
+    {"/v1/self", ROUTE_SELF, true},
+};
+
+static bool get_method(const char *m)
+{
+	return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
+}
+
+bool cd_api_tenant_request(const char *method, const char *target, size_t n)
+{
+	if (!get_method(method))
+		return false;
+	for (size_t i = 0; i < sizeof(fixed_routes) / sizeof(fixed_routes[0]); i++)
+		if (fixed_routes[i].tenant && cd_http_target_is(target, n, fixed_routes[i].path))
+			return true;
+	return false;
+}
 
 /* The route of path; for /v1/groups/NAME, *name points at NAME inside path. */
 static enum route match(const char *path, const char **name)
 {
-	static const struct {
-		const char *path;
-		enum route r;
-	} fixed[] = {
-	    {"/v1/status", ROUTE_STATUS}, {"/v1/gpus", ROUTE_GPUS},
-	    {"/v1/groups", ROUTE_GROUPS}, {"/v1/processes", ROUTE_PROCESSES},
-	    {"/v1/events", ROUTE_EVENTS},
-	};
 	static const char prefix[] = "/v1/groups/";
 
-	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-		if (strcmp(path, fixed[i].path) == 0)
-			return fixed[i].r;
+	for (size_t i = 0; i < sizeof(fixed_routes) / sizeof(fixed_routes[0]); i++)
+		if (strcmp(path, fixed_routes[i].path) == 0)
+			return fixed_routes[i].r;
 	/* Any NAME without '/' routes here; names that are not valid are 404 (GET,
 	 * DELETE) or 400 (PUT) in the handler. */
 	if (strncmp(path, prefix, sizeof(prefix) - 1) == 0 && path[sizeof(prefix) - 1] &&
@@ -539,44 +648,103 @@ static void delete_group(struct cusliced *d, const char *name, struct cd_api_rep
 }
 
 /*
- * The query's parameters against what route r takes (only GET /v1/events
- * takes one: since, once). Sets *since; false after failing rep.
+ * The query's parameters against what route r takes: GET /v1/events
+ * since=SEQ, GET /v1/self group=NAME, each at most once; the others none.
+ * Sets *value to the parameter's value (NULL when absent); false after
+ * failing rep.
  */
 static bool check_params(const struct cd_api_request *req, enum route r, bool get,
-			 const char **since, struct cd_api_reply *rep)
+			 const char **value, struct cd_api_reply *rep)
 {
-	*since = NULL;
+	const char *takes = !get		? NULL
+			    : r == ROUTE_EVENTS ? "since"
+			    : r == ROUTE_SELF	? "group"
+						: NULL;
+
+	*value = NULL;
 	for (unsigned i = 0; i < req->nparams; i++) {
 		const struct cd_api_param *p = &req->params[i];
 
-		if (get && r == ROUTE_EVENTS && strcmp(p->name, "since") == 0) {
-			if (*since) {
+		if (takes && strcmp(p->name, takes) == 0) {
+			if (*value) {
 				error_reply(rep, CD_API_ERR_INVALID_PARAMETER,
-					    "since= given twice; accepted: one since=SEQ");
+					    "%s= given twice; accepted: one %s=%s", takes, takes,
+					    r == ROUTE_EVENTS ? "SEQ" : "NAME");
 				return false;
 			}
-			*since = p->value ? p->value : "";
+			*value = p->value ? p->value : "";
 			continue;
 		}
 		error_reply(rep, CD_API_ERR_UNKNOWN_PARAMETER,
 			    "query parameter \"%.64s\": %s %.200s takes %s", p->name, req->method,
-			    req->path, get && r == ROUTE_EVENTS ? "only since=SEQ" : "none");
+			    req->path,
+			    !takes		? "none"
+			    : r == ROUTE_EVENTS ? "only since=SEQ"
+						: "only group=NAME");
 		return false;
 	}
 	return true;
+}
+
+/* GET /v1/self[?group=NAME]: the peer's own view. */
+static void get_self(struct cusliced *d, const struct cd_peer *peer, const char *asked,
+		     struct cd_api_reply *rep)
+{
+	struct cd_self s;
+	int rc;
+
+	if (!asked)
+		asked = "";
+	if (asked[0] && !cs_group_name_valid(asked)) {
+		error_reply(rep, CD_API_ERR_INVALID_PARAMETER,
+			    "group=%.80s: expected a group name, 1..%d characters of "
+			    "[A-Za-z0-9._-], not starting with '.' or '-'",
+			    asked, CS_GROUP_NAME_MAX);
+		return;
+	}
+	rc = cd_self(d, peer, asked, &s);
+	if (rc < 0) {
+		reply_snapshot_error(rep, rc);
+		return;
+	}
+	reply(rep, 200, cd_api_render_self(peer, asked, &s));
+	cd_self_free(&s);
 }
 
 void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct cd_api_reply *rep)
 {
 	const char *name = NULL, *since;
 	enum route r = match(req->path ? req->path : "", &name);
-	bool get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
+	bool get = get_method(req->method);
 
 	memset(rep, 0, sizeof(*rep));
+	/*
+	 * The registration socket serves a tenant's own view and nothing else,
+	 * whatever the front door let through (it refuses the rest first): no
+	 * method, header or path reaches another endpoint from there.
+	 */
+	if (!req->peer || req->peer->door != CD_DOOR_ADMIN) {
+		size_t i = 0;
+
+		while (r != ROUTE_NONE && i < sizeof(fixed_routes) / sizeof(fixed_routes[0]) &&
+		       !(fixed_routes[i].r == r && fixed_routes[i].tenant))
+			i++;
+		if (r == ROUTE_NONE || !get ||
+		    i == sizeof(fixed_routes) / sizeof(fixed_routes[0])) {
+			error_reply(
+			    rep, CD_API_ERR_ADMIN_ONLY,
+			    "%.16s %.200s: served on cusliced's admin socket (%.100s) only, "
+			    "to administrators; this socket registers processes and answers "
+			    "GET /v1/healthz and GET /v1/self",
+			    req->method, req->path ? req->path : "",
+			    req->admin_socket ? req->admin_socket : CD_DEFAULT_ADMIN_SOCKET);
+			return;
+		}
+	}
 	if (r == ROUTE_NONE) {
 		error_reply(rep, CD_API_ERR_NOT_FOUND,
 			    "%.200s: no such endpoint (see GET /v1/status, /v1/gpus, /v1/groups, "
-			    "/v1/processes, /v1/events)",
+			    "/v1/processes, /v1/events, /v1/healthz, /v1/self)",
 			    req->path ? req->path : "");
 		return;
 	}
@@ -584,6 +752,13 @@ void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct c
 		return;
 	if (get && r == ROUTE_EVENTS) {
 		get_events(d, since, rep);
+	} else if (get && r == ROUTE_HEALTHZ) {
+		reply(rep, 200, cd_api_render_healthz());
+	} else if (get && r == ROUTE_SELF) {
+		if (!req->peer)
+			error_reply(rep, CD_API_ERR_INTERNAL, "internal error: no peer");
+		else
+			get_self(d, req->peer, since, rep);
 	} else if (get && r == ROUTE_GROUP && !cs_group_name_valid(name)) {
 		error_reply(rep, CD_API_ERR_NO_SUCH_GROUP, "group %.80s: no such group", name);
 	} else if (get) {

@@ -231,6 +231,7 @@ static void check_target(const char *t, size_t n, struct cd_http_verdict *v)
 struct line {
 	char method[17];
 	bool v11; /* HTTP/1.1 (else 1.0) */
+	size_t t0, t1; /* the target: buf[t0..t1) */
 };
 
 /*
@@ -337,6 +338,8 @@ static int check_request_line(const char *buf, size_t n, bool complete, struct l
 			return 0;
 		l->v11 = buf[i + 7] == '1';
 	}
+	l->t0 = t0;
+	l->t1 = t1;
 	check_target(buf + t0, t1 - t0, v);
 	return v->state == CD_HTTP_REFUSE ? -1 : 1;
 }
@@ -488,6 +491,10 @@ void cd_http_head_check(const char *buf, size_t len, bool eof, struct cd_http_ve
 		return;
 	if (r == 0)
 		goto incomplete;
+	/* Who serves the request may depend on these (cd_api_tenant_request): known now. */
+	memcpy(v->method, l.method, sizeof(v->method));
+	v->target_off = l.t0;
+	v->target_len = l.t1 - l.t0;
 	pos = cr + 2;
 	for (;;) {
 		r = line_end(buf, len, pos, &cr);
@@ -546,4 +553,27 @@ too_large:
 bare:
 	refuse(v, CD_API_ERR_MALFORMED_REQUEST,
 	       "a line of the head ends in a bare LF or CR; accepted: lines ending in CRLF");
+}
+
+bool cd_http_target_is(const char *t, size_t n, const char *path)
+{
+	const char *q = memchr(t, '?', n);
+	size_t plen = q ? (size_t)(q - t) : n, k = 0;
+
+	for (size_t i = 0; i < plen; i++, k++) {
+		unsigned char b = (unsigned char)t[i];
+
+		if (b == '%') {
+			int hi = i + 2 < plen ? hexval((unsigned char)t[i + 1]) : -1;
+			int lo = i + 2 < plen ? hexval((unsigned char)t[i + 2]) : -1;
+
+			if (hi < 0 || lo < 0)
+				return false;
+			b = (unsigned char)(hi << 4 | lo);
+			i += 2;
+		}
+		if (!path[k] || (unsigned char)path[k] != b)
+			return false;
+	}
+	return path[k] == '\0';
 }

@@ -30,6 +30,8 @@ struct cd_api_param {
 
 /* One API request as the router sees it (already authorized). */
 struct cd_api_request {
+	const struct cd_peer *peer; /* who asks, and through which socket (peer->door) */
+	const char *admin_socket;   /* for the message of a request only it serves */
 	const char *method;	/* "GET", "HEAD", "PUT", ... */
 	const char *path;	/* decoded, without the query, e.g. "/v1/groups/train" */
 	const struct cd_api_param *params;	/* the query's parameters, in order */
@@ -46,11 +48,14 @@ struct cd_api_reply {
 
 /*
  * Routes one request to its endpoint and fills rep (status, body, Allow).
- * Unknown path 404, wrong method 405 with Allow, a query parameter the
- * endpoint does not take or a bad value 400, missing memory or snapshot
- * failure 500; every error body is cd_api_error's. Never fails itself: rep
- * is always filled. Thread-safe as far as the core's functions are (they
- * take the daemon's lock).
+ * A request of the registration socket (req->peer->door CD_DOOR_TENANT) is
+ * served only when cd_api_tenant_request allows it (GET/HEAD /v1/healthz,
+ * /v1/self), else 403 admin_socket_required naming req->admin_socket; the
+ * admin socket's get every endpoint. Unknown path 404, wrong method 405
+ * with Allow, a query parameter the endpoint does not take or a bad value
+ * 400, missing memory or snapshot failure 500; every error body is
+ * cd_api_error's. Never fails itself: rep is always filled. Thread-safe as
+ * far as the core's functions are (they take the daemon's lock).
  */
 void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct cd_api_reply *rep);
 
@@ -76,6 +81,16 @@ char *cd_api_render_processes(const struct cd_snapshot *s);
 /* GET /v1/events: {"events":[{"seq","time","kind","group","pid","uid","message"}]}, uid null
  * when the event is the daemon's own. */
 char *cd_api_render_events(const struct cd_event *ev, unsigned n);
+
+/* GET /v1/healthz: {"status": "ok", "version"}. */
+char *cd_api_render_healthz(void);
+/*
+ * GET /v1/self: {"peer": {"pid","uid","gid","cgroup","pod"}, "placement":
+ * {"asked","group","managed","how","message"}, "group": GROUP or null}. The
+ * GROUP is what GET /v1/groups/NAME shows, but its policy without
+ * "members" (who else may join is the administrator's business).
+ */
+char *cd_api_render_self(const struct cd_peer *p, const char *asked, const struct cd_self *s);
 
 /* The snapshot's group called name, or NULL. */
 const struct cd_snap_group *cd_api_find_group(const struct cd_snapshot *s, const char *name);

@@ -177,7 +177,7 @@ static void render_connections(FILE *f, const struct cd_snapshot *s)
 {
 	static const char *const proto[CD_PROTO_COUNT] = {"unknown", "ipc", "http"};
 	static const char *const reason[CD_REFUSED_COUNT] = {"limit", "unauthorized", "malformed",
-							     "timeout"};
+							     "timeout", "admin_only"};
 
 	family(f, "cuslice_connections", "gauge",
 	       "Connections the daemon holds, by protocol (ipc: sessions and connections that "

@@ -3,15 +3,19 @@
  * polling thread.
  *
  * - The API server has no listen socket. The core's event loop accepts on
- *   the Unix socket, authorizes the peer (SO_PEERCRED), counts it against
- *   the connection limits, and peeks at the request (the front door,
- *   http-head.c); only a complete, valid request — head and body — is handed
- *   over with cd_http_add_connection. Every request is authorized again
- *   here, by the peer the core recorded for the connection's fd and by the
- *   bearer token when one is configured: the socket is the security
- *   boundary, so read-only GETs need it too. Every response says
- *   "Connection: close", so a connection carries exactly the one request the
- *   front door checked (a second one would reach MHD unchecked).
+ *   its two Unix sockets (registration and admin), authorizes the peer
+ *   (SO_PEERCRED) for the socket it came through, counts it against the
+ *   connection limits, and peeks at the request (the front door,
+ *   http-head.c; on the registration socket only a tenant's own requests
+ *   pass); only a complete, valid request — head and body — is handed over
+ *   with cd_http_add_connection. Every request is authorized again here, by
+ *   the peer the core recorded for the connection's fd (its door decides
+ *   which endpoints the router serves it) and, on the registration socket,
+ *   by the bearer token when one is configured (the token is what tenants
+ *   register with: it proves nothing about an administrator, so the admin
+ *   socket does not ask for it). Every response says "Connection: close",
+ *   so a connection carries exactly the one request the front door checked
+ *   (a second one would reach MHD unchecked).
  * - The metrics server listens on TCP metrics_listen (localhost by default),
  *   serves GET /metrics without authorization and nothing else.
  *
@@ -89,11 +93,12 @@ struct cd_http {
 	struct cusliced *d;
 	struct MHD_Daemon *api;
 	struct MHD_Daemon *metrics; /* NULL when metrics_listen is "none" */
+	char admin_socket[108];	    /* named in the refusals of the registration socket */
 };
 
 /* State of one API request between the handler's calls. */
 struct request {
-	uid_t uid; /* the peer's: events the request causes are charged to it */
+	struct cd_peer peer; /* who asks, through which socket; events are charged to its tenant */
 	char *body;
 	size_t len;
 	bool too_big;	   /* the body passed CD_HTTP_BODY_MAX; the rest is dropped */
@@ -183,35 +188,44 @@ static const char *bearer_token(const char *auth)
 }
 
 /*
- * Authorizes the request's peer. Returns MHD_YES with *done false when it
- * may go on; otherwise the result of queueing the 401 or 403 (*done true).
- * Refusals are counted and logged by the core (cd_refused).
+ * Authorizes the request's peer for the socket it came through. Returns
+ * MHD_YES with *done false when it may go on (r->peer filled); otherwise
+ * the result of queueing the 401 or 403 (*done true). Refusals are counted
+ * and logged by the core (cd_refused).
  */
 static enum MHD_Result authorize(struct cd_http *h, struct MHD_Connection *c, struct request *r,
 				 bool *done)
 {
 	const union MHD_ConnectionInfo *ci;
 	const char *auth;
-	struct cd_peer peer;
+	struct cd_peer *peer = &r->peer;
 
 	*done = true;
-	memset(&peer, 0, sizeof(peer));
+	memset(peer, 0, sizeof(*peer));
 	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	if (!ci || !cd_peer_of_fd(h->d, ci->connect_fd, &peer)) {
-		cd_refused(h->d, &peer, "http: connection of unknown peer");
+	if (!ci || !cd_peer_of_fd(h->d, ci->connect_fd, peer)) {
+		memset(peer, 0, sizeof(*peer));
+		cd_refused(h->d, peer, "http: connection of unknown peer");
 		return send_error(c, CD_API_ERR_FORBIDDEN, "permission denied: unknown peer");
 	}
-	if (!peer.authorized) {
-		cd_refused(h->d, &peer, "http: uid/gid not allowed");
+	if (!peer->authorized) {
+		cd_refused(h->d, peer,
+			   peer->door == CD_DOOR_ADMIN ? "http: may not administer (admin socket)"
+						       : "http: uid/gid not allowed");
+		if (peer->door == CD_DOOR_ADMIN)
+			return send_error(c, CD_API_ERR_FORBIDDEN,
+					  "permission denied: uid %u (gid %u) may not administer "
+					  "cusliced (not root, not the daemon's user, not in "
+					  "admin_uids / admin_gids)",
+					  (unsigned)peer->uid, (unsigned)peer->gid);
 		return send_error(c, CD_API_ERR_FORBIDDEN,
 				  "permission denied: uid %u (gid %u) may not use cusliced (see "
 				  "allow_uids / allow_gids in its configuration)",
-				  (unsigned)peer.uid, (unsigned)peer.gid);
+				  (unsigned)peer->uid, (unsigned)peer->gid);
 	}
-	r->uid = peer.uid;
 	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	if (!cd_token_ok(h->d, bearer_token(auth))) {
-		cd_refused(h->d, &peer, auth ? "http: wrong token" : "http: no token");
+	if (peer->door == CD_DOOR_TENANT && !cd_token_ok(h->d, bearer_token(auth))) {
+		cd_refused(h->d, peer, auth ? "http: wrong token" : "http: no token");
 		return send_error(c, CD_API_ERR_UNAUTHORIZED,
 				  "authentication required: send 'Authorization: Bearer <token>' "
 				  "with the daemon's token (token_file)");
@@ -289,7 +303,6 @@ static enum MHD_Result api_handler(void *cls, struct MHD_Connection *c, const ch
 		if (!r)
 			return MHD_NO;
 		r->start_ms = now_ms();
-		r->uid = CD_UID_NONE;
 		*con_cls = r;
 		res = authorize(h, c, r, &done);
 		if (done)
@@ -336,15 +349,17 @@ static enum MHD_Result api_handler(void *cls, struct MHD_Connection *c, const ch
 		return send_error(c, CD_API_ERR_INVALID_TARGET, "more than %u query parameters",
 				  CD_HTTP_PARAMS_MAX);
 	memset(&req, 0, sizeof(req));
+	req.peer = &r->peer;
+	req.admin_socket = h->admin_socket;
 	req.method = method;
 	req.path = url;
 	req.params = ps.p;
 	req.nparams = ps.n;
 	req.body = r->body;
 	req.body_len = r->len;
-	cd_event_actor(r->uid);
+	cd_event_actor(&r->peer.tenant);
 	cd_api_route(h->d, &req, &rep);
-	cd_event_actor(CD_UID_NONE);
+	cd_event_actor(NULL);
 	return send_reply(c, rep.status, rep.body, json_type,
 			  rep.allow ? MHD_HTTP_HEADER_ALLOW : NULL, rep.allow);
 }
@@ -557,6 +572,8 @@ struct cd_http *cd_http_start(struct cusliced *d, const struct cd_config *c, cha
 		return NULL;
 	}
 	h->d = d;
+	snprintf(h->admin_socket, sizeof(h->admin_socket), "%s",
+		 c && c->admin_socket[0] ? c->admin_socket : CD_DEFAULT_ADMIN_SOCKET);
 	/* MHD_USE_NO_LISTEN_SOCKET implies an inter-thread channel (MHD_USE_ITC),
 	 * which wakes the polling thread when the core adds a connection. */
 	h->api = MHD_start_daemon(

@@ -1,7 +1,9 @@
 /*
  * The API's renderers and router (http-api.c) on the made-up node of
  * test-http-fake.c: exact field names and values of every endpoint, and the
- * status, Allow header and error body of every error path.
+ * status, Allow header and error body of every error path; what the
+ * registration socket serves (a tenant's own view, nothing else, whatever
+ * the method or the path's spelling).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -292,16 +294,30 @@ static void test_http_api_events(void **state)
 
 /* ---- routing ---- */
 
-/* One request; since (not NULL) becomes the query's since= parameter. */
-static struct cd_api_reply route(const char *method, const char *path, const char *since,
-				 const char *body)
+/* Peers on the admin socket (an administrator) and on the registration socket (a tenant). */
+static const struct cd_peer admin_peer = {
+    .pid = 99, .uid = 0, .door = CD_DOOR_ADMIN, .authorized = true};
+static const struct cd_peer tenant_peer = {.pid = 4242,
+					   .uid = 0,
+					   .gid = 0,
+					   .cgroup = "/kubepods/besteffort/"
+						     "pod0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0/ctr",
+					   .door = CD_DOOR_TENANT,
+					   .authorized = true};
+
+/* One request of peer; param (name=value, value not NULL) is the query's one parameter. */
+static struct cd_api_reply route_as(const struct cd_peer *peer, const char *method,
+				    const char *path, const char *pname, const char *pvalue,
+				    const char *body)
 {
-	struct cd_api_param p = {.name = "since", .value = since};
+	struct cd_api_param p = {.name = pname, .value = pvalue};
 	struct cd_api_request req = {
+	    .peer = peer,
+	    .admin_socket = "/run/test/admin/s",
 	    .method = method,
 	    .path = path,
-	    .params = since ? &p : NULL,
-	    .nparams = since ? 1 : 0,
+	    .params = pvalue ? &p : NULL,
+	    .nparams = pvalue ? 1 : 0,
 	    .body = body,
 	    .body_len = body ? strlen(body) : 0,
 	};
@@ -309,6 +325,13 @@ static struct cd_api_reply route(const char *method, const char *path, const cha
 
 	cd_api_route(NULL, &req, &rep);
 	return rep;
+}
+
+/* One request of an administrator; since (not NULL) becomes the query's since= parameter. */
+static struct cd_api_reply route(const char *method, const char *path, const char *since,
+				 const char *body)
+{
+	return route_as(&admin_peer, method, path, "since", since, body);
 }
 
 /*
@@ -426,7 +449,7 @@ static void test_http_api_params(void **state)
 {
 	struct cd_api_param since = {"since", "1"}, two[] = {{"since", "1"}, {"since", "2"}},
 			    extra[] = {{"since", "1"}, {"limit", "5"}}, bare = {"verbose", NULL};
-	struct cd_api_request req = {.method = "GET", .path = "/v1/events"};
+	struct cd_api_request req = {.peer = &admin_peer, .method = "GET", .path = "/v1/events"};
 	struct cd_api_reply rep;
 
 	(void)state;
@@ -533,6 +556,168 @@ static void test_http_api_delete(void **state)
 		     "no such group", NULL);
 }
 
+/* The registration socket: GET/HEAD of /v1/healthz and /v1/self, nothing else. */
+static void test_http_api_tenant_refused(void **state)
+{
+	static const char *const paths[] = {
+	    "/v1/status",    "/v1/gpus",	   "/v1/groups",	"/v1/groups/train",
+	    "/v1/processes", "/v1/events",	   "/v1/groups/x",	"/",
+	    "/v1/self/",     "/v1/self/../groups", "//v1/self",		"/V1/self",
+	    "/v1/healthz/x", "/v2/self",	   "/v1/groups/train/", "/nope",
+	};
+	static const char *const methods[] = {"GET", "HEAD", "PUT", "PATCH", "DELETE", "POST"};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+		for (size_t m = 0; m < sizeof(methods) / sizeof(methods[0]); m++)
+			assert_error(route_as(&tenant_peer, methods[m], paths[i], NULL, NULL,
+					      "{\"memory_limit\": null}"),
+				     CD_API_ERR_ADMIN_ONLY, "admin socket (/run/test/admin/s) only",
+				     NULL);
+	/* Its own endpoints with any other method. */
+	for (size_t m = 2; m < sizeof(methods) / sizeof(methods[0]); m++) {
+		assert_error(route_as(&tenant_peer, methods[m], "/v1/self", NULL, NULL, "{}"),
+			     CD_API_ERR_ADMIN_ONLY, "admin socket", NULL);
+		assert_error(route_as(&tenant_peer, methods[m], "/v1/healthz", NULL, NULL, "{}"),
+			     CD_API_ERR_ADMIN_ONLY, "admin socket", NULL);
+	}
+	/* Nothing reached the core. */
+	assert_string_equal(fake.put_name, "");
+	assert_true(fake.groups[0].managed);
+	/* A request of no known peer is a tenant's, never an administrator's. */
+	assert_error(route_as(NULL, "DELETE", "/v1/groups/train", NULL, NULL, NULL),
+		     CD_API_ERR_ADMIN_ONLY, "admin socket", NULL);
+	assert_true(fake.groups[0].managed);
+}
+
+/* What the front door asks of a raw target: the decoded path, exactly. */
+static void test_http_api_tenant_targets(void **state)
+{
+	(void)state;
+	assert_true(cd_api_tenant_request("GET", "/v1/self", 8));
+	assert_true(cd_api_tenant_request("HEAD", "/v1/healthz", 11));
+	assert_true(cd_api_tenant_request("GET", "/v1/self?group=x", 16));
+	/* %-encoding decodes to the same path (libmicrohttpd decodes it alike). */
+	assert_true(cd_api_tenant_request("GET", "/v1/%73elf", 10));
+	assert_true(cd_api_tenant_request("GET", "/v1/self?", 9));
+	assert_false(cd_api_tenant_request("PUT", "/v1/self", 8));
+	assert_false(cd_api_tenant_request("POST", "/v1/self", 8));
+	assert_false(cd_api_tenant_request("get", "/v1/self", 8));
+	assert_false(cd_api_tenant_request("GET", "/v1/self/", 9));
+	assert_false(cd_api_tenant_request("GET", "/v1/self%2F..%2Fgroups", 22));
+	assert_false(cd_api_tenant_request("GET", "/v1/self/../groups/x", 20));
+	assert_false(cd_api_tenant_request("GET", "//v1/self", 9));
+	assert_false(cd_api_tenant_request("GET", "/v1/groups", 10));
+	assert_false(cd_api_tenant_request("GET", "/v1/sel", 7));
+	assert_false(cd_api_tenant_request("GET", "/v1/selff", 9));
+	assert_false(cd_api_tenant_request("GET", "/v1/self%", 9));
+	/* Only the bytes given count: "/v1/self" cut short is not it. */
+	assert_false(cd_api_tenant_request("GET", "/v1/self", 7));
+}
+
+static void test_http_api_healthz(void **state)
+{
+	struct cd_api_reply rep;
+	cJSON *j;
+
+	(void)state;
+	for (int door = 0; door < 2; door++) {
+		rep = route_as(door ? &admin_peer : &tenant_peer, "GET", "/v1/healthz", NULL, NULL,
+			       NULL);
+		assert_int_equal(rep.status, 200);
+		j = parse(rep.body);
+		ASSERT_FIELDS(j, "status", "version");
+		assert_str(j, "status", "ok");
+		assert_str(j, "version", CD_VERSION);
+		cJSON_Delete(j);
+	}
+	assert_error(route_as(&tenant_peer, "GET", "/v1/healthz", "x", "1", NULL),
+		     CD_API_ERR_UNKNOWN_PARAMETER, "takes none", NULL);
+}
+
+static void test_http_api_self(void **state)
+{
+	struct cd_api_reply rep;
+	const cJSON *pl, *g;
+	cJSON *j;
+
+	(void)state;
+	/* Nothing asked: no policy names this peer. */
+	rep = route_as(&tenant_peer, "GET", "/v1/self", NULL, NULL, NULL);
+	assert_int_equal(rep.status, 200);
+	j = parse(rep.body);
+	ASSERT_FIELDS(j, "peer", "placement", "group");
+	ASSERT_FIELDS(field(j, "peer"), "pid", "uid", "gid", "cgroup", "pod");
+	assert_num(field(j, "peer"), "pid", 4242);
+	assert_num(field(j, "peer"), "uid", 0);
+	assert_str(field(j, "peer"), "cgroup", tenant_peer.cgroup);
+	assert_str(field(j, "peer"), "pod", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+	pl = field(j, "placement");
+	ASSERT_FIELDS(pl, "asked", "group", "managed", "how", "message");
+	assert_jnull(pl, "asked");
+	assert_jnull(pl, "group");
+	assert_bool(pl, "managed", false);
+	assert_str(pl, "how", "none");
+	assert_jnull(j, "group");
+	cJSON_Delete(j);
+
+	/* Its managed group: limits and usage, the policy without members. */
+	snprintf(fake.policies[0], sizeof(fake.policies[0]),
+		 "{\"memory_limit\":\"4GiB\",\"members\":{\"uids\":[0,1000]}}");
+	rep = route_as(&tenant_peer, "GET", "/v1/self", "group", "train", NULL);
+	assert_int_equal(rep.status, 200);
+	j = parse(rep.body);
+	pl = field(j, "placement");
+	assert_str(pl, "asked", "train");
+	assert_str(pl, "group", "train");
+	assert_bool(pl, "managed", true);
+	assert_str(pl, "how", "member");
+	g = field(j, "group");
+	ASSERT_FIELDS(g, "name", "managed", "policy", "processes", "devices");
+	assert_str(g, "name", "train");
+	assert_str(field(g, "policy"), "memory_limit", "4GiB");
+	assert_null(cJSON_GetObjectItemCaseSensitive(field(g, "policy"), "members"));
+	assert_num(cJSON_GetArrayItem(field(g, "devices"), 0), "memory_limit",
+		   4.0 * (double)FAKE_GIB);
+	cJSON_Delete(j);
+	/* The administrator's listing still shows the members. */
+	rep = route("GET", "/v1/groups/train", NULL, NULL);
+	j = parse(rep.body);
+	assert_non_null(cJSON_GetObjectItemCaseSensitive(field(j, "policy"), "members"));
+	cJSON_Delete(j);
+
+	/* A managed group it is not a member of: refused, and nothing of the group shown. */
+	rep = route_as(&tenant_peer, "GET", "/v1/self", "group", "secret", NULL);
+	j = parse(rep.body);
+	pl = field(j, "placement");
+	assert_str(pl, "how", "refused");
+	assert_jnull(pl, "group");
+	if (!strstr(field(pl, "message")->valuestring, "not a member"))
+		fail_msg("message: %s", field(pl, "message")->valuestring);
+	assert_jnull(j, "group");
+	cJSON_Delete(j);
+
+	/* A group without a policy. */
+	rep = route_as(&tenant_peer, "GET", "/v1/self", "group", "mine", NULL);
+	j = parse(rep.body);
+	pl = field(j, "placement");
+	assert_str(pl, "how", "unmanaged");
+	assert_str(pl, "group", "mine");
+	assert_bool(pl, "managed", false);
+	assert_jnull(j, "group");
+	cJSON_Delete(j);
+
+	/* Bad parameters. */
+	assert_error(route_as(&tenant_peer, "GET", "/v1/self", "group", ".x", NULL),
+		     CD_API_ERR_INVALID_PARAMETER, "group=.x: expected a group name", NULL);
+	assert_error(route_as(&tenant_peer, "GET", "/v1/self", "since", "1", NULL),
+		     CD_API_ERR_UNKNOWN_PARAMETER, "takes only group=NAME", NULL);
+	/* The same view on the admin socket. */
+	rep = route_as(&admin_peer, "GET", "/v1/self", "group", "train", NULL);
+	assert_int_equal(rep.status, 200);
+	free(rep.body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -547,6 +732,10 @@ int main(void)
 	    cmocka_unit_test_setup(test_http_api_params, setup),
 	    cmocka_unit_test_setup(test_http_api_put, setup),
 	    cmocka_unit_test_setup(test_http_api_delete, setup),
+	    cmocka_unit_test_setup(test_http_api_tenant_refused, setup),
+	    cmocka_unit_test_setup(test_http_api_tenant_targets, setup),
+	    cmocka_unit_test_setup(test_http_api_healthz, setup),
+	    cmocka_unit_test_setup(test_http_api_self, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

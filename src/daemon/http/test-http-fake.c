@@ -116,7 +116,12 @@ void fake_reset(void)
 	add_event(3, "bypass", "", 77, "pid 77 uses GPU-aaaaaaaa without cuslice");
 
 	fake.peer_known = true;
-	fake.peer = (struct cd_peer){.pid = 99, .uid = 1000, .gid = 1000, .authorized = true};
+	fake.peer = (struct cd_peer){.pid = 99,
+				     .uid = 1000,
+				     .gid = 1000,
+				     .door = CD_DOOR_ADMIN,
+				     .authorized = true,
+				     .tenant = {.uid = 1000, .privileged = true}};
 	pthread_mutex_unlock(&fake.lock);
 }
 
@@ -282,7 +287,47 @@ void cd_http_closed(struct cusliced *d, int fd)
 	pthread_mutex_unlock(&fake.lock);
 }
 
-void cd_event_actor(uid_t uid)
+void cd_event_actor(const struct cd_tenant *t)
 {
-	fake.actor = uid;
+	fake.actor = t ? t->uid : CD_UID_NONE;
+}
+
+/*
+ * The made-up placements: nothing asked: none; "train": its member (the
+ * managed group, known); "secret": refused; anything else: unmanaged,
+ * unknown.
+ */
+int cd_self(struct cusliced *d, const struct cd_peer *p, const char *asked, struct cd_self *out)
+{
+	(void)d;
+	memset(out, 0, sizeof(*out));
+	if (strncmp(p->cgroup, "/kubepods/besteffort/pod", 24) == 0)
+		snprintf(out->pod, sizeof(out->pod), "%.36s", p->cgroup + 24);
+	if (!asked[0]) {
+		out->how = CD_SELF_NONE;
+	} else if (strcmp(asked, "secret") == 0) {
+		out->how = CD_SELF_REFUSED;
+		snprintf(out->reason, sizeof(out->reason), "group secret: pid %d is not a member",
+			 (int)p->pid);
+	} else if (strcmp(asked, "train") == 0) {
+		pthread_mutex_lock(&fake.lock);
+		out->how = CD_SELF_MEMBER;
+		out->managed = true;
+		out->known = true;
+		snprintf(out->group, sizeof(out->group), "train");
+		out->snap = fake.groups[0];
+		out->snap.policy_json =
+		    fake.groups[0].policy_json ? strdup(fake.groups[0].policy_json) : NULL;
+		pthread_mutex_unlock(&fake.lock);
+	} else {
+		out->how = CD_SELF_UNMANAGED;
+		snprintf(out->group, sizeof(out->group), "%s", asked);
+	}
+	return 0;
+}
+
+void cd_self_free(struct cd_self *s)
+{
+	free(s->snap.policy_json);
+	memset(s, 0, sizeof(*s));
 }

@@ -52,7 +52,7 @@ extern struct fake fake;
  * "train" managed (4 GiB limit and 30% burst core limit on GPU 0, no limits
  * on GPU 1, 2 processes), group "pid-42" unmanaged (no limits, 1 process);
  * processes 42 (registered, pid-42) and 77 (bypass, stopped); events 1..3.
- * An authorized peer, no token.
+ * An authorized peer on the admin socket, no token.
  */
 void fake_reset(void);
 

@@ -318,10 +318,12 @@ static void test_http_server_auth(void **state)
 
 	(void)state;
 	fake.peer.authorized = false;
-	api("GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
+	fake.peer.door = CD_DOOR_TENANT;
+	api("GET /v1/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
 	assert_int_equal(r->status, 403);
 	assert_non_null(strstr(r->body, "permission denied: uid 1000"));
 	assert_int_equal(fake.refused, 1);
+	fake.peer.door = CD_DOOR_ADMIN;
 
 	fake.peer_known = false;
 	api("GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
@@ -335,29 +337,84 @@ static void test_http_server_auth(void **state)
 	assert_int_equal(r->status, 403);
 	assert_string_equal(fake.put_name, "");
 
+	/* An administrator that may not: its own words. */
 	fake.peer_known = true;
-	fake.peer.authorized = true;
-	snprintf(fake.token, sizeof(fake.token), "s3cret");
 	api("GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
+	assert_int_equal(r->status, 403);
+	assert_non_null(strstr(r->body, "may not administer cusliced"));
+	assert_string_equal(fake.refused_why, "http: may not administer (admin socket)");
+
+	/* The token is the registration socket's (tenants register with it). */
+	fake.peer.authorized = true;
+	fake.peer.door = CD_DOOR_TENANT;
+	snprintf(fake.token, sizeof(fake.token), "s3cret");
+	api("GET /v1/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
 	assert_int_equal(r->status, 401);
 	assert_has(r, "\r\nWWW-Authenticate: Bearer realm=\"cusliced\"\r\n");
 	assert_non_null(strstr(r->body, "Authorization: Bearer"));
 	assert_string_equal(fake.refused_why, "http: no token");
-	api("GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+	api("GET /v1/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
 	    "Authorization: Bearer wrong\r\n\r\n",
 	    r);
 	assert_int_equal(r->status, 401);
 	assert_string_equal(fake.refused_why, "http: wrong token");
-	api("GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+	api("GET /v1/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
 	    "Authorization: Basic czNjcmV0\r\n\r\n",
 	    r);
 	assert_int_equal(r->status, 401);
-	assert_int_equal(fake.refused, 6);
-	api("GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+	assert_int_equal(fake.refused, 7);
+	api("GET /v1/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
 	    "Authorization: bearer s3cret\r\n\r\n",
 	    r);
 	assert_int_equal(r->status, 200);
-	assert_int_equal(fake.refused, 6);
+	assert_int_equal(fake.refused, 7);
+	/* It proves nothing about an administrator: the admin socket does not ask for it. */
+	fake.peer.door = CD_DOOR_ADMIN;
+	api("GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
+	assert_int_equal(r->status, 200);
+	assert_int_equal(fake.refused, 7);
+}
+
+/*
+ * A tenant's connection that reached the server (the front door refuses
+ * these first) is still served its own view only: no method-override
+ * header, spelling or body gets it anything else.
+ */
+static void test_http_server_tenant(void **state)
+{
+	static const char *const reqs[] = {
+	    "PUT /v1/groups/train HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+	    "DELETE /v1/groups/train HTTP/1.1\r\nHost: x\r\n\r\n",
+	    "PATCH /v1/groups/train HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+	    "POST /v1/self HTTP/1.1\r\nHost: x\r\nX-HTTP-Method-Override: GET\r\n"
+	    "Content-Length: 2\r\n\r\n{}",
+	    "GET /v1/groups HTTP/1.1\r\nHost: x\r\n\r\n",
+	    "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n",
+	    "GET /v1/self/../groups/train HTTP/1.1\r\nHost: x\r\n\r\n",
+	    "GET /v1/self%2F..%2Fgroups HTTP/1.1\r\nHost: x\r\n\r\n",
+	};
+	struct resp *r = &resp;
+
+	(void)state;
+	fake.peer.door = CD_DOOR_TENANT;
+	for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+		api(reqs[i], r);
+		if (r->status != 403 || !strstr(r->body, "admin_socket_required"))
+			fail_msg("%s\n-> %d %s", reqs[i], r->status, r->body);
+	}
+	assert_string_equal(fake.put_name, "");
+	assert_true(fake.groups[0].managed);
+	/* Its own view, whatever an override header says. */
+	api("GET /v1/self?group=train HTTP/1.1\r\nHost: x\r\n"
+	    "X-HTTP-Method-Override: DELETE\r\nX-HTTP-Method: PUT\r\n"
+	    "X-Method-Override: DELETE\r\n\r\n",
+	    r);
+	assert_int_equal(r->status, 200);
+	assert_non_null(strstr(r->body, "\"how\":\"member\""));
+	assert_true(fake.groups[0].managed);
+	api("GET /v1/%73elf HTTP/1.1\r\nHost: x\r\n\r\n", r);
+	assert_int_equal(r->status, 200);
+	assert_non_null(strstr(r->body, "\"placement\""));
 }
 
 /* Hostile input: each costs its own connection; the server keeps serving. */
@@ -676,6 +733,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_http_server_put, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_http_server_body_limit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_http_server_auth, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_http_server_tenant, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_http_server_hostile, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_http_server_one_request, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_http_server_closed, setup, teardown),

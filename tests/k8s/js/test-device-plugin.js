@@ -38,7 +38,7 @@ async function setup(t, tag, extra = [], { registry = false } = {}) {
   t.after(() => pr.stop());
   fs.mkdirSync(w.path('registry'));
   const plugin = w.start('plugin', [need('CS_DEVICE_PLUGIN'),
-    '--kubelet-dir', k.dir, '--cusliced', w.socket, '--state-dir', w.path('k8s-state'),
+    '--kubelet-dir', k.dir, ...w.pluginSockets(), '--state-dir', w.path('k8s-state'),
     '--pod-resources', w.path('pod-resources', 'kubelet.sock'), '--registry-dir', w.path('registry'),
     '--lib', '/opt/test/libcuslice.so', '--node-name', 'node-1', '--health-interval', '200ms',
     '--log-level', 'debug', ...(registry ? ['--registration', 'registry'] : []), ...api.flags(), ...extra]);
@@ -105,7 +105,7 @@ test('a refused registration stops the plugin (exit status 1)', async (t) => {
   const api = new FakeApiServer(w.path('api'));
   await api.start();
   t.after(() => api.stop());
-  const p = w.start('plugin', [need('CS_DEVICE_PLUGIN'), '--kubelet-dir', k.dir, '--cusliced', w.socket,
+  const p = w.start('plugin', [need('CS_DEVICE_PLUGIN'), '--kubelet-dir', k.dir, ...w.pluginSockets(),
     '--state-dir', w.path('st'), ...api.flags()]);
   const { code } = await p.exited;
   assert.equal(code, 1);
@@ -189,6 +189,32 @@ test('Allocate: one container gets its group, exact limits, env and mounts', asy
   const dev = g.devices.find((d) => d.uuid === a.uuid);
   assert.equal(dev.memory_limit, Math.floor(16 * GiB * 3 / 10));
   assert.equal(dev.core_limit, 30);
+  // Of cusliced's, the container gets the registration socket's directory alone, and
+  // through it a tenant's own view: no policy can be changed from there.
+  assert.ok(!c.mounts.some((m) => m.host_path.startsWith(path.dirname(w.admin))));
+  assert.deepEqual(fs.readdirSync(path.dirname(w.socket)), ['cusliced.sock']);
+  const put = await w.tenant('PUT', `/v1/groups/${group}`, { memory_limit: '64GiB' });
+  assert.equal(put.status, 403);
+  assert.equal(put.body.error.code, 'admin_socket_required');
+  assert.equal((await w.group(group)).policy.memory_limit[a.uuid], Math.floor(16 * GiB * 3 / 10));
+  assert.equal((await w.tenant('GET', '/v1/self')).status, 200);
+});
+
+test('Allocate: refused while the directory containers would get holds more than the registration socket', async (t) => {
+  const { w, k, gpus } = await setup(t, 'dp-alloc-dir');
+  const gpu = await registered(k, 'cuslice.io/gpu');
+  const a = gpus[0];
+  // Something else beside the socket: root in a container could reach it.
+  fs.mkdirSync(path.join(path.dirname(w.socket), 'admin'));
+  await assert.rejects(gpu.allocate([[`${a.uuid}::0`]]), (e) => {
+    assert.equal(e.code, grpc.status.FAILED_PRECONDITION, e.details);
+    assert.match(e.details, /holds admin too: it must hold that socket alone/);
+    return true;
+  });
+  assert.equal(await w.group(`k8s-gpu-${a.uuid}-0`), null);
+  fs.rmdirSync(path.join(path.dirname(w.socket), 'admin'));
+  const r = await gpu.allocate([[`${a.uuid}::0`]]);
+  assert.equal(r.container_responses[0].envs.CUSLICE_GROUP, `k8s-gpu-${a.uuid}-0`);
 });
 
 test('Allocate: several containers, memory units, CDI injection, and requests that cannot be met', async (t) => {
@@ -362,6 +388,10 @@ test('bad options and configurations are refused with a line naming them (exit s
     [['--gpu-injection', 'oci'], /--gpu-injection "oci": expected envvar, cdi or none/],
     [['--on-violation', 'warn'], /--on-violation "warn": expected report, stop or kill/],
     [['--cusliced', 'relative.sock'], /--cusliced "relative.sock": expected an absolute path/],
+    [['--registration-socket', 'r.sock'], /--registration-socket "r.sock": expected an absolute path/],
+    // The admin socket where containers would see it; two file names for one socket.
+    [['--cusliced', '/run/cuslice/tenant/admin.sock'], /--cusliced \/run\/cuslice\/tenant\/admin\.sock lies in \/run\/cuslice\/tenant, the directory of the registration socket that containers are given/],
+    [['--container-socket', '/run/cuslice/x.sock'], /--container-socket \/run\/cuslice\/x\.sock and --registration-socket \/run\/cuslice\/tenant\/cusliced\.sock: expected the same file name/],
     [['--api-server', 'http://x'], /--api-server "http:\/\/x": expected an https:\/\/ URL/],
     [['--health-interval', '10ms'], /--health-interval "10ms": expected a duration from 100ms to 1m/],
     [['--cusliced-token-file', '/nonexistent/token'], /--cusliced-token-file \/nonexistent\/token: No such file/],
@@ -378,5 +408,6 @@ test('bad options and configurations are refused with a line naming them (exit s
   const h = run('--help');
   assert.equal(h.status, 0);
   assert.match(h.stdout, /--memory-unit SIZE/);
-  assert.match(h.stdout, /--cusliced SOCK/);
+  assert.match(h.stdout, /--cusliced SOCK +cusliced's admin socket/);
+  assert.match(h.stdout, /--registration-socket PATH/);
 });

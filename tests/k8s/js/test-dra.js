@@ -37,7 +37,7 @@ async function setup(t, tag, extra = [], { gpus = 'H100:16GiB,A100:40GiB', preSl
   await api.start();
   t.after(() => api.stop());
   fs.mkdirSync(w.path('registry'));
-  const args = [need('CS_DRA_DRIVER'), '--node-name', NODE, '--cusliced', w.socket,
+  const args = [need('CS_DRA_DRIVER'), '--node-name', NODE, ...w.pluginSockets(),
     '--plugin-dir', w.path('plugin'), '--registry-dir', w.path('registry'), '--cdi-dir', w.path('cdi'),
     '--lib', '/opt/test/libcuslice.so', '--shm-dir', w.env.CUSLICE_SHM_DIR,
     '--health-interval', '200ms', '--claim-refresh', '200ms', '--log-level', 'debug', ...api.flags(), ...extra];
@@ -155,6 +155,23 @@ test('NodePrepareResources: consumed capacity becomes an exact group and a CDI s
       { hostPath: d.w.env.CUSLICE_SHM_DIR, containerPath: d.w.env.CUSLICE_SHM_DIR, options: ['rw', 'nosuid', 'nodev', 'bind'] },
     ] } }] });
   assert.equal(fs.readFileSync(d.w.path('plugin', 'ld.so.preload'), 'utf8'), '/opt/cuslice/lib/libcuslice.so\n');
+  // Of cusliced's, the claim's containers get the registration socket's directory alone.
+  assert.ok(!spec.devices[0].containerEdits.mounts.some((m) => m.hostPath.startsWith(path.dirname(d.w.admin))));
+});
+
+test('NodePrepareResources: refused while the directory containers would get holds more than the registration socket', async (t) => {
+  const d = await setup(t, 'dra-dir');
+  const [a] = d.gpus;
+  d.api.setClaim(claim('train', UID(1), [result(a.uuid, { memory: '1Gi' })], { pods: [{ name: 'p1', uid: POD(1) }] }));
+  const c = d.client();
+  fs.writeFileSync(path.join(path.dirname(d.w.socket), 'notes'), 'x');
+  let r = await c.prepare([{ namespace: 'team-a', uid: UID(1), name: 'train' }]);
+  assert.match(r.claims[UID(1)].error, /claim team-a\/train: .* holds notes too: it must hold that socket alone/);
+  assert.equal(await d.w.group(`k8s-claim-${UID(1)}`), null);
+  assert.equal(fs.existsSync(d.w.path('cdi', `cuslice.io-claim_${UID(1)}.json`)), false);
+  fs.unlinkSync(path.join(path.dirname(d.w.socket), 'notes'));
+  r = await c.prepare([{ namespace: 'team-a', uid: UID(1), name: 'train' }]);
+  assert.equal(r.claims[UID(1)].error, '');
 });
 
 test('prepare is idempotent, survives restarts; unprepare releases the group and is idempotent', async (t) => {

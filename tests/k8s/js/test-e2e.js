@@ -55,7 +55,7 @@ async function groupOf(w, pid) {
 
 test('DRA: two claims on one GPU get exactly 3 GiB and 5 GiB; pods stay in their own groups', { skip }, async (t) => {
   const { w, api, gpu } = await world(t, 'e2e-dra');
-  const d = w.start('driver', [need('CS_DRA_DRIVER'), '--node-name', NODE, '--cusliced', w.socket,
+  const d = w.start('driver', [need('CS_DRA_DRIVER'), '--node-name', NODE, ...w.pluginSockets(),
     '--plugin-dir', w.path('plugin'), '--registry-dir', w.path('plugin'), '--cdi-dir', w.path('cdi'),
     '--lib', need('CS_PRELOAD'), '--shm-dir', w.env.CUSLICE_SHM_DIR, '--health-interval', '200ms', ...api.flags()]);
   void d;
@@ -137,7 +137,7 @@ test('device plugin: Allocate + PreStartContainer give a pod\'s container its 3 
   let pods = [];
   const pr = await servePodResources(w.path('pod-resources', 'kubelet.sock'), () => pods);
   t.after(() => pr.stop());
-  w.start('plugin', [need('CS_DEVICE_PLUGIN'), '--kubelet-dir', k.dir, '--cusliced', w.socket,
+  w.start('plugin', [need('CS_DEVICE_PLUGIN'), '--kubelet-dir', k.dir, ...w.pluginSockets(),
     '--state-dir', w.path('state'), '--pod-resources', w.path('pod-resources', 'kubelet.sock'),
     '--lib', need('CS_PRELOAD'), '--shm-dir', w.env.CUSLICE_SHM_DIR, '--node-name', NODE, '--resources', 'gpu', ...api.flags()]);
   const plugin = await until(() => { const c = k.plugins.get('cuslice.io/gpu'); return c && c.lists.length && c; }, 15000, 'registration');

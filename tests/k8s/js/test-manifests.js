@@ -87,9 +87,13 @@ test('the programs accept the options and the configuration the manifests give t
   const conf = find(manifest('deviceplugin'), 'ConfigMap').data['cusliced.conf'];
   assert.equal(conf, find(manifest('dra'), 'ConfigMap').data['cusliced.conf']);
   w.start('cusliced', [need('CS_CUSLICED'), '--config', w.path('cusliced.conf'), '--socket', w.socket,
-    '--state-dir', w.path('state'), '--shm-dir', w.env.CUSLICE_SHM_DIR, '--metrics-listen', 'none']);
+    '--admin-socket', w.admin, '--state-dir', w.path('state'), '--shm-dir', w.env.CUSLICE_SHM_DIR,
+    '--metrics-listen', 'none']);
   await until(async () => (await w.cusliced('GET', '/v1/status')).status === 200, 20000, 'cusliced with the shipped configuration');
   assert.equal(fs.statSync(w.socket).gid, 10000);
+  assert.equal(fs.statSync(path.dirname(w.admin)).mode & 0o777, 0o700);
+  // What containers get (the registration socket's directory) holds it alone.
+  assert.deepEqual(fs.readdirSync(path.dirname(w.socket)), ['cusliced.sock']);
   // The seed policy file is valid policy.json.
   fs.writeFileSync(w.path('state', 'policy.json'), find(manifest('dra'), 'ConfigMap').data['policy.json']);
 });

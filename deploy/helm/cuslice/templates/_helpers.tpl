@@ -27,11 +27,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
-{{/* The options both plugins share: cusliced, the containers' mounts, the groups. */}}
+{{/*
+The options both plugins share: cusliced (its admin socket for the plugins'
+own calls; its registration socket, whose directory alone workloads get, at
+libcuslice's default path), the containers' mounts, the groups.
+*/}}
 {{- define "cuslice.pluginArgs" -}}
-- --cusliced={{ .Values.daemon.socketDir }}/cusliced.sock
+- --cusliced={{ .Values.daemon.socketDir }}/admin/cusliced.sock
+- --registration-socket={{ .Values.daemon.socketDir }}/tenant/cusliced.sock
+- --container-socket=/run/cuslice/cusliced.sock
 - --lib={{ .Values.daemon.stateDir }}/lib/libcuslice.so
-- --shm-dir={{ .Values.daemon.regionDir }}
 - --preload={{ if .Values.groups.preload }}on{{ else }}off{{ end }}
 - --gpu-injection={{ .Values.groups.gpuInjection }}
 - --mode={{ .Values.groups.mode }}

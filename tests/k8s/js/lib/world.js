@@ -83,8 +83,19 @@ class World {
     for (const k of ['CUSLICE_GROUP', 'CUSLICE_MEM_LIMIT', 'CUSLICE_CORE_LIMIT', 'LD_PRELOAD',
       'CUDA_VISIBLE_DEVICES', 'CUSIM_FAULTS', 'CUSLICE_SOCKET', 'CUSLICE_DAEMON']) delete this.env[k];
     fs.mkdirSync(this.env.CUSLICE_SHM_DIR);
-    this.socket = path.join(this.dir, 'cuslice', 'cusliced.sock');
+    // The daemon's registration socket in a directory of its own (what
+    // containers get), its admin socket beside that directory.
+    this.socket = path.join(this.dir, 'cuslice', 'tenant', 'cusliced.sock');
+    this.admin = path.join(this.dir, 'cuslice', 'admin', 'cusliced.sock');
     this.ctx = ctx;
+  }
+
+  // The plugins' options about cusliced: the admin socket for their calls,
+  // the registration socket for containers (the same path in them: the
+  // processes here see the host's paths).
+  pluginSockets() {
+    return ['--cusliced', this.admin, '--registration-socket', this.socket,
+      '--container-socket', this.socket];
   }
 
   path(...p) { return path.join(this.dir, ...p); }
@@ -109,7 +120,7 @@ class World {
 
   async startDaemon() {
     this.daemon = this.start('cusliced', [need('CS_CUSLICED'), '--socket', this.socket,
-      '--state-dir', this.path('state'), '--shm-dir', this.env.CUSLICE_SHM_DIR,
+      '--admin-socket', this.admin, '--state-dir', this.path('state'), '--shm-dir', this.env.CUSLICE_SHM_DIR,
       '--metrics-listen', 'none', '--log-level', 'debug']);
     await until(async () => (await this.cusliced('GET', '/v1/status')).status === 200, 20000,
       'cusliced to answer');
@@ -123,7 +134,10 @@ class World {
     this.daemon = null;
   }
 
-  cusliced(method, urlPath, body) { return unixHttp(this.socket, method, urlPath, body); }
+  // The administrator's API (admin socket), and what a tenant may ask (registration socket).
+  cusliced(method, urlPath, body) { return unixHttp(this.admin, method, urlPath, body); }
+
+  tenant(method, urlPath, body) { return unixHttp(this.socket, method, urlPath, body); }
 
   async group(name) {
     const r = await this.cusliced('GET', `/v1/groups/${name}`);
