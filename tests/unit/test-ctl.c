@@ -1,7 +1,7 @@
 /*
  * Tests of cusim-ctl run as a real process (path in $CUSIM_CTL): exit codes,
  * messages, human and JSON output, and the effect on the instance, which the
- * test maps itself (sim-core) to check and to play the part of CUDA processes.
+ * test maps itself (sim-instance) to check and to play the part of CUDA processes.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>

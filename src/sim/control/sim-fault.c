@@ -47,7 +47,7 @@ static const struct error_name cuda_errors[] = {
 
 /*
  * nvmlReturn_t as nvml.h defines it. Kept here rather than taken from an NVML
- * header so that sim-core (and cusim-ctl) build without one.
+ * header so that sim-instance (and cusim-ctl) build without one.
  */
 static const struct error_name nvml_errors[] = {
 	{"NVML_SUCCESS", 0},

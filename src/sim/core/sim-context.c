@@ -16,7 +16,6 @@
 
 #include "sim-array.h"
 #include "sim-exec.h"
-#include "sim-vram.h"
 
 #define CTX_STACK_MAX 64
 

@@ -14,6 +14,8 @@
 
 #include <string.h>
 
+#include "sim-config.h"
+
 #define PROC_FLAGS_MASK \
 	(CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
 

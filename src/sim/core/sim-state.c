@@ -12,8 +12,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "sim-config.h"
 #include "sim-exec.h"
-#include "sim-vram.h"
 
 struct sim_state sim = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,

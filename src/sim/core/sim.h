@@ -34,11 +34,6 @@
 
 #define SIM_API __attribute__((visibility("default")))
 
-/* The CUDA version this driver reports (cuDriverGetVersion). */
-#define SIM_DRIVER_VERSION 13000
-/* The NVIDIA driver version string NVML reports. */
-#define SIM_DRIVER_VERSION_STRING "580.65.06"
-
 /* Allocation granularity of device memory (bytes charged are rounded to it). */
 #define SIM_ALLOC_ALIGN 512u
 /* Granularity of VMM physical allocations and of pool reservations. */
@@ -130,6 +125,13 @@ struct sim_state {
 
 extern struct sim_state sim;
 
+/*
+ * Bumped in a forked child (sim-state.c): tables stamped with an older epoch
+ * (per-thread streams, pools, VMM, IPC mappings, contexts, modules) are the
+ * parent's and are dropped on first use.
+ */
+extern _Atomic unsigned sim_epoch;
+
 /* ---- init, devices (sim-device.c) ---- */
 
 /* CUDA_SUCCESS when cuInit has succeeded, else CUDA_ERROR_NOT_INITIALIZED. */
@@ -183,6 +185,12 @@ void sim_ctx_green_destroy(struct sim_ctx *c);
 bool sim_ctx_valid(const struct sim_ctx *ctx);
 
 /* ---- device memory arena and registry (sim-vram.c) ---- */
+
+/* Creates the memfd and maps one span per instance device. Returns 0 or -errno. */
+int sim_vram_init(struct sim_shared *sh);
+
+/* In a forked child: drop the parent's arena and registry without touching them. */
+void sim_vram_forget_after_fork(void);
 
 /*
  * Reserves `size` bytes of device `dev`'s capacity for this process and maps

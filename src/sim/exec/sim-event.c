@@ -3,7 +3,6 @@
  * completes; its timestamp is that completion time on the device timeline.
  */
 #include "sim-exec.h"
-#include "sim-graph.h"
 
 #include <stdlib.h>
 

@@ -4,7 +4,6 @@
  * host-function thread.
  */
 #include "sim-exec.h"
-#include "sim-graph.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -14,7 +13,6 @@
 #include <time.h>
 
 #include "sim-um.h"
-#include "sim-vram.h"
 
 /* Copy engines: PCIe 5.0 x16 for host transfers, HBM for device-to-device. */
 #define HOST_COPY_BYTES_PER_US 25000ull		/* 25 GB/s */

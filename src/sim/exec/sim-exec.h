@@ -29,6 +29,7 @@
 #define SIM_LAUNCH_QUEUE 1024
 
 struct sim_graph;
+struct sim_launch;
 
 /* A stream memory wait (cuStreamWaitValue*) whose condition did not hold yet. */
 struct sim_gate {
@@ -203,6 +204,16 @@ CUresult sim_memop_batch(struct sim_stream *s, unsigned count, const CUstreamBat
 CUresult sim_event_check(CUevent h);
 CUresult sim_event_record_on(CUevent h, struct sim_stream *s);
 CUresult sim_event_wait_on(CUevent h, struct sim_stream *s);
+
+/*
+ * Stream capture (sim-graph-capture.c). A capturing stream (s->capture)
+ * records kernel launches and host functions into its graph instead of
+ * running them; any other operation on it invalidates the capture
+ * (cuStreamEndCapture then reports it), as in CUDA.
+ */
+CUresult sim_graph_capture_kernel(struct sim_stream *s, const struct sim_launch *l);
+CUresult sim_graph_capture_host(struct sim_stream *s, CUhostFn fn, void *data);
+void sim_graph_capture_invalidate(struct sim_stream *s);
 
 /* In a forked child: the host-function thread is gone. */
 void sim_exec_forget_after_fork(void);

@@ -18,7 +18,8 @@
 #ifndef SIM_GRAPH_INT_H
 #define SIM_GRAPH_INT_H
 
-#include "sim-graph.h"
+#include "sim-exec.h"
+#include "sim-launch.h"
 
 #define SIM_GRAPH_MAGIC 0x48505247u	/* "GRPH" */
 #define SIM_NODE_MAGIC 0x45444f4eu	/* "NODE" */

@@ -19,7 +19,6 @@
 
 #include "cs-size.h"
 #include "sim-config.h"
-#include "sim-graph.h"
 #include "sim-um.h"
 
 #define DEFAULT_WAVE_NS 10000ull

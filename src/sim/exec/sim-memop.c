@@ -23,7 +23,6 @@
  * CUDA_ERROR_NOT_SUPPORTED.
  */
 #include "sim-exec.h"
-#include "sim-graph.h"
 
 #include <string.h>
 

@@ -3,7 +3,6 @@
  * sim-exec.c; capture into graphs in sim-graph.c.
  */
 #include "sim-exec.h"
-#include "sim-graph.h"
 
 #include <stdlib.h>
 

@@ -32,6 +32,15 @@ struct sim_model {
 extern const struct sim_model sim_models[];
 extern const size_t sim_nmodels;
 
+/*
+ * The driver installation cusim poses as, reported alike by libcuda
+ * (cuDriverGetVersion) and NVML (nvmlSystemGetDriverVersion,
+ * nvmlSystemGetCudaDriverVersion): the CUDA version and the NVIDIA driver
+ * version string.
+ */
+#define SIM_DRIVER_VERSION 13000
+#define SIM_DRIVER_VERSION_STRING "580.65.06"
+
 /* The default when CUSIM_GPUS is unset: one H100-like 80 GiB device. */
 #define SIM_DEFAULT_GPUS "H100:80GiB:132"
 #define SIM_DEFAULT_CTX_MEM (256ull << 20)

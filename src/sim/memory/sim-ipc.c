@@ -27,7 +27,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sim-vram.h"
 
 #define IPC_MAGIC 0x43504953u	/* "SIPC" */
 #define IPC_VERSION 1u

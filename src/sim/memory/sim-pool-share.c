@@ -18,7 +18,7 @@
  * Wire structures are fixed-width and versioned; every field read from a
  * descriptor or an export record is validated before use.
  */
-#include "sim-pool.h"
+#include "sim-pool-int.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -37,8 +37,7 @@
 #include <string.h>
 
 #include "sim-exec.h"
-#include "sim-pool.h"
-#include "sim-vram.h"
+#include "sim-pool-int.h"
 
 static struct {
 	struct pool *all;		/* every pool, including destroyed ones with blocks out */

@@ -16,7 +16,6 @@
  * prefetched again.
  */
 #include "sim-exec.h"
-#include "sim-graph.h"
 #include "sim-um.h"
 
 #include <fcntl.h>

@@ -42,7 +42,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sim-vram.h"
 
 #define PHYS_MAGIC 0x53594850u	/* "PHYS" */
 /* memfd name of a physical allocation: the device travels with an exported fd. */

@@ -30,7 +30,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "sim-vram.h"
 
 #define MIN_ORDER 9
 #define MAX_ORDER 48

@@ -21,7 +21,6 @@
 
 #include "sim-config.h"
 #include "sim-module-int.h"
-#include "sim-vram.h"
 
 /* Bytes of dynamic shared memory a kernel may use without opting in. */
 #define DEFAULT_DYN_SMEM (48 << 10)

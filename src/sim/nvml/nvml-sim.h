@@ -4,7 +4,7 @@
  * NVML here is a read-only view of the simulator instance (sim-shared.h)
  * that libcuda.so.1 processes update: device descriptions, memory in use,
  * process slots. It shares no state with libcuda (each library links its own
- * copy of sim-core) and does not need libcuda to be loaded.
+ * copy of sim-instance) and does not need libcuda to be loaded.
  *
  * Every entry point is defined with NVML_API under its exact exported name
  * and listed once in nvml.def, from which the export list is generated.

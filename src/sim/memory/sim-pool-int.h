@@ -2,8 +2,8 @@
  * Memory pools inside cusim (sim-pool.c): what the pool sharing calls
  * (sim-pool-share.c) need to see of a pool.
  */
-#ifndef SIM_POOL_H
-#define SIM_POOL_H
+#ifndef SIM_POOL_INT_H
+#define SIM_POOL_INT_H
 
 #include "sim.h"
 
