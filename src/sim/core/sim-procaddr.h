@@ -1,6 +1,7 @@
 /*
- * Tables behind cuGetProcAddress, generated at build time from the toolkit's
- * cudaTypedefs.h, the real driver's export list and driver.def
+ * Tables behind cuGetProcAddress (sim-procs.c in the build tree), generated
+ * from driver.def and interop.def, the toolkit's cudaTypedefs.h (and the
+ * interop typedef headers) and the link stub's export list
  * (scripts/gen-cuda-api.py).
  */
 #ifndef SIM_PROCADDR_H

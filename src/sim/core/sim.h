@@ -1,17 +1,24 @@
 /*
  * cusim's libcuda.so.1: the map of the implementation.
  *
- * Every driver entry point is a function defined with SIM_API in one of the
- * sim-*.c files and listed once in driver.def; cuGetProcAddress's table and
- * the export list are generated from that list.
+ * Every driver entry point is a function defined with SIM_API in a sim-*.c
+ * file of one of the areas (core/, memory/, exec/, modules/, absent/) and
+ * listed once in driver.def (interop.def for the graphics-interop ones);
+ * cuGetProcAddress's table and the export list are generated from those
+ * lists. This header holds what every area needs: the process-wide state,
+ * contexts and devices, and the calls the areas make into one another, each
+ * section naming the file that defines it. An area's own types live in its
+ * own header (sim-exec.h, sim-module.h, sim-array.h, ...).
  *
  * Process-wide state lives in `sim` (below). Device memory of this process
  * lives in one memfd (sim-vram.c) so that IPC peers can map it; a device
  * pointer is the host address of its bytes, so copies are memcpy().
  *
  * Locking: sim.lock (a mutex) guards the allocation registry, contexts,
- * pools and VMM tables. Capacity accounting is lock-free in the shared
- * instance (sim-shared.h). No entry point holds the lock while it blocks.
+ * pools and VMM tables. Capacity is accounted in the shared instance under
+ * each device's robust accounting lock (sim-shared.h), taken inside
+ * sim.lock and never held across a call into anything else. No entry point
+ * holds sim.lock while it blocks.
  */
 #ifndef SIM_H
 #define SIM_H
@@ -78,9 +85,9 @@ struct sim_alloc {
 /* How many peer contexts one context may have access to (CUDA_ERROR_TOO_MANY_PEERS beyond). */
 #define SIM_CTX_MAX_PEERS 32
 
-/* A context whose memory this one may access (cuCtxEnablePeerAccess). */
 struct sim_um_range;
 
+/* A context whose memory this one may access (cuCtxEnablePeerAccess). */
 struct sim_ctx_peer {
 	struct sim_ctx *ctx;
 	unsigned long long id;		/* ctx->id when enabled: a re-created context is another */
@@ -132,7 +139,7 @@ extern struct sim_state sim;
  */
 extern _Atomic unsigned sim_epoch;
 
-/* ---- init, devices (sim-device.c) ---- */
+/* ---- init (sim-state.c), devices (sim-device.c) ---- */
 
 /* CUDA_SUCCESS when cuInit has succeeded, else CUDA_ERROR_NOT_INITIALIZED. */
 static inline CUresult sim_check_init(void)
@@ -171,8 +178,8 @@ struct sim_ctx *sim_ctx_current(void);
 CUresult sim_ctx_resolve(CUcontext ctx, struct sim_ctx **ret);
 
 /*
- * Green contexts (sim-green.c): a context on CUDA ordinal `ordinal` limited
- * to sm_count SMs, standing for `green`. It retains the device's primary
+ * The context behind a green context (exec/sim-green.c): a context on CUDA
+ * ordinal `ordinal` limited to sm_count SMs, standing for `green`. It retains the device's primary
  * context (cuda.h) and shares its footprint: it charges no memory of its
  * own. sim_ctx_green_destroy frees its allocations and releases the
  * primary context.
@@ -242,7 +249,7 @@ void sim_registry_walk_locked(void (*fn)(struct sim_alloc *a, void *arg), void *
  */
 CUresult sim_check_range(uintptr_t p, size_t len, struct sim_alloc *ret_copy);
 
-/* ---- core memory (sim-memory.c) ---- */
+/* ---- device and managed allocations (sim-memory.c) ---- */
 
 /*
  * Gives back the device memory of a device or managed range (not its
@@ -253,7 +260,7 @@ void sim_mem_release_locked(struct sim_alloc *a);
 /* Frees a cuMemAlloc/Pitch/Managed allocation by its base (cuMemFree semantics). */
 CUresult sim_mem_free_ptr(CUdeviceptr ptr);
 
-/* ---- streams (sim-stream.c; the execution model grows here) ---- */
+/* ---- stream ordering of host-side work (sim-stream.c; the model: sim-exec.h) ---- */
 
 /*
  * Validates a stream handle (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
@@ -351,7 +358,7 @@ CUresult sim_peer_check_range(struct sim_ctx *c, uintptr_t p, size_t len);
  */
 void sim_log(CUlogLevel level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* ---- misc ---- */
+/* ---- misc (sim-state.c) ---- */
 
 /* The pid under which the instance and NVML know this process (host pid). */
 pid_t sim_self_pid(void);

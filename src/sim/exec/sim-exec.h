@@ -1,5 +1,6 @@
 /*
- * The execution model: streams, the device timeline, and waiting.
+ * The execution model: streams, events, the device timeline, and waiting;
+ * what memops, graphs and stream capture hook into it.
  *
  * No GPU code runs. Work has a modelled duration and occupies time:
  *   - kernels occupy the device: each is reserved on the device's timeline

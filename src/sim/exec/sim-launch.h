@@ -1,6 +1,7 @@
 /*
  * Kernel launches (sim-launch.c): what a launch is, so that graphs can
- * record one and replay it.
+ * record one and replay it, and the body every launch entry point shares
+ * (also the pre-4.0 API's, modules/sim-legacy.c).
  */
 #ifndef SIM_LAUNCH_H
 #define SIM_LAUNCH_H

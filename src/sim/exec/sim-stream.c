@@ -1,6 +1,9 @@
 /*
- * Stream entry points. The mechanics (time, dependencies, waiting) are in
- * sim-exec.c; capture into graphs in sim-graph.c.
+ * Stream entry points (create, destroy, query, synchronize, wait on events,
+ * attributes, host functions) and the stream ordering of host-side work
+ * declared in sim.h (sim_stream_order, sim_stream_copy). The mechanics
+ * (time, dependencies, waiting) are in sim-exec.c; capture into graphs in
+ * sim-graph-capture.c.
  */
 #include "sim-exec.h"
 

@@ -1,3 +1,8 @@
+/*
+ * The simulated GPU models (their published figures), CUSIM_GPUS parsing
+ * into device descriptions (memory, SMs, PCI location, UUIDs derived from
+ * the instance name), and the CUSIM_INSTANCE name.
+ */
 #include "sim-config.h"
 
 #include <errno.h>

@@ -1,5 +1,7 @@
 /*
- * Simulated GPU models and the CUSIM_GPUS / CUSIM_CTX_MEM configuration.
+ * Simulated GPU models, the driver versions cusim reports, and the
+ * configuration an instance is made from (CUSIM_GPUS, CUSIM_INSTANCE; the
+ * defaults of CUSIM_GPUS and CUSIM_CTX_MEM).
  */
 #ifndef SIM_CONFIG_H
 #define SIM_CONFIG_H

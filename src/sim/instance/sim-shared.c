@@ -1,3 +1,9 @@
+/*
+ * The instance file (see sim-shared.h): creating and opening it, process
+ * slots (registration, liveness by /proc start time, reclaiming the dead),
+ * capacity charged under each device's accounting lock, and the busy-time
+ * buckets NVML's utilization is read from.
+ */
 #include "sim-shared.h"
 
 #include <errno.h>

@@ -6,10 +6,13 @@
  * file per simulator instance, <CUSIM_SHM_DIR or /dev/shm>/cusim-<instance>,
  * mapped MAP_SHARED by libcuda.so.1, libnvidia-ml.so.1 and cusim-ctl.
  *
- * Concurrency: no locks. Device capacity is reserved with a compare-and-swap
- * loop, process slots are claimed with CAS on their pid, and a dead process's
- * slot is reclaimed by whoever first moves its pid to SIM_PID_RECLAIMING.
- * A process killed at any instant therefore never leaves a lock held.
+ * Concurrency: process slots are claimed with CAS on their pid, and a dead
+ * process's slot is reclaimed by whoever first moves its pid to
+ * SIM_PID_RECLAIMING. Device capacity is charged under the device's
+ * accounting lock (struct sim_device_state.acct), a robust process-shared
+ * mutex: a process killed while holding it hands it to the next taker with
+ * EOWNERDEAD, which recomputes the device's counter from the slots. Busy
+ * time, the timeline and fault counters are atomics; readers take no lock.
  *
  * The layout is fixed-width and versioned: a process built from another
  * version refuses the file (it is a simulator: reset the instance).

@@ -12,7 +12,9 @@
  * that allocated it.
  *
  * IPC event handles (cuIpcGetEventHandle / cuIpcOpenEventHandle) return
- * CUDA_ERROR_NOT_SUPPORTED until events exist in cusim's execution model.
+ * CUDA_ERROR_NOT_SUPPORTED: cusim's events (exec/sim-event.c) live in their
+ * process's memory and have no form another process could open (a known
+ * difference, docs/cusim.md).
  *
  * Locking: ipc.lock guards the table of open mappings and is taken before
  * sim.lock.

@@ -1,6 +1,7 @@
 /*
  * What the copy and set entry points share (sim-memcpy.c, sim-memcpy-2d.c,
- * sim-memcpy-set.c).
+ * sim-memcpy-set.c, sim-memcpy-batch.c), and what graph copy and set nodes
+ * run (exec/sim-graph-node.c, sim-graph-exec.c).
  *
  * Every address a copy touches is a host address of this process: device,
  * managed, pinned and VMM memory alike (sim.h). A copy validates both ends,

@@ -24,8 +24,9 @@
  * pools hold few chunks (every chunk is >= 2 MiB) and first fit keeps the
  * extent lists short in the stream-ordered pattern (allocate, use, free).
  *
- * Execution is synchronous in cusim, so a freed block is reusable at once by
- * any stream: the REUSE_* attributes are stored and reported, nothing more.
+ * Data effects happen at submission in cusim (sim-exec.h), so a freed block
+ * is reusable at once by any stream: the REUSE_* attributes are stored and
+ * reported, nothing more.
  *
  * Locking: the pool tables are guarded by sim.lock. sim_vram_alloc and
  * sim_registry_add take sim.lock themselves, so a new chunk is reserved and a

@@ -1,3 +1,11 @@
+/*
+ * Unified-memory residency (see sim-um.h): managed bytes accounted per
+ * process and device, made resident before each kernel by evicting other
+ * processes' least recently run managed memory, and the migration time that
+ * costs at CUSIM_UM_BANDWIDTH. Residency changes on a device are serialized
+ * by its um_lock word, which holds the owner's pid and is taken over when
+ * that process died.
+ */
 #include "sim-um.h"
 
 #include <errno.h>

@@ -28,7 +28,7 @@
  * split in two, for the moment between the shrink and the new entry.
  *
  * Locking: vmm.lock guards the tables below and is taken before sim.lock
- * (never the other way round: nothing in the core calls into this file).
+ * (never the other way round: no other file of cusim calls into this one).
  */
 #include "sim.h"
 

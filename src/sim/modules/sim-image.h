@@ -1,5 +1,6 @@
 /*
- * Device-code images as cusim's loader sees them (sim-image.c, sim-image-ptx.c).
+ * Device-code images as cusim's loader sees them (sim-image.c, sim-image-ptx.c;
+ * written back as a cubin by sim-image-write.c).
  *
  * cuModuleLoadData and friends receive one of: a NUL-terminated PTX text, a
  * cubin (an ELF64 for EM_CUDA), a fatbin (a container of cubins and PTX for

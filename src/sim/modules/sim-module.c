@@ -5,7 +5,7 @@
  *
  * Handles are plain heap objects whose first word is a magic; before one is
  * read, its address must be in `reg`'s table of live handles, so stale and
- * forged handles fail cleanly. A module dies with its context (the core
+ * forged handles fail cleanly. A module dies with its context (sim-context.c
  * frees the context's device allocations, globals included); it is then
  * reaped here the next time it is touched or a module is loaded.
  */

@@ -1,7 +1,7 @@
 /*
- * Modules, functions, libraries and kernels (sim-module.c): what the launch
- * code needs to turn a CUfunction (or a CUkernel cast to one) into a kernel
- * it can run.
+ * Modules, functions, libraries and kernels (sim-module.c, sim-library.c):
+ * what the launch code needs to turn a CUfunction (or a CUkernel cast to
+ * one) into a kernel it can run.
  *
  * A module belongs to one context: its __device__/__constant__ variables
  * are device memory of that context (registered as SIM_ALLOC_DEVICE with

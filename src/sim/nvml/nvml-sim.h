@@ -10,8 +10,10 @@
  * and listed once in nvml.def, from which the export list is generated.
  *
  * Locking: sim_nvml.lock serializes nvmlInit/nvmlShutdown. Queries take no
- * lock: the instance is lock-free and device handles are immutable while
- * NVML is initialized.
+ * lock of NVML's: they read the instance's counters as they are, and
+ * device handles are immutable while NVML is initialized. Reclaiming a dead
+ * process's slot (before a process or memory query) takes the device's
+ * accounting lock in the instance, briefly.
  */
 #ifndef NVML_SIM_H
 #define NVML_SIM_H
