@@ -1,6 +1,7 @@
 /*
- * Helpers for integration tests: each test runs on its own simulator instance
- * and may fork/exec children that share it.
+ * Helpers for cusim's tests (also used by tests/quota and tests/interpose):
+ * each test runs on its own simulator instance and may fork/exec children
+ * that share it.
  */
 #ifndef CST_H
 #define CST_H

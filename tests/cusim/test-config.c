@@ -1,4 +1,4 @@
-/* Unit tests of src/sim/sim-config.c: CUSIM_GPUS parsing, UUIDs, instance names. */
+/* Unit tests of src/sim/instance/sim-config.c: CUSIM_GPUS parsing, UUIDs, instance names. */
 #include <ctype.h>
 #include <errno.h>
 #include <setjmp.h>

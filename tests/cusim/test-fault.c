@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/sim/sim-fault.c: spec parsing, the instance fault table
+ * Unit tests of src/sim/control/sim-fault.c: spec parsing, the instance fault table
  * (nth/count semantics, pid filter, domains, capacity, clearing) and the
  * per-process CUSIM_FAULTS list (in forked children, since it loads once).
  */

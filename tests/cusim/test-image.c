@@ -1,5 +1,5 @@
 /*
- * The image parsers (src/sim/sim-image.c, sim-image-ptx.c) on their own,
+ * The image parsers (src/sim/modules/sim-image.c, sim-image-ptx.c) on their own,
  * under ASan/UBSan: hand-written PTX for each corner of the grammar we read,
  * fatbins assembled here to pin entry selection and LZ4 decoding, the real
  * nvcc outputs (CUSIM_TEST_KERNELS), and a mutation loop whose inputs end

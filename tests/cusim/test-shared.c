@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/sim/sim-shared.c: instance creation, process slots,
+ * Unit tests of src/sim/instance/sim-shared.c: instance creation, process slots,
  * capacity accounting and reclaiming the slots of dead processes. Each test
  * works on its own instance in a private CUSIM_SHM_DIR.
  */

@@ -1,5 +1,5 @@
 /*
- * Unified-memory thrash (src/sim/sim-um.h), measured in wall-clock time with
+ * Unified-memory thrash (src/sim/memory/sim-um.h), measured in wall-clock time with
  * two cs-spin processes that each keep a managed working set and run
  * 20 x 10 ms kernels, synchronizing after each.
  *

@@ -6,7 +6,7 @@
  * test kernels (CUSIM_TEST_KERNELS) and launch cusim_spin through
  * cuLaunchKernel; the in-process tests do the same themselves. The device
  * runs one kernel at a time, in submission order across processes
- * (src/sim/sim-exec.h), so N processes with 1 s of kernels each need about
+ * (src/sim/exec/sim-exec.h), so N processes with 1 s of kernels each need about
  * N s together, and each one's share of the device is about 1/N.
  *
  * Tolerances are for a loaded two-core machine: lower bounds are the model's
