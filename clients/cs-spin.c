@@ -15,7 +15,7 @@
  *
  * --managed SIZE allocates SIZE of managed memory once (cuMemAllocManaged)
  * and keeps it: on cusim every kernel of the process then needs that working
- * set resident (src/sim/sim-um.h), so two such processes whose sets do not
+ * set resident (src/sim/memory/sim-um.h), so two such processes whose sets do not
  * fit together thrash. --wait-go prints `ready` after setup and waits for a
  * line (or EOF) on stdin before the first launch: a start barrier for
  * several processes. --linger-ms keeps the context alive that long after

@@ -1,7 +1,7 @@
 /*
  * A module whose __device__ variable is larger than 2 GiB (2 GiB + 4 KiB):
  * cusim loads it when the device has the memory, as the driver does
- * (tests/integration/test-module.c). The array takes no room in the image
+ * (tests/cusim/test-module.c). The array takes no room in the image
  * (.nv.global is NOBITS).
  */
 #include <stddef.h>

@@ -1,11 +1,11 @@
 /*
- * Device code for cusim's module tests (tests/integration/test-module.c),
+ * Device code for cusim's module tests (tests/cusim/test-module.c),
  * compiled by nvcc at build time into PTX, a cubin and several fatbins
  * (tests/kernels/meson.build).
  *
  * cusim never executes device code. The three cusim_* kernels are the ones
  * it runs as built-ins, recognized by exact name and parameter layout
- * (src/sim/sim-module.h); their bodies here say what the simulator does.
+ * (src/sim/modules/sim-module.h); their bodies here say what the simulator does.
  * The others exist for what the loader reports: parameter layouts, static
  * shared memory, launch bounds, cluster dimensions and variables.
  */

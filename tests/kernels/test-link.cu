@@ -1,5 +1,5 @@
 /*
- * Relocatable device code for the linker tests (tests/integration/test-link.c):
+ * Relocatable device code for the linker tests (tests/cusim/test-link.c):
  * compiled with nvcc -c -rdc=true into a host object (device code in its
  * __nv_relfatbin section) and archived into libtest-link.a.
  */

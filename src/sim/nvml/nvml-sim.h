@@ -4,14 +4,16 @@
  * NVML here is a read-only view of the simulator instance (sim-shared.h)
  * that libcuda.so.1 processes update: device descriptions, memory in use,
  * process slots. It shares no state with libcuda (each library links its own
- * copy of sim-core) and does not need libcuda to be loaded.
+ * copy of sim-instance) and does not need libcuda to be loaded.
  *
  * Every entry point is defined with NVML_API under its exact exported name
  * and listed once in nvml.def, from which the export list is generated.
  *
  * Locking: sim_nvml.lock serializes nvmlInit/nvmlShutdown. Queries take no
- * lock: the instance is lock-free and device handles are immutable while
- * NVML is initialized.
+ * lock of NVML's: they read the instance's counters as they are, and
+ * device handles are immutable while NVML is initialized. Reclaiming a dead
+ * process's slot (before a process or memory query) takes the device's
+ * accounting lock in the instance, briefly.
  */
 #ifndef NVML_SIM_H
 #define NVML_SIM_H

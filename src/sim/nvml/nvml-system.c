@@ -6,11 +6,8 @@
 
 #include <stdio.h>
 
-/*
- * Only for the version constants: NVML must report the very versions
- * cusim's libcuda reports (SIM_DRIVER_VERSION, SIM_DRIVER_VERSION_STRING).
- */
-#include "sim.h"
+/* NVML reports the very versions cusim's libcuda reports. */
+#include "sim-config.h"
 
 #define DRIVER_VERSION SIM_DRIVER_VERSION_STRING
 #define CUDA_DRIVER_VERSION SIM_DRIVER_VERSION

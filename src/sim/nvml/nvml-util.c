@@ -141,8 +141,8 @@ static uint64_t window_start(const struct query_time *q, unsigned long long last
 /*
  * Fills out[] (room for SIM_MAX_PROCS) with the processes of device `index`
  * that were busy in [from, to), and returns their number. Slots of dead
- * processes are reclaimed first, so a killed process never shows. Lock-free,
- * like the process list (nvml-process.c).
+ * processes are reclaimed first, so a killed process never shows. The
+ * buckets are read without a lock, like the process list (nvml-process.c).
  */
 static unsigned collect(unsigned index, uint64_t from, uint64_t to, struct proc_util *out)
 {

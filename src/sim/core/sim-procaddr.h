@@ -1,0 +1,20 @@
+/*
+ * Tables behind cuGetProcAddress (sim-procs.c in the build tree), generated
+ * from driver.def and interop.def, the toolkit's cudaTypedefs.h (and the
+ * interop typedef headers) and the link stub's export list
+ * (scripts/gen-cuda-api.py).
+ */
+#ifndef SIM_PROCADDR_H
+#define SIM_PROCADDR_H
+
+#include "sim.h"
+#include "cs-proc.h"
+
+/* Sorted by (name, version, flavour). */
+extern const struct cs_proc sim_procs[];
+extern const size_t sim_nprocs;
+/* The implemented symbols, sorted by name. */
+extern const struct cs_sym sim_syms[];
+extern const size_t sim_nsyms;
+
+#endif
