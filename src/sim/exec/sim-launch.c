@@ -150,9 +150,12 @@ static uint64_t um_cost(const struct sim_launch *l, int dev)
 			if (p->offset + off + 8 > l->args_len)
 				break;
 			memcpy(&v, l->args + p->offset + off, 8);
-			/* Unknown kernels may write what they are given. */
+			/*
+			 * Counted as reads: whether an unknown kernel writes is not
+			 * known, and read-mostly advice promises that it mostly reads.
+			 */
 			if (v)
-				uses[n++] = (struct sim_um_use){(uintptr_t)v, 0, true};
+				uses[n++] = (struct sim_um_use){(uintptr_t)v, 0, false};
 		}
 	}
 	return sim_um_kernel(dev, uses, n, true);

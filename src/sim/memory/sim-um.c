@@ -368,8 +368,6 @@ static void touch(struct work *w, struct sim_um_range *r, size_t i, const struct
 			return;
 		}
 		if (sim_um_chunk_is(sim.shm, dev, ref->entry, sim.slot, key_of(r, i))) {
-			if (sim.shm->um_params.lru == SIM_UM_LRU_ACCESS)
-				sim_um_chunk_touch(sim.shm, dev, ref->entry);
 			if (write)
 				sim_um_entry(sim.shm, dev, ref->entry)->flags &= ~SIM_UM_CHUNK_CLEAN;
 			return;
@@ -394,11 +392,36 @@ static void touch(struct work *w, struct sim_um_range *r, size_t i, const struct
 	}
 }
 
+/*
+ * With CUSIM_UM_LRU=access, a kernel's or copy's resident chunks are all
+ * in use at once: they move to the tail before any of its faults evicts,
+ * so a working set that fits never evicts itself. Caller holds sim.lock
+ * and w->dev's lock.
+ */
+static void refresh(struct work *w, struct spans *sp)
+{
+	unsigned dev = (unsigned)w->dev;
+
+	for (size_t k = 0; k < sp->n; k++) {
+		struct sim_um_range *r = sp->v[k].r;
+
+		for (size_t i = sp->v[k].c0; i < sp->v[k].c1; i++) {
+			const struct sim_um_ref *ref = &r->chunks[i];
+
+			if (ref->state == SIM_UM_DEVICE && ref->dev == w->dev &&
+			    sim_um_chunk_is(sim.shm, dev, ref->entry, sim.slot, key_of(r, i)))
+				sim_um_chunk_touch(sim.shm, dev, ref->entry);
+		}
+	}
+}
+
 /* Runs the spans' touches on w->dev. Caller holds sim.lock. */
 static void touch_spans(struct work *w, struct spans *sp)
 {
 	leave_other_devices(w, sp);
 	sim_um_lock(sim.shm, (unsigned)w->dev);
+	if (sim.shm->um_params.lru == SIM_UM_LRU_ACCESS)
+		refresh(w, sp);
 	for (size_t k = 0; k < sp->n; k++) {
 		struct sim_um_range *r = sp->v[k].r;
 		unsigned hint = 0;
