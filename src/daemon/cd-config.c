@@ -43,6 +43,18 @@ const char *const cd_config_keys[] = {
     "on_bypass",
     "ipc_sessions_per_uid",
     "api_connections_per_uid",
+    /* the GPU scheduler's (cd-sched-core.c) */
+    "sched",
+    "sched_tick",
+    "sched_headroom",
+    "sched_calm",
+    "sched_quantum_factor",
+    "sched_quantum_min",
+    "sched_quantum_max",
+    "sched_bandwidth",
+    "sched_idle",
+    "sched_grace",
+    "sched_drain_quiet",
     NULL,
 };
 
@@ -83,6 +95,7 @@ void cd_config_defaults(struct cd_config *c)
 	c->log_level = CS_LOG_INFO;
 	c->ipc_sessions_per_uid = CD_IPC_SESSIONS_PER_UID;
 	c->api_connections_per_uid = CD_API_CONNECTIONS_PER_UID;
+	cd_sched_config_defaults(&c->sched);
 }
 
 /* ---- values ---- */
@@ -401,6 +414,12 @@ int cd_config_set(struct cd_config *c, const char *key, const char *value, char 
 	if (strcmp(key, "admin_gids") == 0)
 		return set_ids((unsigned *)c->admin_gids, &c->n_admin_gids, false, value, why,
 			       whylen);
+	if (strncmp(key, "sched", 5) == 0) {
+		int e = cd_sched_config_set(&c->sched, key, value, why, whylen);
+
+		if (e != -ENOENT)
+			return e;
+	}
 	if (strcmp(key, "backstop_interval") == 0) {
 		if (!parse_duration(value, &ms) || ms < 100 || ms > 3600000)
 			return refuse(why, whylen, value,
@@ -618,7 +637,10 @@ static int on_key(void *user, const char *section, const char *name, const char 
 			 "unknown key \"%.64s\"; accepted: socket, socket_group, admin_socket, "
 			 "admin_group, state_dir, shm_dir, metrics_listen, log_level, token_file, "
 			 "allow_uids, allow_gids, admin_uids, admin_gids, backstop_interval, "
-			 "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid",
+			 "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid, "
+			 "sched, sched_tick, sched_headroom, sched_calm, sched_quantum_factor, "
+			 "sched_quantum_min, sched_quantum_max, sched_bandwidth, sched_idle, "
+			 "sched_grace, sched_drain_quiet",
 			 name);
 		return 0;
 	}

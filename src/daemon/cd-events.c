@@ -48,7 +48,10 @@ const char *cd_event_class_name(enum cd_event_class c)
 
 enum cd_event_class cd_event_class_of(const char *kind)
 {
-	static const char *const ordinary[] = {"registered", "unregistered", "reclaimed"};
+	/* The scheduler's too, except "revoked" (a holder that did not drain): enforcement. */
+	static const char *const ordinary[] = {"registered", "unregistered", "reclaimed",
+					       "serialized", "parallel",   "granted",
+					       "released",   "waiting"};
 
 	if (strcmp(kind, "denied") == 0)
 		return CD_EVCLASS_REFUSAL;

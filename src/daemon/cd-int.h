@@ -643,6 +643,7 @@ struct cusliced {
 	unsigned fd_limit; /* RLIMIT_NOFILE: the admission bounds derive from it */
 	struct cd_http *http;
 	struct cd_nvml *nvml;
+	struct cd_sched *sched; /* the GPU scheduler (cd-sched.c); its books under the lock */
 	uint64_t next_reclaim_ms, next_backstop_ms;
 	bool stop;
 	void **graveyard;   /* freed after the current batch */
@@ -837,6 +838,20 @@ int cd_ipc_input(struct cusliced *d, struct cd_conn *c);
 void cd_backstop_tick(struct cusliced *d);
 /* Samples NVML for the GPUs only (d->gpus), taking the lock: at start, before policies apply. */
 void cd_gpus_refresh(struct cusliced *d);
+
+/* ---- the GPU scheduler (cd-sched.c) ---- */
+
+/*
+ * Starts the scheduler's thread (not when sched = off or without NVML:
+ * then every gate stays as the groups' own controllers set it). 0 or -errno.
+ */
+int cd_sched_start(struct cusliced *d);
+/* Stops it and clears every hold it set (lock NOT held). */
+void cd_sched_stop(struct cusliced *d);
+/* group's standing (CS_SCHED_*) on the GPU uuid by the scheduler's books. Lock held. */
+unsigned cd_sched_group_state(struct cusliced *d, const char *group, const char *uuid);
+/* The schedulers' state into out->sched (malloc'd). 0 or -ENOMEM. Lock held. */
+int cd_sched_snapshot(struct cusliced *d, struct cd_snapshot *out);
 
 /* ---- the loop (cd-loop.c) ---- */
 

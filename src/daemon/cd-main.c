@@ -91,6 +91,19 @@ static const char usage_text[] =
     "                           API connections one tenant may hold at once: 1 to\n"
     "                           512 (default 32; root on the host and administrators\n"
     "                           4 times as many)\n"
+    "      --sched on|off       the GPU scheduler: serialize groups whose working\n"
+    "                           sets do not fit together (default on)\n"
+    "      --sched-headroom P   serialize above (100-P)% of a GPU, parallel again\n"
+    "                           below (100-2P)% (default 5)\n"
+    "      --sched-calm D       ... held that long first (default 2s)\n"
+    "      --sched-quantum-factor F  quantum = F x switch time (default 20)\n"
+    "      --sched-quantum-min D, --sched-quantum-max D  its bounds (500ms, 5m)\n"
+    "      --sched-bandwidth B  migration bytes/s until measured (default 12GB)\n"
+    "      --sched-idle D       a holder idle that long lets go (default 300ms)\n"
+    "      --sched-grace D      a holder not drained by quantum + D is revoked\n"
+    "                           (default 2s)\n"
+    "      --sched-drain-quiet D  no device time that long = drained (default 50ms)\n"
+    "      --sched-tick D       how often it measures and decides (default 10ms)\n"
     "  -h, --help               this text\n"
     "  -V, --version            the version\n"
     "\n"
@@ -160,6 +173,17 @@ static const struct option longopts[] = {
     {"on-bypass", required_argument, NULL, 0},
     {"ipc-sessions-per-uid", required_argument, NULL, 0},
     {"api-connections-per-uid", required_argument, NULL, 0},
+    {"sched", required_argument, NULL, 0},
+    {"sched-tick", required_argument, NULL, 0},
+    {"sched-headroom", required_argument, NULL, 0},
+    {"sched-calm", required_argument, NULL, 0},
+    {"sched-quantum-factor", required_argument, NULL, 0},
+    {"sched-quantum-min", required_argument, NULL, 0},
+    {"sched-quantum-max", required_argument, NULL, 0},
+    {"sched-bandwidth", required_argument, NULL, 0},
+    {"sched-idle", required_argument, NULL, 0},
+    {"sched-grace", required_argument, NULL, 0},
+    {"sched-drain-quiet", required_argument, NULL, 0},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -451,6 +475,8 @@ int main(int argc, char **argv)
 	       "(policies in %s, metrics %s%s)",
 	       cfg.socket, cfg.admin_socket, cfg.state_dir, cfg.metrics_listen,
 	       cfg.token[0] ? ", token required" : "");
+	if (cd_sched_start(&d) != 0)
+		goto out;
 	notify("READY=1");
 	if (cd_loop_run(&d, err, sizeof(err)) != 0)
 		fprintf(stderr, PROG ": %s\n", err);
@@ -458,6 +484,7 @@ int main(int argc, char **argv)
 		rc = 0;
 	notify("STOPPING=1");
 out:
+	cd_sched_stop(&d);
 	if (d.http)
 		cd_http_stop(d.http);
 	/* The HTTP threads are gone: what they and the loop recorded goes to disk. */

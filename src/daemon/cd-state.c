@@ -327,6 +327,8 @@ static void snap_group(struct cusliced *d, struct cd_group *g, struct cd_snap_gr
 		sd->core_used = g->core_used[i];
 		sd->oom_denials = atomic_load(&gd->oom_denials);
 		sd->throttled_ns = atomic_load(&gd->throttled_ns);
+		sd->sched_state = cd_sched_group_state(d, g->name, sd->uuid);
+		sd->sched_held_ns = atomic_load(&g->h.g->sched[i].held_ns);
 	}
 }
 
@@ -425,6 +427,11 @@ int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
 	for (unsigned i = 0; i < d->ngroups; i++)
 		snap_group(d, d->groups[i], &s->groups[s->ngroups++]);
 	snap_procs(d, s, cap);
+	if (cd_sched_snapshot(d, s) != 0) {
+		pthread_mutex_unlock(&d->lock);
+		cd_snapshot_free(s);
+		return -ENOMEM;
+	}
 	pthread_mutex_unlock(&d->lock);
 	return 0;
 }
@@ -436,6 +443,7 @@ void cd_snapshot_free(struct cd_snapshot *s)
 	free(s->gpus);
 	free(s->groups);
 	free(s->procs);
+	free(s->sched);
 	memset(s, 0, sizeof(*s));
 }
 

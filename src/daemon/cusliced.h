@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "cd-sched.h"
 #include "cs-group.h"
 
 #define CD_VERSION "0.1.0"
@@ -107,6 +108,7 @@ struct cd_config {
 	unsigned api_connections_per_uid; /* API connections one uid may hold (root: 4 times) */
 	int on_bypass;		/* CD_ACTION_* */
 	int log_level;
+	struct cd_sched_config sched; /* the GPU scheduler's parameters (cd-sched.h) */
 };
 
 /* Defaults: the values `cusliced --help` documents. */
@@ -151,6 +153,8 @@ struct cd_snap_dev {
 	double core_used;		/* share of the device's time in the last second, 0..1 */
 	uint64_t oom_denials;
 	uint64_t throttled_ns;
+	unsigned sched_state;		/* CS_SCHED_*: its standing with the GPU's scheduler */
+	uint64_t sched_held_ns;		/* time its launches waited at the scheduler's gate */
 };
 
 struct cd_snap_group {
@@ -178,6 +182,39 @@ struct cd_snap_proc {
 	struct cd_snap_proc_gpu gpu[8];
 };
 
+/* One group's standing with a GPU's scheduler (cd-sched.c). */
+struct cd_snap_sched_member {
+	char group[CS_GROUP_NAME_MAX + 1];
+	unsigned state;			/* CS_SCHED_* */
+	uint64_t working_set;		/* bytes charged to it on the GPU */
+	uint64_t resident;		/* bytes NVML lists for its processes */
+	unsigned waiters;		/* launches waiting at its gate */
+	uint64_t held_ns;		/* time it held the GPU (serialized) */
+	uint64_t waited_ns;		/* time it waited for it with launches queued */
+};
+
+#define CD_SNAP_SCHED_MEMBERS 16	/* members listed per GPU (the rest counted) */
+
+/* One GPU's scheduler. */
+struct cd_snap_sched {
+	char uuid[CS_GROUP_UUID_LEN];
+	int index;
+	unsigned mode;			/* CD_SCHED_MODE_* */
+	char holder[CS_GROUP_NAME_MAX + 1]; /* "" none */
+	uint64_t epoch;			/* the last grant's */
+	uint64_t quantum_ns;		/* the holder's */
+	uint64_t held_for_ns;		/* how long the holder has held it */
+	uint64_t working_sets;		/* their sum */
+	uint64_t total;
+	double bandwidth;		/* bytes/s, measured or configured */
+	bool bandwidth_measured;
+	uint64_t switches, revokes, idle_releases, exits, serializations;
+	unsigned nswitch;		/* switch times kept (drop to the next holder's first kernel) */
+	uint64_t switch_ns[CD_SCHED_SWITCHES_KEPT];
+	unsigned nmembers, members_total;
+	struct cd_snap_sched_member members[CD_SNAP_SCHED_MEMBERS];
+};
+
 /* Refused connections are counted by protocol and reason. */
 enum cd_proto { CD_PROTO_UNKNOWN, CD_PROTO_IPC, CD_PROTO_HTTP, CD_PROTO_COUNT };
 enum cd_refused_reason {
@@ -202,6 +239,8 @@ struct cd_snapshot {
 	uint64_t events_suppressed;	/* events the per-peer rate limit dropped */
 	unsigned ngpus;
 	struct cd_snap_gpu *gpus;
+	unsigned nsched;
+	struct cd_snap_sched *sched;	/* the GPUs' schedulers (malloc'd) */
 	unsigned ngroups;
 	struct cd_snap_group *groups;
 	unsigned nprocs;

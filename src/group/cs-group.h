@@ -69,8 +69,8 @@
 #define CS_GROUP_UUID_LEN 48		/* buffer size for "GPU-..." + NUL */
 
 #define CS_GROUP_MAGIC "CSGP"		/* first 4 bytes of the file */
-/* 2: compute fields in the device entries; 3: slot flags; 4: compute pacing */
-#define CS_GROUP_VERSION 4u
+/* 2: compute fields in the device entries; 3: slot flags; 4: compute pacing; 5: scheduler */
+#define CS_GROUP_VERSION 5u
 
 /* The accepted form of a group name, for error messages. */
 #define CS_GROUP_NAME_FORMS "1 to 63 characters of [A-Za-z0-9._-], not starting with '.' or '-'"
@@ -98,6 +98,14 @@
 #define CS_GATE_CLOSED 1u		/* it waits until the controller opens or paces the gate */
 #define CS_GATE_PACED 2u		/* it takes its cost from core[].credit_ns; with none left it
 					   closes the gate and waits */
+/*
+ * A bit over the values above, set and cleared by cusliced's scheduler
+ * (docs/scheduler.md): the group does not hold the GPU, its launches wait
+ * until the bit clears (or the scheduler's heartbeat, sched[].beat_ns, goes
+ * stale). The compute controller keeps the bit when it changes the value.
+ */
+#define CS_GATE_HOLD 0x100u
+#define CS_GATE_VALUE(g) ((g) & ~CS_GATE_HOLD)
 
 /* cs_group_dev.state */
 #define CS_GROUP_DEV_FREE 0u
@@ -172,6 +180,28 @@ struct cs_group_core_proc {
 					   0 not yet */
 };
 
+/* cs_group_sched.state: the group's standing with the GPU's scheduler (SCHED_STATES in cusliced). */
+#define CS_SCHED_FREE 0u		/* not arbitrated: runs as without a scheduler */
+#define CS_SCHED_HOLDER 1u		/* holds the serialized GPU (grant `epoch`) */
+#define CS_SCHED_QUEUED 2u		/* waits for its turn */
+#define CS_SCHED_DRAINING 3u		/* its turn is over: finishing what it submitted */
+#define CS_SCHED_REVOKED 4u		/* did not drain in time: its launches stay held */
+
+/*
+ * The scheduler's word to a group on one GPU (version 5), written by
+ * cusliced only; members read it (and count their waiting launches). A
+ * member that writes here can only delay or confuse its own group's turn:
+ * the daemon decides from its own books and from NVML, never from these.
+ */
+struct cs_group_sched {
+	_Atomic uint64_t beat_ns;	/* the scheduler's last tick, CLOCK_MONOTONIC; 0 none */
+	_Atomic uint64_t epoch;		/* the last grant's epoch on this GPU (0: never held) */
+	_Atomic uint32_t state;		/* CS_SCHED_* */
+	_Atomic uint32_t waiters;	/* launches of the group waiting at the held gate (members) */
+	_Atomic uint64_t held_ns;	/* time its launches waited at the held gate (members) */
+	uint64_t reserved[4];
+} __attribute__((aligned(64)));
+
 struct cs_group {
 	char magic[4];			/* CS_GROUP_MAGIC, no NUL */
 	uint32_t version;		/* CS_GROUP_VERSION */
@@ -189,6 +219,8 @@ struct cs_group {
 	/* Compute pacing (version 4): per device, and per process slot and device. */
 	struct cs_group_core core[CS_GROUP_MAX_DEVICES];
 	struct cs_group_core_proc core_proc[CS_GROUP_MAX_PROCS][CS_GROUP_MAX_DEVICES];
+	/* The GPU scheduler's word per device (version 5). */
+	struct cs_group_sched sched[CS_GROUP_MAX_DEVICES];
 };
 
 _Static_assert(sizeof(struct cs_group_dev) == 128, "device entry layout");
@@ -202,8 +234,10 @@ _Static_assert(offsetof(struct cs_group, core) ==
 	       "group layout");
 _Static_assert(sizeof(struct cs_group) == 256 + 128 * CS_GROUP_MAX_DEVICES +
 					  320 * CS_GROUP_MAX_PROCS + 64 * CS_GROUP_MAX_DEVICES +
-					  16 * CS_GROUP_MAX_DEVICES * CS_GROUP_MAX_PROCS,
+					  16 * CS_GROUP_MAX_DEVICES * CS_GROUP_MAX_PROCS +
+					  64 * CS_GROUP_MAX_DEVICES,
 	       "group layout");
+_Static_assert(sizeof(struct cs_group_sched) == 64, "scheduler entry layout");
 /* Other processes update the counters too: they must be plain lock-free words. */
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "lock-free atomics");
 

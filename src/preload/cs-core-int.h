@@ -16,6 +16,8 @@
 #define CS_CORE_LATE_TICK_NS (4 * CS_CORE_TICK_NS)
 /* A gate whose controller has been silent this long is ignored. */
 #define CS_CORE_STALE_NS 500000000ull
+/* A gate the scheduler holds is passed once cusliced has been silent this long. */
+#define CS_SCHED_STALE_NS 2000000000ull
 /* A waiting launch rechecks at least this often. */
 #define CS_CORE_WAIT_NS 20000000ull
 

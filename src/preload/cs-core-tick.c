@@ -320,9 +320,12 @@ static uint64_t account_sample(unsigned i, struct meter *m, uint64_t *others)
 /* Sets device d's gate to `to`, waking the waiting launches when it was closed. */
 static void set_gate(struct cs_group_dev *d, uint32_t to)
 {
-	uint32_t was = atomic_exchange(&d->gate, to);
+	uint32_t was = atomic_load(&d->gate);
 
-	if (was != CS_GATE_OPEN && was != CS_GATE_PACED)
+	/* The scheduler's hold bit is cusliced's: kept whatever the value becomes. */
+	while (!atomic_compare_exchange_weak(&d->gate, &was, (was & CS_GATE_HOLD) | to))
+		;
+	if (CS_GATE_VALUE(was) != CS_GATE_OPEN && CS_GATE_VALUE(was) != CS_GATE_PACED)
 		cs_core_futex_wake_all(&d->gate);
 }
 
@@ -361,7 +364,7 @@ static bool meter_start(unsigned i, struct meter *m, uint64_t now)
 	 * A gate that was open starts from no credit. A predecessor's (we took
 	 * over) keeps its credit: a debt is not forgiven by killing the controller.
 	 */
-	if (atomic_load(&d->gate) == CS_GATE_OPEN)
+	if (CS_GATE_VALUE(atomic_load(&d->gate)) == CS_GATE_OPEN)
 		atomic_store(&cs.g->core[i].credit_ns, 0);
 	m->credit_left = atomic_load(&cs.g->core[i].credit_ns);
 	m->ready = true;
@@ -428,7 +431,7 @@ static void tick_device(unsigned i, uint64_t now)
 	if (left > 0) {
 		set_gate(d, CS_GATE_PACED);
 	} else {
-		uint32_t g = atomic_load(&d->gate);
+		uint32_t g = CS_GATE_VALUE(atomic_load(&d->gate));
 
 		/* Launches close a paced gate themselves; anything else (no limit before, a wild write) paces. */
 		if (g != CS_GATE_PACED && g != CS_GATE_CLOSED)

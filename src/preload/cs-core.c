@@ -17,6 +17,12 @@
  *           paces the gate again.
  * A gate whose controller has not ticked for CS_CORE_STALE_NS is passed: a
  * stopped or hung controller must never hang the group's jobs.
+ *
+ * Scheduler. cusliced's GPU scheduler (docs/scheduler.md) sets CS_GATE_HOLD
+ * over the value while the group does not hold a serialized GPU: the gate
+ * word is non-zero, so launches come here and wait for the bit to clear,
+ * counted in sched[].waiters (the daemon's sign that the group has work
+ * queued). The fast path is unchanged: one load of the same word.
  */
 #include "cs-core-int.h"
 
@@ -127,22 +133,56 @@ static bool take_credit(struct cs_group_dev *d, struct cs_group_core *k,
 	return false;
 }
 
+/*
+ * The scheduler holds the group's gate (CS_GATE_HOLD): waits until it lets
+ * go, counted in the group's waiters (which tell cusliced the group has work
+ * queued) and held time. Passes when the scheduler's heartbeat is stale: a
+ * stopped or restarting daemon must never hang the group's jobs.
+ */
+static void wait_hold(struct cs_group_dev *d, struct cs_group_sched *s)
+{
+	uint64_t start = cs_core_mono_ns(), now = start;
+
+	atomic_fetch_add(&s->waiters, 1);
+	for (;;) {
+		uint32_t gate = atomic_load_explicit(&d->gate, memory_order_acquire);
+
+		if (!(gate & CS_GATE_HOLD))
+			break;
+		if (now > atomic_load_explicit(&s->beat_ns, memory_order_relaxed) +
+			      CS_SCHED_STALE_NS)
+			break;
+		cs_core_futex_wait(&d->gate, gate, CS_CORE_WAIT_NS);
+		now = cs_core_mono_ns();
+	}
+	atomic_fetch_sub(&s->waiters, 1);
+	atomic_fetch_add_explicit(&s->held_ns, now - start, memory_order_relaxed);
+}
+
 void cs_core_launch(void)
 {
 	int o = launch_ordinal();
 	struct cs_group_dev *d;
 	struct cs_group_core *k;
 	uint64_t start = 0, now = 0;
+	bool waited = false;
 
 	if (o < 0)
 		return;
 	d = &cs.g->dev[cs.dev[o].gdev];
 	k = &cs.g->core[cs.dev[o].gdev];
 	for (;;) {
-		uint32_t gate = atomic_load_explicit(&d->gate, memory_order_acquire);
+		uint32_t raw = atomic_load_explicit(&d->gate, memory_order_acquire), gate;
 		uint64_t beat;
 		bool retry;
 
+		if ((raw & CS_GATE_HOLD) && !waited) {
+			/* Once per launch: a stale scheduler's hold is passed, not re-waited. */
+			wait_hold(d, &cs.g->sched[cs.dev[o].gdev]);
+			waited = true;
+			continue;
+		}
+		gate = CS_GATE_VALUE(raw);
 		if (gate == CS_GATE_OPEN)
 			break;
 		if (gate == CS_GATE_PACED) {
@@ -158,7 +198,8 @@ void cs_core_launch(void)
 		beat = atomic_load_explicit(&d->ctl_beat_ns, memory_order_relaxed);
 		if (now > beat + CS_CORE_STALE_NS)
 			break;
-		cs_core_futex_wait(&d->gate, gate, CS_CORE_WAIT_NS);
+		/* Closed by us or the controller; the hold bit as it was. */
+		cs_core_futex_wait(&d->gate, (raw & CS_GATE_HOLD) | CS_GATE_CLOSED, CS_CORE_WAIT_NS);
 	}
 	if (start) {
 		now = cs_core_mono_ns();

@@ -389,7 +389,9 @@ static void test_config_bad_structure(void **state)
 	    "line 3: unknown key \"sockets\"; accepted: socket, socket_group, admin_socket, "
 	    "admin_group, state_dir, shm_dir, metrics_listen, log_level, token_file, "
 	    "allow_uids, allow_gids, admin_uids, admin_gids, backstop_interval, "
-	    "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid");
+	    "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid, sched, "
+	    "sched_tick, sched_headroom, sched_calm, sched_quantum_factor, sched_quantum_min, "
+	    "sched_quantum_max, sched_bandwidth, sched_idle, sched_grace, sched_drain_quiet");
 	parse_fails("[daemon]\nlog_level = info\nlog_level = debug\n",
 		    "line 3: log_level given twice (or continued on an indented line)");
 	parse_fails("[daemon]\nthis is not a key\n",

@@ -131,6 +131,59 @@ char *cd_api_render_status(const struct cd_snapshot *s)
 	return finish(root, ok);
 }
 
+/* A GPU's scheduler (cd-sched.c) as o's "scheduler": mode, holder, queue, switches. */
+static bool render_sched(cJSON *o, const struct cd_snap_sched *c)
+{
+	cJSON *sc = cJSON_AddObjectToObject(o, "scheduler"), *members, *sw;
+	bool ok;
+
+	if (!sc)
+		return false;
+	ok = add_str(sc, "mode", cd_sched_mode_name(c->mode)) &&
+	     (c->holder[0] ? ADD_FIELD(sc, "holder", c->holder)
+			   : cJSON_AddNullToObject(sc, "holder") != NULL) &&
+	     add_u64(sc, "epoch", c->epoch) &&
+	     add_real(sc, "quantum_seconds", (double)c->quantum_ns / 1e9, 3) &&
+	     add_real(sc, "held_seconds", (double)c->held_for_ns / 1e9, 3) &&
+	     add_u64(sc, "working_sets", c->working_sets) &&
+	     add_real(sc, "bandwidth", c->bandwidth, 0) &&
+	     add_bool(sc, "bandwidth_measured", c->bandwidth_measured) &&
+	     add_u64(sc, "switches", c->switches) && add_u64(sc, "revocations", c->revokes) &&
+	     add_u64(sc, "idle_releases", c->idle_releases) &&
+	     add_u64(sc, "exit_releases", c->exits) &&
+	     add_u64(sc, "serializations", c->serializations) &&
+	     add_u64(sc, "groups", c->members_total);
+	members = ok ? cJSON_AddArrayToObject(sc, "queue") : NULL;
+	ok = ok && members;
+	for (unsigned i = 0; ok && i < c->nmembers; i++) {
+		const struct cd_snap_sched_member *m = &c->members[i];
+		cJSON *e = cJSON_CreateObject();
+
+		ok = e && cJSON_AddItemToArray(members, e);
+		if (!ok) {
+			cJSON_Delete(e);
+			break;
+		}
+		ok = ADD_FIELD(e, "group", m->group) &&
+		     add_str(e, "state", cd_sched_state_name(m->state)) &&
+		     add_u64(e, "working_set", m->working_set) && add_u64(e, "resident", m->resident) &&
+		     add_u64(e, "waiting_launches", m->waiters) &&
+		     add_real(e, "held_seconds", (double)m->held_ns / 1e9, 3) &&
+		     add_real(e, "waited_seconds", (double)m->waited_ns / 1e9, 3);
+	}
+	/* The switch times kept, oldest first: drop to the next holder's first kernel. */
+	sw = ok ? cJSON_AddArrayToObject(sc, "switch_seconds") : NULL;
+	ok = ok && sw;
+	for (unsigned i = 0; ok && i < c->nswitch; i++) {
+		cJSON *v = cJSON_CreateNumber((double)(c->switch_ns[i] / 1000) / 1e6);
+
+		ok = v && cJSON_AddItemToArray(sw, v);
+		if (!ok)
+			cJSON_Delete(v);
+	}
+	return ok;
+}
+
 char *cd_api_render_gpus(const struct cd_snapshot *s)
 {
 	cJSON *root = cJSON_CreateObject();
@@ -154,6 +207,9 @@ char *cd_api_render_gpus(const struct cd_snapshot *s)
 		     ADD_FIELD(o, "name", g->name) && add_u64(o, "memory_total", g->memory_total) &&
 		     add_u64(o, "memory_used", g->memory_used) &&
 		     add_u64(o, "utilization", g->utilization);
+		for (unsigned k = 0; ok && k < s->nsched; k++)
+			if (strcmp(s->sched[k].uuid, g->uuid) == 0)
+				ok = render_sched(o, &s->sched[k]);
 	}
 	return finish(root, ok);
 }
@@ -189,7 +245,9 @@ static bool render_dev(cJSON *arr, const struct cd_snap_dev *v)
 	       add_real(o, "core_used", v->core_used * 100.0, 2) &&
 	       add_str(o, "mode", v->burst ? "burst" : "hard") &&
 	       add_u64(o, "oom_denials", v->oom_denials) &&
-	       add_real(o, "throttled_seconds", (double)v->throttled_ns / 1e9, 3);
+	       add_real(o, "throttled_seconds", (double)v->throttled_ns / 1e9, 3) &&
+	       add_str(o, "sched_state", cd_sched_state_name(v->sched_state)) &&
+	       add_real(o, "sched_waited_seconds", (double)v->sched_held_ns / 1e9, 3);
 }
 
 /* Fills o with GROUP (its policy without "members" for a tenant's own view). */

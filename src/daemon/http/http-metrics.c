@@ -198,6 +198,83 @@ static void render_connections(FILE *f, const struct cd_snapshot *s)
 	fprintf(f, "cuslice_events_suppressed_total %" PRIu64 "\n", s->events_suppressed);
 }
 
+/* {gpu="..."} of a scheduler, with group="..." when g is given. */
+static void sched_labels(FILE *f, const struct cd_snap_sched *c, const char *g, size_t cap)
+{
+	fputc('{', f);
+	LABEL(f, "gpu", c->uuid);
+	if (g) {
+		fputc(',', f);
+		label(f, "group", g, cap);
+	}
+	fputc('}', f);
+}
+
+/* The GPU schedulers (cd-sched.c): mode, grants, switches, and each group's queue standing. */
+static void render_sched(FILE *f, const struct cd_snapshot *s)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fam[] = {
+	    {"cuslice_sched_serialized", "gauge",
+	     "1 while the GPU is serialized (working sets do not fit together), else 0."},
+	    {"cuslice_sched_epoch", "gauge", "The last grant's epoch on the GPU (grants given so far)."},
+	    {"cuslice_sched_quantum_seconds", "gauge", "The holder's quantum, in seconds."},
+	    {"cuslice_sched_switches_total", "counter", "Grants to a new holder."},
+	    {"cuslice_sched_revocations_total", "counter",
+	     "Holders revoked for not draining within quantum + grace."},
+	    {"cuslice_sched_idle_releases_total", "counter", "Holders that let go early, idle."},
+	    {"cuslice_sched_bandwidth_bytes_per_second", "gauge",
+	     "Migration bandwidth the quantum is derived from (measured, else configured)."},
+	};
+	/* Per group on the GPU, in this order (the switch below). */
+	static const struct {
+		const char *name, *type, *help;
+	} mfam[] = {
+	    {"cuslice_sched_holder", "gauge", "1 for the group that holds the serialized GPU."},
+	    {"cuslice_sched_waiting_launches", "gauge",
+	     "Launches of the group waiting at its gate for the GPU."},
+	    {"cuslice_sched_waited_seconds_total", "counter",
+	     "Time the group waited for the serialized GPU with launches queued."},
+	    {"cuslice_sched_held_seconds_total", "counter", "Time the group held the serialized GPU."},
+	};
+
+	for (size_t m = 0; m < sizeof(fam) / sizeof(fam[0]); m++) {
+		family(f, fam[m].name, fam[m].type, fam[m].help);
+		for (unsigned i = 0; i < s->nsched; i++) {
+			const struct cd_snap_sched *c = &s->sched[i];
+
+			fputs(fam[m].name, f);
+			sched_labels(f, c, NULL, 0);
+			switch (m) {
+			case 0: fprintf(f, " %d\n", c->mode == CD_SCHED_MODE_SERIALIZED); break;
+			case 1: fprintf(f, " %" PRIu64 "\n", c->epoch); break;
+			case 2: fprintf(f, " %.3f\n", (double)c->quantum_ns / 1e9); break;
+			case 3: fprintf(f, " %" PRIu64 "\n", c->switches); break;
+			case 4: fprintf(f, " %" PRIu64 "\n", c->revokes); break;
+			case 5: fprintf(f, " %" PRIu64 "\n", c->idle_releases); break;
+			default: fprintf(f, " %.0f\n", c->bandwidth); break;
+			}
+		}
+	}
+	for (size_t m = 0; m < sizeof(mfam) / sizeof(mfam[0]); m++) {
+		family(f, mfam[m].name, mfam[m].type, mfam[m].help);
+		for (unsigned i = 0; i < s->nsched; i++)
+			for (unsigned k = 0; k < s->sched[i].nmembers; k++) {
+				const struct cd_snap_sched_member *mb = &s->sched[i].members[k];
+
+				fputs(mfam[m].name, f);
+				sched_labels(f, &s->sched[i], mb->group, sizeof(mb->group));
+				switch (m) {
+				case 0: fprintf(f, " %d\n", mb->state == CS_SCHED_HOLDER); break;
+				case 1: fprintf(f, " %u\n", mb->waiters); break;
+				case 2: fprintf(f, " %.3f\n", (double)mb->waited_ns / 1e9); break;
+				default: fprintf(f, " %.3f\n", (double)mb->held_ns / 1e9); break;
+				}
+			}
+	}
+}
+
 static void render(FILE *f, const struct cd_snapshot *s)
 {
 	family(f, "cuslice_daemon_up", "gauge", "1 while cusliced is running.");
@@ -268,6 +345,7 @@ static void render(FILE *f, const struct cd_snapshot *s)
 	       "Processes registered with the daemon since it started.");
 	fprintf(f, "cuslice_registrations_total %" PRIu64 "\n", s->registrations_total);
 	render_connections(f, s);
+	render_sched(f, s);
 }
 
 char *cd_metrics_render(const struct cd_snapshot *s)

@@ -129,7 +129,8 @@ static void test_http_api_gpus(void **state)
 	arr = field(j, "gpus");
 	assert_int_equal(cJSON_GetArraySize(arr), 2);
 	g = cJSON_GetArrayItem(arr, 0);
-	ASSERT_FIELDS(g, "index", "uuid", "name", "memory_total", "memory_used", "utilization");
+	ASSERT_FIELDS(g, "index", "uuid", "name", "memory_total", "memory_used", "utilization",
+		      "scheduler");
 	assert_num(g, "index", 0);
 	assert_str(g, "uuid", FAKE_GPU0_UUID);
 	assert_str(g, "name", "NVIDIA H100 80GB HBM3");
@@ -140,6 +141,51 @@ static void test_http_api_gpus(void **state)
 	assert_num(g, "index", 1);
 	assert_str(g, "uuid", FAKE_GPU1_UUID);
 	assert_num(g, "memory_total", 40.0 * FAKE_GIB);
+	/* No scheduler books for GPU 1: no "scheduler". */
+	assert_null(cJSON_GetObjectItemCaseSensitive(g, "scheduler"));
+	cJSON_Delete(j);
+}
+
+/* GPU 0's scheduler: mode, holder, epoch, quantum, queue, switch times. */
+static void test_http_api_scheduler(void **state)
+{
+	const cJSON *s, *q, *e, *sw;
+	cJSON *j;
+
+	(void)state;
+	j = parse(cd_api_render_gpus(&fake.snap));
+	s = field(cJSON_GetArrayItem(field(j, "gpus"), 0), "scheduler");
+	ASSERT_FIELDS(s, "mode", "holder", "epoch", "quantum_seconds", "held_seconds",
+		      "working_sets", "bandwidth", "bandwidth_measured", "switches", "revocations",
+		      "idle_releases", "exit_releases", "serializations", "groups", "queue",
+		      "switch_seconds");
+	assert_str(s, "mode", "serialized");
+	assert_str(s, "holder", "train");
+	assert_num(s, "epoch", 7);
+	assert_num(s, "quantum_seconds", 2.5);
+	assert_num(s, "held_seconds", 1);
+	assert_num(s, "bandwidth", 12e9);
+	assert_bool(s, "bandwidth_measured", false);
+	assert_num(s, "switches", 7);
+	assert_num(s, "revocations", 1);
+	assert_num(s, "idle_releases", 2);
+	q = field(s, "queue");
+	assert_int_equal(cJSON_GetArraySize(q), 2);
+	e = cJSON_GetArrayItem(q, 0);
+	ASSERT_FIELDS(e, "group", "state", "working_set", "resident", "waiting_launches",
+		      "held_seconds", "waited_seconds");
+	assert_str(e, "group", "train");
+	assert_str(e, "state", "holder");
+	assert_num(e, "held_seconds", 3);
+	e = cJSON_GetArrayItem(q, 1);
+	assert_str(e, "group", "pid-42");
+	assert_str(e, "state", "queued");
+	assert_num(e, "waiting_launches", 3);
+	assert_num(e, "waited_seconds", 1.5);
+	sw = field(s, "switch_seconds");
+	assert_int_equal(cJSON_GetArraySize(sw), 2);
+	assert_true(cJSON_GetArrayItem(sw, 0)->valuedouble == 0.01);
+	assert_true(cJSON_GetArrayItem(sw, 1)->valuedouble == 0.02);
 	cJSON_Delete(j);
 }
 
@@ -161,7 +207,7 @@ static void check_train(const cJSON *g)
 	assert_int_equal(cJSON_GetArraySize(devs), 2);
 	v = cJSON_GetArrayItem(devs, 0);
 	ASSERT_FIELDS(v, "uuid", "memory_used", "memory_limit", "core_limit", "core_used", "mode",
-		      "oom_denials", "throttled_seconds");
+		      "oom_denials", "throttled_seconds", "sched_state", "sched_waited_seconds");
 	assert_str(v, "uuid", FAKE_GPU0_UUID);
 	assert_num(v, "memory_used", 1536.0 * 1024 * 1024);
 	assert_num(v, "memory_limit", 4.0 * FAKE_GIB);
@@ -723,6 +769,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup(test_http_api_status, setup),
 	    cmocka_unit_test_setup(test_http_api_gpus, setup),
+	    cmocka_unit_test_setup(test_http_api_scheduler, setup),
 	    cmocka_unit_test_setup(test_http_api_groups, setup),
 	    cmocka_unit_test_setup(test_http_api_exact_numbers, setup),
 	    cmocka_unit_test_setup(test_http_api_processes, setup),

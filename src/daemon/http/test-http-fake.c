@@ -95,6 +95,32 @@ void fake_reset(void)
 	snprintf(p->gpu[0].uuid, sizeof(p->gpu[0].uuid), FAKE_GPU1_UUID);
 	p->gpu[0].memory_used = 1ull << 20;
 
+	fake.sched[0] = (struct cd_snap_sched){.index = 0,
+					       .mode = CD_SCHED_MODE_SERIALIZED,
+					       .epoch = 7,
+					       .quantum_ns = 2500000000ull,
+					       .held_for_ns = 1000000000ull,
+					       .working_sets = 2048ull << 20,
+					       .total = 80 * FAKE_GIB,
+					       .bandwidth = 12e9,
+					       .switches = 7,
+					       .revokes = 1,
+					       .idle_releases = 2,
+					       .serializations = 1,
+					       .nswitch = 2,
+					       .switch_ns = {10000000ull, 20000000ull},
+					       .nmembers = 2,
+					       .members_total = 2};
+	snprintf(fake.sched[0].uuid, sizeof(fake.sched[0].uuid), FAKE_GPU0_UUID);
+	snprintf(fake.sched[0].holder, sizeof(fake.sched[0].holder), "train");
+	fake.sched[0].members[0] = (struct cd_snap_sched_member){
+	    .state = CS_SCHED_HOLDER, .working_set = 1536ull << 20, .held_ns = 3000000000ull};
+	snprintf(fake.sched[0].members[0].group, sizeof(fake.sched[0].members[0].group), "train");
+	fake.sched[0].members[1] = (struct cd_snap_sched_member){
+	    .state = CS_SCHED_QUEUED, .working_set = 512ull << 20, .waiters = 3,
+	    .waited_ns = 1500000000ull};
+	snprintf(fake.sched[0].members[1].group, sizeof(fake.sched[0].members[1].group), "pid-42");
+
 	fake.snap = (struct cd_snapshot){
 		.pid = 4242,
 		.start_time = 1700000000,
@@ -109,6 +135,8 @@ void fake_reset(void)
 		.groups = fake.groups,
 		.nprocs = 2,
 		.procs = fake.procs,
+		.nsched = 1,
+		.sched = fake.sched,
 	};
 
 	add_event(1, "registered", "pid-42", 42, "pid 42 registered");
@@ -147,8 +175,10 @@ int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
 	s->gpus = calloc(s->ngpus + 1, sizeof(*s->gpus));
 	s->groups = calloc(s->ngroups + 1, sizeof(*s->groups));
 	s->procs = calloc(s->nprocs + 1, sizeof(*s->procs));
-	if (!s->gpus || !s->groups || !s->procs)
+	s->sched = calloc(s->nsched + 1, sizeof(*s->sched));
+	if (!s->gpus || !s->groups || !s->procs || !s->sched)
 		abort();
+	memcpy(s->sched, fake.snap.sched, s->nsched * sizeof(*s->sched));
 	memcpy(s->gpus, fake.snap.gpus, s->ngpus * sizeof(*s->gpus));
 	memcpy(s->groups, fake.snap.groups, s->ngroups * sizeof(*s->groups));
 	memcpy(s->procs, fake.snap.procs, s->nprocs * sizeof(*s->procs));
@@ -167,6 +197,7 @@ void cd_snapshot_free(struct cd_snapshot *s)
 	free(s->gpus);
 	free(s->groups);
 	free(s->procs);
+	free(s->sched);
 	memset(s, 0, sizeof(*s));
 }
 

@@ -27,6 +27,7 @@ struct fake {
 	struct cd_snap_group groups[FAKE_GROUPS_MAX];
 	char policies[FAKE_GROUPS_MAX][512];
 	struct cd_snap_proc procs[2];
+	struct cd_snap_sched sched[1];	/* GPU 0's scheduler */
 	struct cd_event events[FAKE_EVENTS_MAX];
 	unsigned nevents;
 	int snapshot_rc;	/* < 0: cd_snapshot fails with it */
@@ -51,7 +52,9 @@ extern struct fake fake;
  * The made-up node: GPU 0 (H100, 80 GiB) and GPU 1 (A100, 40 GiB); group
  * "train" managed (4 GiB limit and 30% burst core limit on GPU 0, no limits
  * on GPU 1, 2 processes), group "pid-42" unmanaged (no limits, 1 process);
- * processes 42 (registered, pid-42) and 77 (bypass, stopped); events 1..3.
+ * processes 42 (registered, pid-42) and 77 (bypass, stopped); events 1..3;
+ * GPU 0 serialized by its scheduler: "train" holds it (epoch 7, quantum
+ * 2.5 s), "pid-42" queued with 3 launches waiting; switches of 10 and 20 ms.
  * An authorized peer on the admin socket, no token.
  */
 void fake_reset(void);

@@ -97,6 +97,30 @@ static void test_http_metrics_values(void **state)
 }
 
 /* Exact fixed-point values and escaped, bounded label values. */
+/* GPU 0's scheduler: mode, epoch, quantum, counters, each group's standing. */
+static void test_http_metrics_sched(void **state)
+{
+	char *t;
+
+	(void)state;
+	t = cd_metrics_render(&fake.snap);
+	assert_non_null(t);
+#define G0 "{gpu=\"" FAKE_GPU0_UUID "\""
+	assert_line(t, "cuslice_sched_serialized" G0 "} 1");
+	assert_line(t, "cuslice_sched_epoch" G0 "} 7");
+	assert_line(t, "cuslice_sched_quantum_seconds" G0 "} 2.500");
+	assert_line(t, "cuslice_sched_switches_total" G0 "} 7");
+	assert_line(t, "cuslice_sched_revocations_total" G0 "} 1");
+	assert_line(t, "cuslice_sched_idle_releases_total" G0 "} 2");
+	assert_line(t, "cuslice_sched_holder" G0 ",group=\"train\"} 1");
+	assert_line(t, "cuslice_sched_holder" G0 ",group=\"pid-42\"} 0");
+	assert_line(t, "cuslice_sched_waiting_launches" G0 ",group=\"pid-42\"} 3");
+	assert_line(t, "cuslice_sched_waited_seconds_total" G0 ",group=\"pid-42\"} 1.500");
+	assert_line(t, "cuslice_sched_held_seconds_total" G0 ",group=\"train\"} 3.000");
+#undef G0
+	free(t);
+}
+
 static void test_http_metrics_format(void **state)
 {
 	struct cd_snap_dev *v = &fake.groups[0].dev[0];
@@ -205,6 +229,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_http_metrics_values, setup),
 		cmocka_unit_test_setup(test_http_metrics_format, setup),
+		cmocka_unit_test_setup(test_http_metrics_sched, setup),
 		cmocka_unit_test_setup(test_http_metrics_promtool, setup),
 		cmocka_unit_test_setup(test_http_metrics_empty, setup),
 		cmocka_unit_test_setup(test_http_metrics_group_info, setup),

@@ -1,0 +1,700 @@
+/*
+ * The GPU scheduler's thread (cd-sched.h, docs/scheduler.md): every
+ * sched_tick it samples NVML (its own handle: per-process memory and device
+ * time), then, under the daemon's lock, for each GPU:
+ *
+ *  1. members: the groups with registered processes and a device entry for
+ *     the GPU in their region; each one's working set (the bytes charged to
+ *     it there: device and managed allocations, contexts, modules), its
+ *     resident bytes and device time (NVML, summed over its registered
+ *     processes: the daemon's records, never the region's), and its waiting
+ *     launches (the region's waiters: a member can only misstate its own
+ *     group's demand);
+ *  2. mode: parallel while the working sets fit with headroom, serialized
+ *     when not, parallel again once they fit with twice the headroom for
+ *     sched_calm (cd_sched_over);
+ *  3. serialized: one holder, whose gate is open; every other member's gate
+ *     has CS_GATE_HOLD set. The holder lets go when its quantum is over and
+ *     someone waits (its gate is held, then it is drained: no device time
+ *     for sched_drain_quiet), early when it is idle (no device time and no
+ *     waiting launch for sched_idle), at once when its last process is gone;
+ *     one that does not drain within sched_grace is revoked (its launches
+ *     stay held; event `revoked`). The next holder is the least served per
+ *     weight among those waiting (cd_sched_pick), with a new epoch.
+ *
+ * The thread never waits on a member: it reads and writes the regions
+ * (plain atomics) and wakes futexes. Holds are cleared when the scheduler
+ * stops or turns a GPU parallel; a daemon that died leaves them set, and
+ * launches pass them once the heartbeat (sched[].beat_ns) is CS_SCHED_STALE
+ * old (src/preload/cs-core.c); a restarted daemon starts parallel and
+ * clears them.
+ */
+#include "cd-int.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cs-log.h"
+
+#define MS 1000000ull
+
+/* A group on one GPU, as the scheduler books it. */
+struct member {
+	char group[CS_GROUP_NAME_MAX + 1];
+	bool seen;	       /* found this tick */
+	int gdev;	       /* its region's device entry for the GPU */
+	struct cs_group *g;    /* its region (valid under the lock, this tick) */
+	uint64_t ws, resident; /* bytes */
+	uint32_t waiters;
+	bool busy; /* device time in this tick's sample */
+	uint64_t last_busy_ns;
+	uint64_t served_ns;	   /* fair-share clock: time it held the GPU */
+	uint64_t held_ns;	   /* the same, for listings (never adjusted) */
+	uint64_t waiting_since_ns; /* 0: not waiting */
+	uint64_t waited_ns;
+	unsigned state; /* CS_SCHED_* */
+};
+
+struct gpu {
+	char uuid[CS_GROUP_UUID_LEN];
+	int index;
+	uint64_t total;
+	unsigned mode;
+	uint64_t calm_since_ns;
+	int holder; /* index in m[], -1 none */
+	uint64_t epoch;
+	uint64_t grant_ns, quantum_ns, drain_ns;
+	bool draining;
+	/* the time from a drop to the next holder's first kernel */
+	uint64_t dropped_ns;
+	bool switch_open;
+	/* the page-in after the current grant, for the bandwidth estimate */
+	bool pagein_open;
+	uint64_t pagein_from, pagein_to, pagein_t0, pagein_t1, prev_tick_ns;
+	unsigned pagein_flat, pagein_steps;
+	double bw; /* measured bytes/s, 0 none yet */
+	uint64_t switches, revokes, idle_releases, exits, serializations;
+	uint64_t sw_ns[CD_SCHED_SWITCHES_KEPT];
+	unsigned nsw, sw_next;
+	struct member *m;
+	unsigned nm, capm;
+};
+
+struct cd_sched {
+	struct cusliced *d;
+	pthread_t thread;
+	bool started;
+	_Atomic bool stop;
+	struct cd_nvml *nvml;
+	struct gpu gpus[CD_GPUS_MAX];
+	unsigned ngpus;
+	uint64_t last_ns;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void futex_wake_all(_Atomic uint32_t *word)
+{
+	/* Not FUTEX_PRIVATE: the members wait on it in their own mappings of the region. */
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Sets or clears a member's hold bit (waking its launches when cleared) and its state. */
+static void set_hold(struct member *mb, bool hold, unsigned state)
+{
+	_Atomic uint32_t *gate = &mb->g->dev[mb->gdev].gate;
+
+	if (hold) {
+		atomic_fetch_or(gate, CS_GATE_HOLD);
+	} else if (atomic_fetch_and(gate, ~CS_GATE_HOLD) & CS_GATE_HOLD) {
+		futex_wake_all(gate);
+	}
+	mb->state = state;
+	atomic_store(&mb->g->sched[mb->gdev].state, state);
+}
+
+/* The device entry of g's region for uuid, or -1. */
+static int region_dev(const struct cs_group *g, const char *uuid)
+{
+	for (int i = 0; i < CS_GROUP_MAX_DEVICES; i++)
+		if (atomic_load(&g->dev[i].state) == CS_GROUP_DEV_READY &&
+		    strncmp(g->dev[i].uuid, uuid, CS_GROUP_UUID_LEN) == 0)
+			return i;
+	return -1;
+}
+
+static struct member *member_find(struct gpu *u, const char *group)
+{
+	for (unsigned i = 0; i < u->nm; i++)
+		if (strcmp(u->m[i].group, group) == 0)
+			return &u->m[i];
+	return NULL;
+}
+
+/* A new member joins the fair-share clock where the least served member is. */
+static struct member *member_add(struct gpu *u, const char *group)
+{
+	uint64_t least = UINT64_MAX;
+	struct member *mb;
+
+	if (u->nm == u->capm) {
+		unsigned cap = u->capm ? u->capm * 2 : 8;
+		struct member *v = realloc(u->m, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		u->m = v;
+		u->capm = cap;
+	}
+	for (unsigned i = 0; i < u->nm; i++)
+		if (u->m[i].served_ns < least)
+			least = u->m[i].served_ns;
+	mb = &u->m[u->nm++];
+	memset(mb, 0, sizeof(*mb));
+	snprintf(mb->group, sizeof(mb->group), "%s", group);
+	mb->served_ns = least == UINT64_MAX ? 0 : least;
+	mb->state = CS_SCHED_FREE;
+	return mb;
+}
+
+/* Removes member i (gone); the holder index follows. */
+static void member_remove(struct gpu *u, unsigned i)
+{
+	if (u->holder == (int)i)
+		u->holder = -1;
+	else if (u->holder > (int)i)
+		u->holder--;
+	memmove(&u->m[i], &u->m[i + 1], (u->nm - i - 1) * sizeof(u->m[0]));
+	u->nm--;
+}
+
+/* The sample's figures of g's registered processes: resident bytes and device time. */
+static void measure(struct cusliced *d, const struct cd_gpu_sample *s, struct member *mb)
+{
+	uint64_t busy = 0;
+
+	mb->resident = 0;
+	for (unsigned i = 0; i < d->nprocs; i++) {
+		const struct cd_proc *p = d->procs[i];
+
+		if (!cd_proc_active(p) || strcmp(p->group, mb->group) != 0)
+			continue;
+		for (unsigned k = 0; k < s->nprocs; k++)
+			if (s->procs[k].pid == p->peer.pid)
+				mb->resident += s->procs[k].used;
+		for (unsigned k = 0; k < s->nbusy; k++)
+			if (s->busy[k].pid == p->peer.pid)
+				busy += s->busy[k].used;
+	}
+	mb->busy = busy > 0;
+}
+
+/* Finds this tick's members of GPU u; a holder that is gone is released at once. */
+static void refresh(struct cusliced *d, struct gpu *u, const struct cd_gpu_sample *s, uint64_t now)
+{
+	for (unsigned i = 0; i < u->nm; i++)
+		u->m[i].seen = false;
+	for (unsigned i = 0; i < d->ngroups; i++) {
+		struct cd_group *g = d->groups[i];
+		struct member *mb;
+		int gdev;
+
+		if (!g->h.g || g->sessions == 0)
+			continue;
+		gdev = region_dev(g->h.g, u->uuid);
+		if (gdev < 0)
+			continue;
+		mb = member_find(u, g->name);
+		if (!mb) {
+			mb = member_add(u, g->name);
+			if (!mb)
+				continue;
+			/* A new member of a serialized GPU waits for its turn. */
+			mb->g = g->h.g;
+			mb->gdev = gdev;
+			set_hold(mb, u->mode == CD_SCHED_MODE_SERIALIZED,
+				 u->mode == CD_SCHED_MODE_SERIALIZED ? CS_SCHED_QUEUED
+								     : CS_SCHED_FREE);
+		}
+		mb->seen = true;
+		mb->g = g->h.g;
+		mb->gdev = gdev;
+		mb->ws = atomic_load(&g->h.g->dev[gdev].used);
+		mb->waiters = atomic_load(&g->h.g->sched[gdev].waiters);
+		atomic_store(&g->h.g->sched[gdev].beat_ns, now);
+		measure(d, s, mb);
+		if (mb->busy)
+			mb->last_busy_ns = now;
+	}
+	for (unsigned i = u->nm; i-- > 0;) {
+		if (u->m[i].seen)
+			continue;
+		if (u->holder == (int)i) {
+			u->exits++;
+			u->dropped_ns = now;
+			u->switch_open = true;
+			cd_event(d, "released", u->m[i].group, 0,
+				 "group %s released %s (epoch %llu): its processes are gone",
+				 u->m[i].group, u->uuid, (unsigned long long)u->epoch);
+		}
+		member_remove(u, i);
+	}
+}
+
+/* The bandwidth in use: measured, else configured. */
+static double bandwidth(const struct cd_sched *S, const struct gpu *u)
+{
+	return u->bw > 0 ? u->bw : (double)S->d->cfg->sched.bandwidth;
+}
+
+/*
+ * What a switch to mb moves: its working set not resident now, paged in,
+ * and as much of the others' paged out when the GPU is full (the driver
+ * evicts before it can map). At least what it has not resident; at most
+ * twice its working set.
+ */
+static uint64_t switch_bytes(const struct gpu *u, const struct member *mb)
+{
+	uint64_t in = mb->ws > mb->resident ? mb->ws - mb->resident : 0, held = 0, out;
+
+	for (unsigned i = 0; i < u->nm; i++)
+		held += u->m[i].resident;
+	out = held + in > u->total ? held + in - u->total : 0;
+	return in + (out < in ? out : in);
+}
+
+/* Gives GPU u to member i under a new epoch. */
+static void grant(struct cd_sched *S, struct gpu *u, unsigned i, uint64_t now)
+{
+	struct cusliced *d = S->d;
+	struct member *mb = &u->m[i];
+
+	u->holder = (int)i;
+	u->epoch++;
+	u->grant_ns = now;
+	u->draining = false;
+	u->quantum_ns = cd_sched_quantum_ns(&d->cfg->sched, switch_bytes(u, mb), bandwidth(S, u));
+	u->switches++;
+	mb->last_busy_ns = now;
+	if (mb->waiting_since_ns) {
+		mb->waited_ns += now - mb->waiting_since_ns;
+		mb->waiting_since_ns = 0;
+	}
+	u->pagein_open = true;
+	u->pagein_from = u->pagein_to = mb->resident;
+	u->pagein_t0 = u->pagein_t1 = now;
+	u->pagein_flat = u->pagein_steps = 0;
+	atomic_store(&mb->g->sched[mb->gdev].epoch, u->epoch);
+	set_hold(mb, false, CS_SCHED_HOLDER);
+	cd_event(d, "granted", mb->group, 0,
+		 "group %s holds %s (epoch %llu, quantum %llu ms, working set %llu MiB, "
+		 "resident %llu MiB)",
+		 mb->group, u->uuid, (unsigned long long)u->epoch,
+		 (unsigned long long)(u->quantum_ns / MS), (unsigned long long)(mb->ws >> 20),
+		 (unsigned long long)(mb->resident >> 20));
+}
+
+/* The holder let go (drained, idle or revoked): nobody holds until the next pick. */
+static void drop(struct gpu *u, uint64_t now, unsigned state)
+{
+	struct member *mb = &u->m[u->holder];
+
+	set_hold(mb, true, state);
+	u->holder = -1;
+	u->draining = false;
+	u->dropped_ns = now;
+	u->switch_open = true;
+	u->pagein_open = false;
+}
+
+/* Follows the holder's page-in after a grant; once it stops growing, a bandwidth measure. */
+static void follow_pagein(struct gpu *u, const struct member *mb, uint64_t now)
+{
+	if (!u->pagein_open)
+		return;
+	if (mb->resident > u->pagein_to) {
+		if (u->pagein_to == u->pagein_from)
+			u->pagein_t0 = u->prev_tick_ns; /* it grew since the previous tick */
+		u->pagein_to = mb->resident;
+		u->pagein_t1 = now;
+		u->pagein_flat = 0;
+		u->pagein_steps++;
+		return;
+	}
+	if (++u->pagein_flat < 3)
+		return;
+	u->pagein_open = false;
+	/*
+	 * Only a page-in seen growing over several samples measures the link: a
+	 * set that appears at once (cusim maps a kernel's whole working set at
+	 * its launch and charges the time to the kernel) says nothing of how
+	 * long it took. The configured bandwidth stays in use then.
+	 */
+	if (u->pagein_steps >= 3)
+		u->bw = cd_sched_bandwidth(u->bw, u->pagein_to - u->pagein_from,
+					   u->pagein_t1 - u->pagein_t0);
+}
+
+/* Everyone runs: holds cleared. */
+static void go_parallel(struct cusliced *d, struct gpu *u, bool quiet)
+{
+	for (unsigned i = 0; i < u->nm; i++)
+		set_hold(&u->m[i], false, CS_SCHED_FREE);
+	if (u->mode == CD_SCHED_MODE_SERIALIZED && !quiet)
+		cd_event(d, "parallel", "", 0, "%s: the working sets fit: groups run in parallel",
+			 u->uuid);
+	u->mode = CD_SCHED_MODE_PARALLEL;
+	u->holder = -1;
+	u->draining = false;
+	u->calm_since_ns = 0;
+}
+
+/* One group at a time from now: the one with most already resident keeps the GPU. */
+static void go_serialized(struct cd_sched *S, struct gpu *u, uint64_t sum, uint64_t now)
+{
+	int best = -1;
+
+	u->mode = CD_SCHED_MODE_SERIALIZED;
+	u->serializations++;
+	u->holder = -1;
+	cd_event(S->d, "serialized", "", 0,
+		 "%s: working sets of %llu MiB do not fit %llu MiB with %u%% headroom: one group "
+		 "at a time",
+		 u->uuid, (unsigned long long)(sum >> 20), (unsigned long long)(u->total >> 20),
+		 S->d->cfg->sched.headroom_pct);
+	for (unsigned i = 0; i < u->nm; i++) {
+		struct member *mb = &u->m[i];
+
+		set_hold(mb, true, CS_SCHED_QUEUED);
+		if ((mb->busy || mb->waiters) && (best < 0 || mb->resident > u->m[best].resident))
+			best = (int)i;
+	}
+	if (best >= 0)
+		grant(S, u, (unsigned)best, now);
+}
+
+/* The serialized GPU's step: the holder's quantum, drain, idle, revocation; the next grant. */
+static void serialized_step(struct cd_sched *S, struct gpu *u, uint64_t now, uint64_t dt)
+{
+	const struct cd_sched_config *c = &S->d->cfg->sched;
+	struct cusliced *d = S->d;
+
+	for (unsigned i = 0; i < u->nm; i++) {
+		struct member *mb = &u->m[i];
+
+		if ((int)i != u->holder && mb->waiters && !mb->waiting_since_ns)
+			mb->waiting_since_ns = now;
+		if (!mb->waiters && mb->waiting_since_ns) {
+			mb->waited_ns += now - mb->waiting_since_ns;
+			mb->waiting_since_ns = 0;
+		}
+	}
+	if (u->holder >= 0) {
+		struct member *h = &u->m[u->holder];
+		bool others = false;
+
+		h->served_ns += dt;
+		h->held_ns += dt;
+		if (u->switch_open && h->busy) {
+			u->sw_ns[u->sw_next] = now - u->dropped_ns;
+			u->sw_next = (u->sw_next + 1) % CD_SCHED_SWITCHES_KEPT;
+			if (u->nsw < CD_SCHED_SWITCHES_KEPT)
+				u->nsw++;
+			u->switch_open = false;
+		}
+		follow_pagein(u, h, now);
+		for (unsigned i = 0; i < u->nm; i++)
+			if ((int)i != u->holder && u->m[i].waiters)
+				others = true;
+		if (!u->draining) {
+			if (now - u->grant_ns >= (uint64_t)c->idle_ms * MS &&
+			    now - h->last_busy_ns >= (uint64_t)c->idle_ms * MS && !h->waiters) {
+				u->idle_releases++;
+				cd_event(d, "released", h->group, 0,
+					 "group %s released %s early (epoch %llu): idle for %u ms",
+					 h->group, u->uuid, (unsigned long long)u->epoch,
+					 c->idle_ms);
+				drop(u, now, CS_SCHED_QUEUED);
+			} else if (others && now - u->grant_ns >= u->quantum_ns) {
+				u->draining = true;
+				u->drain_ns = now;
+				set_hold(h, true, CS_SCHED_DRAINING);
+			}
+		} else {
+			uint64_t quiet_from =
+			    h->last_busy_ns > u->drain_ns ? h->last_busy_ns : u->drain_ns;
+
+			if (now - quiet_from >= (uint64_t)c->drain_quiet_ms * MS) {
+				drop(u, now, CS_SCHED_QUEUED);
+			} else if (now - u->drain_ns >= (uint64_t)c->grace_ms * MS) {
+				u->revokes++;
+				cd_event(d, "revoked", h->group, 0,
+					 "group %s did not drain %s within %u ms of its quantum's "
+					 "end (epoch %llu): revoked, its launches stay held",
+					 h->group, u->uuid, c->grace_ms,
+					 (unsigned long long)u->epoch);
+				drop(u, now, CS_SCHED_REVOKED);
+			}
+		}
+	}
+	if (u->holder < 0) {
+		struct cd_sched_want w[64];
+		unsigned n = u->nm < 64 ? u->nm : 64;
+		int next;
+
+		for (unsigned i = 0; i < n; i++) {
+			w[i].wants = u->m[i].waiters > 0;
+			w[i].weight = 1;
+			w[i].served_ns = u->m[i].served_ns;
+			w[i].waiting_since_ns = u->m[i].waiting_since_ns;
+		}
+		next = cd_sched_pick(w, n);
+		if (next >= 0)
+			grant(S, u, (unsigned)next, now);
+	}
+}
+
+/* One GPU's tick. */
+static void gpu_tick(struct cd_sched *S, struct gpu *u, const struct cd_gpu_sample *s, uint64_t now,
+		     uint64_t dt)
+{
+	const struct cd_sched_config *c = &S->d->cfg->sched;
+	uint64_t sum = 0;
+	unsigned sets = 0;
+
+	u->total = s->total;
+	u->index = s->index;
+	refresh(S->d, u, s, now);
+	if (!c->enabled) {
+		go_parallel(S->d, u, true);
+		return;
+	}
+	for (unsigned i = 0; i < u->nm; i++) {
+		sum += u->m[i].ws;
+		sets += u->m[i].ws > 0;
+	}
+	if (u->mode == CD_SCHED_MODE_PARALLEL) {
+		/* Clearing holds every tick also undoes what a previous daemon left. */
+		go_parallel(S->d, u, true);
+		if (sets >= 2 && u->total && cd_sched_over(sum, u->total, c->headroom_pct, false))
+			go_serialized(S, u, sum, now);
+	} else if (sets < 2 || !cd_sched_over(sum, u->total, c->headroom_pct, true)) {
+		if (!u->calm_since_ns)
+			u->calm_since_ns = now;
+		if (sets < 2 || now - u->calm_since_ns >= (uint64_t)c->calm_ms * MS) {
+			go_parallel(S->d, u, false);
+			return;
+		}
+	} else {
+		u->calm_since_ns = 0;
+	}
+	if (u->mode == CD_SCHED_MODE_SERIALIZED)
+		serialized_step(S, u, now, dt);
+	u->prev_tick_ns = now;
+}
+
+/* The GPU u of uuid, added when new. */
+static struct gpu *gpu_of(struct cd_sched *S, const char *uuid)
+{
+	for (unsigned i = 0; i < S->ngpus; i++)
+		if (strcmp(S->gpus[i].uuid, uuid) == 0)
+			return &S->gpus[i];
+	if (S->ngpus == CD_GPUS_MAX)
+		return NULL;
+	memset(&S->gpus[S->ngpus], 0, sizeof(S->gpus[0]));
+	snprintf(S->gpus[S->ngpus].uuid, CS_GROUP_UUID_LEN, "%s", uuid);
+	S->gpus[S->ngpus].holder = -1;
+	return &S->gpus[S->ngpus++];
+}
+
+static void *run(void *arg)
+{
+	struct cd_sched *S = arg;
+	struct cusliced *d = S->d;
+	struct cd_gpu_sample *samples = calloc(CD_GPUS_MAX, sizeof(*samples));
+	uint64_t period = (uint64_t)d->cfg->sched.tick_ms * MS;
+	struct timespec next;
+
+	if (!samples) {
+		cs_log(CS_LOG_ERROR, CD_LOG, "scheduler: out of memory: not scheduling");
+		return NULL;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	while (!atomic_load(&S->stop)) {
+		uint64_t now, dt;
+		int n;
+
+		next.tv_nsec += (long)period;
+		while (next.tv_nsec >= 1000000000L) {
+			next.tv_nsec -= 1000000000L;
+			next.tv_sec++;
+		}
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+		n = cd_nvml_sample(S->nvml, samples);
+		now = mono_ns();
+		/* A late tick (a loaded CPU) catches up from now, not with a burst of ticks. */
+		if (now > (uint64_t)next.tv_sec * 1000000000ull + (uint64_t)next.tv_nsec + period) {
+			next.tv_sec = (time_t)(now / 1000000000ull);
+			next.tv_nsec = (long)(now % 1000000000ull);
+		}
+		dt = S->last_ns ? now - S->last_ns : 0;
+		S->last_ns = now;
+		pthread_mutex_lock(&d->lock);
+		for (int i = 0; i < n; i++) {
+			struct gpu *u = gpu_of(S, samples[i].uuid);
+
+			if (u)
+				gpu_tick(S, u, &samples[i], now, dt);
+		}
+		pthread_mutex_unlock(&d->lock);
+		if (n > 0)
+			cd_nvml_samples_free(samples, (unsigned)n);
+	}
+	free(samples);
+	return NULL;
+}
+
+int cd_sched_start(struct cusliced *d)
+{
+	struct cd_sched *S = calloc(1, sizeof(*S));
+	int e;
+
+	if (!S)
+		return -ENOMEM;
+	S->d = d;
+	d->sched = S;
+	if (!d->cfg->sched.enabled) {
+		cs_log(CS_LOG_INFO, CD_LOG, "scheduler: off (sched = off)");
+		return 0;
+	}
+	S->nvml = cd_nvml_open();
+	if (!S->nvml) {
+		cs_log(CS_LOG_WARN, CD_LOG, "scheduler: NVML is not available: not scheduling");
+		return 0;
+	}
+	e = pthread_create(&S->thread, NULL, run, S);
+	if (e) {
+		cs_log(CS_LOG_ERROR, CD_LOG, "scheduler: cannot start its thread: %s", strerror(e));
+		return -e;
+	}
+	S->started = true;
+	return 0;
+}
+
+void cd_sched_stop(struct cusliced *d)
+{
+	struct cd_sched *S = d->sched;
+
+	if (!S)
+		return;
+	if (S->started) {
+		atomic_store(&S->stop, true);
+		pthread_join(S->thread, NULL);
+	}
+	/* Nobody waits for a scheduler that is gone. */
+	pthread_mutex_lock(&d->lock);
+	for (unsigned i = 0; i < S->ngpus; i++) {
+		struct gpu *u = &S->gpus[i];
+
+		for (unsigned k = 0; k < u->nm; k++) {
+			struct cd_group *g = cd_group_find(d, u->m[k].group);
+
+			if (g && g->h.g == u->m[k].g)
+				set_hold(&u->m[k], false, CS_SCHED_FREE);
+		}
+		free(u->m);
+	}
+	pthread_mutex_unlock(&d->lock);
+	cd_nvml_close(S->nvml);
+	free(S);
+	d->sched = NULL;
+}
+
+int cd_sched_snapshot(struct cusliced *d, struct cd_snapshot *out)
+{
+	struct cd_sched *S = d->sched;
+
+	out->nsched = 0;
+	out->sched = NULL;
+	if (!S || !S->ngpus)
+		return 0;
+	out->sched = calloc(S->ngpus, sizeof(*out->sched));
+	if (!out->sched)
+		return -ENOMEM;
+	for (unsigned i = 0; i < S->ngpus; i++) {
+		const struct gpu *u = &S->gpus[i];
+		struct cd_snap_sched *o = &out->sched[out->nsched++];
+
+		snprintf(o->uuid, sizeof(o->uuid), "%s", u->uuid);
+		o->index = u->index;
+		o->mode = u->mode;
+		if (u->holder >= 0) {
+			snprintf(o->holder, sizeof(o->holder), "%s", u->m[u->holder].group);
+			o->held_for_ns = S->last_ns - u->grant_ns;
+			o->quantum_ns = u->quantum_ns;
+		}
+		o->epoch = u->epoch;
+		o->total = u->total;
+		o->bandwidth = bandwidth(S, u);
+		o->bandwidth_measured = u->bw > 0;
+		o->switches = u->switches;
+		o->revokes = u->revokes;
+		o->idle_releases = u->idle_releases;
+		o->exits = u->exits;
+		o->serializations = u->serializations;
+		o->nswitch = u->nsw;
+		/* Oldest first. */
+		for (unsigned k = 0; k < u->nsw; k++)
+			o->switch_ns[k] =
+			    u->sw_ns[(u->sw_next + CD_SCHED_SWITCHES_KEPT - u->nsw + k) %
+				     CD_SCHED_SWITCHES_KEPT];
+		o->members_total = u->nm;
+		for (unsigned k = 0; k < u->nm; k++) {
+			const struct member *mb = &u->m[k];
+			struct cd_snap_sched_member *sm;
+
+			o->working_sets += mb->ws;
+			if (o->nmembers == CD_SNAP_SCHED_MEMBERS)
+				continue;
+			sm = &o->members[o->nmembers++];
+			snprintf(sm->group, sizeof(sm->group), "%s", mb->group);
+			sm->state = mb->state;
+			sm->working_set = mb->ws;
+			sm->resident = mb->resident;
+			sm->waiters = mb->waiters;
+			sm->held_ns = mb->held_ns;
+			sm->waited_ns =
+			    mb->waited_ns +
+			    (mb->waiting_since_ns ? S->last_ns - mb->waiting_since_ns : 0);
+		}
+	}
+	return 0;
+}
+
+unsigned cd_sched_group_state(struct cusliced *d, const char *group, const char *uuid)
+{
+	struct cd_sched *S = d->sched;
+
+	for (unsigned i = 0; S && i < S->ngpus; i++) {
+		struct member *mb;
+
+		if (strcmp(S->gpus[i].uuid, uuid) != 0)
+			continue;
+		mb = member_find(&S->gpus[i], group);
+		return mb ? mb->state : CS_SCHED_FREE;
+	}
+	return CS_SCHED_FREE;
+}

@@ -1,0 +1,111 @@
+/*
+ * cusliced's GPU scheduler (docs/scheduler.md): one per GPU, over the
+ * groups whose registered processes use it.
+ *
+ * While the groups' working sets fit the GPU with headroom every group runs
+ * as without a scheduler. When they do not, the GPU is serialized: one
+ * group, the holder, runs at a time for a quantum derived from what a switch
+ * costs; the others' launches wait at their gate (CS_GATE_HOLD in their
+ * region, src/group/cs-group.h), counted there as waiters. Every grant has
+ * an epoch, so nothing that belongs to an earlier grant (a drain observed
+ * late, a release) can end a later one.
+ *
+ * Split in two: the arithmetic (cd-sched-core.c: fit with hysteresis,
+ * quantum, the next holder, the bandwidth estimate) is pure and unit-tested
+ * on its own; cd-sched.c runs the thread that measures (NVML per process,
+ * the regions' counters) and acts (gate bits, events).
+ */
+#ifndef CD_SCHED_H
+#define CD_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cs-group.h"
+
+/* The scheduler's parameters (cusliced.conf keys sched_*, docs/scheduler.md). */
+struct cd_sched_config {
+	bool enabled;		 /* sched: on / off */
+	unsigned tick_ms;	 /* sched_tick: how often it measures and decides */
+	unsigned headroom_pct;	 /* sched_headroom: serialize above (100 - h) %, parallel again
+				    below (100 - 2h) % */
+	unsigned calm_ms;	 /* sched_calm: ... held that long before going parallel */
+	unsigned factor;	 /* sched_quantum_factor: quantum = factor x switch time */
+	unsigned quantum_min_ms; /* sched_quantum_min */
+	unsigned quantum_max_ms; /* sched_quantum_max */
+	uint64_t bandwidth;	 /* sched_bandwidth: bytes/s assumed until measured */
+	unsigned idle_ms;	 /* sched_idle: a holder this long idle lets go early */
+	unsigned grace_ms;	 /* sched_grace: past quantum + grace a holder is revoked */
+	unsigned drain_quiet_ms; /* sched_drain_quiet: no device time this long = drained */
+};
+
+void cd_sched_config_defaults(struct cd_sched_config *c);
+
+/*
+ * Sets one sched_* key (or "sched") from text. 0; -EINVAL with why =
+ * "\"VALUE\": <reason>; accepted: <forms>"; -ENOENT for another key. Pure.
+ */
+int cd_sched_config_set(struct cd_sched_config *c, const char *key, const char *value, char *why,
+			size_t whylen);
+
+/* ---- the arithmetic (cd-sched-core.c), pure ---- */
+
+/*
+ * Whether a GPU of `total` bytes should be serialized for working sets that
+ * sum to `sum`, given whether it is now: serialized above (100 - h) % of
+ * total; once serialized, it stays so until the sum falls to (100 - 2h) % or
+ * less (the caller also requires that for calm_ms).
+ */
+bool cd_sched_over(uint64_t sum, uint64_t total, unsigned headroom_pct, bool serialized);
+
+/*
+ * The quantum of a holder whose switch costs page_in bytes at bw bytes/s:
+ * factor x page_in / bw, within [quantum_min, quantum_max]. ns.
+ */
+uint64_t cd_sched_quantum_ns(const struct cd_sched_config *c, uint64_t page_in, double bw);
+
+/* A candidate for the next grant. */
+struct cd_sched_want {
+	bool wants;		   /* has launches waiting at its gate */
+	unsigned weight;	   /* >= 1 */
+	uint64_t served_ns;	   /* device time it held the GPU, weighted fair-share clock */
+	uint64_t waiting_since_ns; /* when it started waiting (0: not waiting) */
+};
+
+/*
+ * The candidate to grant next: among those that want the GPU, the least
+ * served per weight (served_ns / weight), ties to the longest waiting; -1
+ * when none wants it.
+ */
+int cd_sched_pick(const struct cd_sched_want *v, unsigned n);
+
+/*
+ * The migration bandwidth estimate after one measured page-in of `bytes` in
+ * `ns` (ignored below 64 MiB or 1 ms: too short to tell): an exponential
+ * average with the previous estimate `bw` (0: none yet, the measure becomes
+ * the estimate). bytes/s.
+ */
+double cd_sched_bandwidth(double bw, uint64_t bytes, uint64_t ns);
+
+/* ---- the per-GPU scheduler state (cd-sched.c), for listings ---- */
+
+#define CD_SCHED_SWITCHES_KEPT 256 /* switch times kept for the distribution */
+
+/* The modes of one GPU. */
+#define CD_SCHED_MODES(X)                                                                          \
+	X(PARALLEL, "parallel")                                                                    \
+	X(SERIALIZED, "serialized")
+
+enum cd_sched_mode {
+#define X(id, name) CD_SCHED_MODE_##id,
+	CD_SCHED_MODES(X)
+#undef X
+};
+
+/* "parallel", "serialized". */
+const char *cd_sched_mode_name(unsigned mode);
+/* "free", "holder", "queued", "draining", "revoked" (CS_SCHED_*), or "?". */
+const char *cd_sched_state_name(unsigned state);
+
+#endif

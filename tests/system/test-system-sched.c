@@ -1,0 +1,293 @@
+/*
+ * The GPU scheduler (docs/scheduler.md) with real processes: cusliced on a
+ * cusim H100 of 8 GiB, cs-spin workers under libcuslice, each in its own
+ * group with a managed working set that its kernels touch whole.
+ *
+ * Two 5 GiB sets fit alone but not together: run at once without a
+ * scheduler they thrash (tests/cusim/test-thrash.c: every kernel pages most
+ * of its set in); here the GPU is serialized and the pair finishes in about
+ * the time of the two runs one after the other. Two 3 GiB sets fit: nothing
+ * is serialized. Faults: a holder killed lets go at once; a holder that does
+ * not drain (a kernel longer than quantum + grace) is revoked; a daemon
+ * killed while it holds a group's launches does not stop them for good, and
+ * a restarted daemon schedules again.
+ *
+ * Bounds are loose (a loaded 2-core machine): what must hold is the order
+ * of magnitude against thrashing and the scheduler's decisions as the API
+ * and the events state them. The tight figures are bench/sched-bench's.
+ */
+#include "sys.h"
+
+#include "cst-spin.h"
+
+#include <signal.h>
+
+#define GIB (1ull << 30)
+
+/* The migration bandwidth cusim models here, and the scheduler's assumption of it. */
+#define CONFIG "sched_bandwidth = 40GB\n"
+#define SHORT "sched_quantum_min = 300ms\n"
+
+static void world(const char *tag, const char *config)
+{
+	sys_world(tag);
+	setenv("CUSIM_UM_BANDWIDTH", "40GB", 1);
+	sys_set_config(config);
+	sys_daemon_start();
+}
+
+/* Starts cs-spin in `group` with a managed set, kernels of kernel_us, total_ms of them. */
+static void spin(struct cst_spin *c, const char *group, const char *set, const char *kernel_us,
+		 const char *total_ms)
+{
+	const char *args[] = {"--kernel-us", kernel_us,	  "--total-ms", total_ms, "--sync-every",
+			      "1",	     "--managed", set,		NULL};
+
+	setenv("LD_PRELOAD", getenv("CS_PRELOAD"), 1);
+	setenv("CUSLICE_GROUP", group, 1);
+	cst_spin_start(c, args);
+	unsetenv("LD_PRELOAD");
+	unsetenv("CUSLICE_GROUP");
+}
+
+/* GPU 0's "scheduler" object (in *doc; cJSON_Delete it). */
+static cJSON *sched(cJSON **doc)
+{
+	cJSON *gpus;
+
+	*doc = sys_get_json("/v1/gpus");
+	gpus = cJSON_GetObjectItem(*doc, "gpus");
+	return cJSON_GetObjectItem(cJSON_GetArrayItem(gpus, 0), "scheduler");
+}
+
+/* The state of group g in the scheduler's queue ("" when not listed). */
+static const char *queue_state(const cJSON *s, const char *g, char *buf, size_t len)
+{
+	const cJSON *e = sys_find_str(cJSON_GetObjectItem(s, "queue"), "group", g);
+
+	snprintf(buf, len, "%s", e ? cJSON_GetStringValue(cJSON_GetObjectItem(e, "state")) : "");
+	return buf;
+}
+
+/* The number of events of `kind` about group g. */
+static unsigned count_events(const char *kind, const char *g)
+{
+	cJSON *doc = sys_get_json("/v1/events"), *e;
+	unsigned n = 0;
+
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(doc, "events"))
+	{
+		if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "kind")), kind) == 0 &&
+		    (!g || strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "group")), g) == 0))
+			n++;
+	}
+	cJSON_Delete(doc);
+	return n;
+}
+
+/* Waits up to ms for an event of kind about g; fails the test otherwise. */
+static void wait_event(const char *kind, const char *g, unsigned ms)
+{
+	uint64_t end = qt_now_ms() + ms;
+
+	while (count_events(kind, g) == 0) {
+		if (qt_now_ms() > end) {
+			sys_daemon_log(40);
+			fail_msg("no %s event about group %s within %u ms", kind, g ? g : "*", ms);
+		}
+		cst_sleep_s(0.05);
+	}
+}
+
+/* Two 5 GiB sets on 8 GiB: serialized, one holder at a time, no thrash. */
+static void test_sched_serializes(void **state)
+{
+	struct cst_spin c[2];
+	char a[16], b[16];
+	cJSON *doc, *s;
+	double t0, makespan;
+
+	(void)state;
+	world("sched-serial", CONFIG SHORT);
+	spin(&c[0], "a", "5GiB", "10000", "2000");
+	spin(&c[1], "b", "5GiB", "10000", "2000");
+	t0 = cst_spin_go(c, 2);
+	wait_event("serialized", NULL, 5000);
+	cst_sleep_s(0.3);
+	/* While both run: exactly one holds the GPU, the other waits with launches queued. */
+	s = sched(&doc);
+	assert_non_null(s);
+	assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(s, "mode")), "serialized");
+	queue_state(s, "a", a, sizeof(a));
+	queue_state(s, "b", b, sizeof(b));
+	assert_true((strcmp(a, "holder") == 0 && strcmp(b, "holder") != 0) ||
+		    (strcmp(b, "holder") == 0 && strcmp(a, "holder") != 0));
+	assert_true(sys_u64(s, "epoch") >= 1);
+	cJSON_Delete(doc);
+	cst_spin_finish(&c[0]);
+	cst_spin_finish(&c[1]);
+	makespan = cst_now_s() - t0;
+	print_message(
+	    "two 5 GiB sets, 2 s of kernels each: makespan %.2f s (a %.0f ms, b %.0f ms)\n",
+	    makespan, c[0].wall_ms, c[1].wall_ms);
+	/*
+	 * One after the other they need about 4 s; thrashing, over a minute
+	 * (every 10 ms kernel pages about 2 GiB in and out). The bound leaves
+	 * room for a loaded CPU and for the switches, not for thrashing.
+	 */
+	assert_true(makespan < 12.0);
+	assert_true(count_events("granted", "a") >= 1 && count_events("granted", "b") >= 1);
+	/* Both gone: the GPU is given back to parallel running. */
+	wait_event("parallel", NULL, 5000);
+	sys_end(NULL);
+}
+
+/* Two 3 GiB sets fit: never serialized, no grant, no held launch. */
+static void test_sched_fits(void **state)
+{
+	struct cst_spin c[2];
+	cJSON *doc, *s, *e;
+
+	(void)state;
+	world("sched-fit", CONFIG SHORT);
+	spin(&c[0], "a", "3GiB", "10000", "1000");
+	spin(&c[1], "b", "3GiB", "10000", "1000");
+	cst_spin_go(c, 2);
+	cst_sleep_s(0.5);
+	s = sched(&doc);
+	assert_non_null(s);
+	assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(s, "mode")), "parallel");
+	assert_int_equal(sys_u64(s, "epoch"), 0);
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s, "queue"))
+	    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(e, "state")), "free");
+	cJSON_Delete(doc);
+	cst_spin_finish(&c[0]);
+	cst_spin_finish(&c[1]);
+	assert_int_equal(count_events("serialized", NULL), 0);
+	/* The pair shares the device: each takes about twice its kernel time, never 10x. */
+	assert_true(c[0].wall_ms < 5000 && c[1].wall_ms < 5000);
+	sys_end(NULL);
+}
+
+/* The holder killed: the GPU is released at once and the other group gets it. */
+static void test_sched_holder_killed(void **state)
+{
+	struct cst_spin c[2];
+	char st[16], holder[16];
+	const char *const names[] = {"a", "b"};
+	cJSON *doc, *s;
+	int victim;
+	double t;
+
+	(void)state;
+	world("sched-kill", CONFIG "sched_quantum_min = 60s\n");
+	spin(&c[0], "a", "5GiB", "10000", "30000");
+	spin(&c[1], "b", "5GiB", "10000", "30000");
+	cst_spin_go(c, 2);
+	wait_event("granted", NULL, 5000);
+	cst_sleep_s(0.3);
+	s = sched(&doc);
+	snprintf(holder, sizeof(holder), "%s",
+		 cJSON_GetStringValue(cJSON_GetObjectItem(s, "holder")));
+	victim = strcmp(holder, "a") == 0 ? 0 : 1;
+	assert_string_equal(holder, names[victim]);
+	/* With a 60 s quantum the other waits while the holder lives. */
+	assert_string_equal(queue_state(s, names[!victim], st, sizeof(st)), "queued");
+	assert_int_equal(count_events("granted", names[!victim]), 0);
+	cJSON_Delete(doc);
+	t = cst_now_s();
+	assert_int_equal(kill(c[victim].pid, SIGKILL), 0);
+	waitpid(c[victim].pid, NULL, 0);
+	/*
+	 * Released at once: alone, the survivor's set fits, so it runs free
+	 * (the GPU goes parallel) rather than being granted a turn.
+	 */
+	wait_event("released", holder, 5000);
+	for (;;) {
+		s = sched(&doc);
+		queue_state(s, names[!victim], st, sizeof(st));
+		cJSON_Delete(doc);
+		if (strcmp(st, "holder") == 0 || strcmp(st, "free") == 0)
+			break;
+		if (cst_now_s() - t > 5.0)
+			fail_msg("the survivor is still %s 5 s after the holder was killed", st);
+		cst_sleep_s(0.02);
+	}
+	print_message("the survivor ran %.2f s after the holder was killed\n", cst_now_s() - t);
+	kill(c[!victim].pid, SIGKILL);
+	waitpid(c[!victim].pid, NULL, 0);
+	fclose(c[0].out);
+	fclose(c[1].out);
+	sys_end(NULL);
+}
+
+/* A holder whose kernel outlasts quantum + grace is revoked; the other group gets the GPU. */
+static void test_sched_revoked(void **state)
+{
+	struct cst_spin c[2];
+
+	(void)state;
+	world("sched-revoke", CONFIG SHORT "sched_grace = 300ms\n");
+	/* a: 4 s kernels; b: 10 ms ones. Whoever holds first, a is revoked when it holds. */
+	spin(&c[0], "a", "5GiB", "4000000", "8000");
+	spin(&c[1], "b", "5GiB", "10000", "3000");
+	cst_spin_go(c, 2);
+	wait_event("revoked", "a", 30000);
+	/* Its launches stay held, and the other group is granted. */
+	wait_event("granted", "b", 10000);
+	cst_spin_finish(&c[1]);
+	cst_spin_finish(&c[0]);
+	sys_end(NULL);
+}
+
+/* The daemon killed while it holds a group: the launches pass (stale heartbeat); restarted, it
+ * schedules again. */
+static void test_sched_daemon_restart(void **state)
+{
+	struct cst_spin c[2];
+	uint64_t end;
+	cJSON *doc, *s;
+
+	(void)state;
+	world("sched-restart", CONFIG "sched_quantum_min = 60s\n");
+	spin(&c[0], "a", "5GiB", "10000", "4000");
+	spin(&c[1], "b", "5GiB", "10000", "4000");
+	cst_spin_go(c, 2);
+	wait_event("granted", NULL, 5000);
+	assert_int_equal(sys_daemon_signal(SIGKILL), 128 + SIGKILL);
+	/* Nobody schedules now: the held group goes on once the heartbeat is 2 s stale. */
+	cst_sleep_s(3.0);
+	sys_daemon_start();
+	/* The new daemon finds both processes again and serializes them. */
+	end = qt_now_ms() + 10000;
+	for (;;) {
+		s = sched(&doc);
+		if (s && strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(s, "mode")),
+				"serialized") == 0) {
+			cJSON_Delete(doc);
+			break;
+		}
+		cJSON_Delete(doc);
+		if (qt_now_ms() > end) {
+			sys_daemon_log(40);
+			fail_msg("the restarted daemon did not serialize the two groups");
+		}
+		cst_sleep_s(0.1);
+	}
+	cst_spin_finish(&c[0]);
+	cst_spin_finish(&c[1]);
+	sys_end(NULL);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_sched_serializes),	 cmocka_unit_test(test_sched_fits),
+	    cmocka_unit_test(test_sched_holder_killed),	 cmocka_unit_test(test_sched_revoked),
+	    cmocka_unit_test(test_sched_daemon_restart),
+	};
+
+	(void)argc;
+	sys_main_init(argv[0]);
+	return cmocka_run_group_tests(tests, NULL, sys_end);
+}
