@@ -11,9 +11,13 @@
  *     launches (the region's waiters: a member can only misstate its own
  *     group's demand);
  *  2. mode: parallel while the working sets fit with headroom, serialized
- *     when not, parallel again once they fit with twice the headroom for
- *     sched_calm (cd_sched_over);
- *  3. serialized: one holder, whose gate is open; every other member's gate
+ *     when not (and at least two oversubscribing groups have one), parallel
+ *     again once they fit with twice the headroom for sched_calm
+ *     (cd_sched_over);
+ *  3. serialized: the groups in oversubscribe mode (the region's mem_mode)
+ *     take turns; the others run as without a scheduler (their memory is
+ *     device memory: it counts in the fit, nothing of it is paged). One
+ *     holder, whose gate is open; every other oversubscribing member's gate
  *     has CS_GATE_HOLD set. The holder lets go when its quantum is over and
  *     someone waits (its gate is held, then it is drained: no device time
  *     for sched_drain_quiet), early when it is idle (no device time and no
@@ -49,6 +53,7 @@
 struct member {
 	char group[CS_GROUP_NAME_MAX + 1];
 	bool seen;	       /* found this tick */
+	bool arbitrated;       /* oversubscribe mode: held when it is not its turn */
 	int gdev;	       /* its region's device entry for the GPU */
 	struct cs_group *g;    /* its region (valid under the lock, this tick) */
 	uint64_t ws, resident; /* bytes */
@@ -222,16 +227,13 @@ static void refresh(struct cusliced *d, struct gpu *u, const struct cd_gpu_sampl
 			mb = member_add(u, g->name);
 			if (!mb)
 				continue;
-			/* A new member of a serialized GPU waits for its turn. */
 			mb->g = g->h.g;
 			mb->gdev = gdev;
-			set_hold(mb, u->mode == CD_SCHED_MODE_SERIALIZED,
-				 u->mode == CD_SCHED_MODE_SERIALIZED ? CS_SCHED_QUEUED
-								     : CS_SCHED_FREE);
 		}
 		mb->seen = true;
 		mb->g = g->h.g;
 		mb->gdev = gdev;
+		mb->arbitrated = atomic_load(&g->h.g->mem_mode) == CS_MEM_OVERSUBSCRIBE;
 		mb->ws = atomic_load(&g->h.g->dev[gdev].used);
 		mb->waiters = atomic_load(&g->h.g->sched[gdev].waiters);
 		atomic_store(&g->h.g->sched[gdev].beat_ns, now);
@@ -378,6 +380,8 @@ static void go_serialized(struct cd_sched *S, struct gpu *u, uint64_t sum, uint6
 	for (unsigned i = 0; i < u->nm; i++) {
 		struct member *mb = &u->m[i];
 
+		if (!mb->arbitrated)
+			continue;
 		set_hold(mb, true, CS_SCHED_QUEUED);
 		if ((mb->busy || mb->waiters) && (best < 0 || mb->resident > u->m[best].resident))
 			best = (int)i;
@@ -395,6 +399,14 @@ static void serialized_step(struct cd_sched *S, struct gpu *u, uint64_t now, uin
 	for (unsigned i = 0; i < u->nm; i++) {
 		struct member *mb = &u->m[i];
 
+		/* Newcomers and groups whose mode changed: held, or free when not arbitrated. */
+		if ((int)i != u->holder && mb->arbitrated && mb->state == CS_SCHED_FREE)
+			set_hold(mb, true, CS_SCHED_QUEUED);
+		if (!mb->arbitrated && mb->state != CS_SCHED_FREE) {
+			if (u->holder == (int)i)
+				u->holder = -1;
+			set_hold(mb, false, CS_SCHED_FREE);
+		}
 		if ((int)i != u->holder && mb->waiters && !mb->waiting_since_ns)
 			mb->waiting_since_ns = now;
 		if (!mb->waiters && mb->waiting_since_ns) {
@@ -417,7 +429,7 @@ static void serialized_step(struct cd_sched *S, struct gpu *u, uint64_t now, uin
 		}
 		follow_pagein(u, h, now);
 		for (unsigned i = 0; i < u->nm; i++)
-			if ((int)i != u->holder && u->m[i].waiters)
+			if ((int)i != u->holder && u->m[i].arbitrated && u->m[i].waiters)
 				others = true;
 		if (!u->draining) {
 			if (now - u->grant_ns >= (uint64_t)c->idle_ms * MS &&
@@ -456,7 +468,7 @@ static void serialized_step(struct cd_sched *S, struct gpu *u, uint64_t now, uin
 		int next;
 
 		for (unsigned i = 0; i < n; i++) {
-			w[i].wants = u->m[i].waiters > 0;
+			w[i].wants = u->m[i].arbitrated && u->m[i].waiters > 0;
 			w[i].weight = 1;
 			w[i].served_ns = u->m[i].served_ns;
 			w[i].waiting_since_ns = u->m[i].waiting_since_ns;
@@ -482,9 +494,10 @@ static void gpu_tick(struct cd_sched *S, struct gpu *u, const struct cd_gpu_samp
 		go_parallel(S->d, u, true);
 		return;
 	}
+	/* Every group's memory counts; only oversubscribing groups take turns. */
 	for (unsigned i = 0; i < u->nm; i++) {
 		sum += u->m[i].ws;
-		sets += u->m[i].ws > 0;
+		sets += u->m[i].arbitrated && u->m[i].ws > 0;
 	}
 	if (u->mode == CD_SCHED_MODE_PARALLEL) {
 		/* Clearing holds every tick also undoes what a previous daemon left. */

@@ -69,8 +69,9 @@
 #define CS_GROUP_UUID_LEN 48		/* buffer size for "GPU-..." + NUL */
 
 #define CS_GROUP_MAGIC "CSGP"		/* first 4 bytes of the file */
-/* 2: compute fields in the device entries; 3: slot flags; 4: compute pacing; 5: scheduler */
-#define CS_GROUP_VERSION 5u
+/* 2: compute fields in the device entries; 3: slot flags; 4: compute pacing; 5: oversubscription;
+   6: scheduler */
+#define CS_GROUP_VERSION 6u
 
 /* The accepted form of a group name, for error messages. */
 #define CS_GROUP_NAME_FORMS "1 to 63 characters of [A-Za-z0-9._-], not starting with '.' or '-'"
@@ -86,6 +87,12 @@
 /* cs_group.flags, written by the daemon */
 #define CS_GROUP_MANAGED 1u		/* cusliced owns this group's policy */
 #define CS_GROUP_DAEMON_REQUIRED 2u	/* members must reach cusliced, or fail closed */
+
+/* cs_group.mem_mode: how members allocate device memory (docs/libcuslice.md) */
+#define CS_MEM_HARD 0u			/* device memory, never more than the GPU */
+#define CS_MEM_OVERSUBSCRIBE 1u		/* cuMemAlloc* becomes managed; the limit may pass the GPU */
+/* cs_group.um_flags */
+#define CS_UM_SINGLE 1u			/* one process may hold more than the GPU's memory */
 
 /* cs_group_dev.core_limit: no compute limit. Otherwise a share in parts per million. */
 #define CS_CORE_NONE UINT32_MAX
@@ -180,6 +187,27 @@ struct cs_group_core_proc {
 					   0 not yet */
 };
 
+/*
+ * Oversubscription of one group device (version 5). Of dev[].used, `managed`
+ * is managed memory (converted cuMemAlloc*, cuMemAllocManaged) and `device`
+ * the rest, which needs the GPU's physical memory: in oversubscribe mode it
+ * is reserved against dev[].total as used is against the limit. Residency is
+ * measured by cusliced (NVML) and only shown.
+ */
+struct cs_group_um {
+	_Atomic uint64_t managed;	/* bytes */
+	_Atomic uint64_t device;	/* bytes (oversubscribe mode) */
+	_Atomic uint64_t resident;	/* cusliced: managed bytes resident on the GPU, last measured */
+	_Atomic uint64_t measured_ns;	/* cusliced: when, CLOCK_REALTIME; 0 never */
+	uint64_t reserved[4];
+} __attribute__((aligned(64)));
+
+/* One process's share of those counters on one group device (version 5). */
+struct cs_group_um_proc {
+	_Atomic uint64_t managed;
+	_Atomic uint64_t device;
+};
+
 /* cs_group_sched.state: the group's standing with the GPU's scheduler (SCHED_STATES in cusliced). */
 #define CS_SCHED_FREE 0u		/* not arbitrated: runs as without a scheduler */
 #define CS_SCHED_HOLDER 1u		/* holds the serialized GPU (grant `epoch`) */
@@ -188,7 +216,7 @@ struct cs_group_core_proc {
 #define CS_SCHED_REVOKED 4u		/* did not drain in time: its launches stay held */
 
 /*
- * The scheduler's word to a group on one GPU (version 5), written by
+ * The scheduler's word to a group on one GPU (version 6), written by
  * cusliced only; members read it (and count their waiting launches). A
  * member that writes here can only delay or confuse its own group's turn:
  * the daemon decides from its own books and from NVML, never from these.
@@ -213,13 +241,25 @@ struct cs_group {
 	char name[CS_GROUP_NAME_MAX + 1];	/* the group name, NUL-terminated */
 	_Atomic uint32_t flags;		/* CS_GROUP_MANAGED, CS_GROUP_DAEMON_REQUIRED */
 	uint32_t pad2;
-	uint64_t reserved[19];
+	/*
+	 * Oversubscription (version 5), written by cusliced from the policy
+	 * (a managed group) or by a standalone member from its environment;
+	 * read by members at attach.
+	 */
+	_Atomic uint32_t mem_mode;	/* CS_MEM_* */
+	_Atomic uint32_t um_flags;	/* CS_UM_* */
+	_Atomic uint64_t keep_device_min;	/* oversubscribe: cuMemAlloc of at least this many
+						   bytes stays device memory; 0 none */
+	uint64_t reserved[17];
 	struct cs_group_dev dev[CS_GROUP_MAX_DEVICES];
 	struct cs_group_proc proc[CS_GROUP_MAX_PROCS];
 	/* Compute pacing (version 4): per device, and per process slot and device. */
 	struct cs_group_core core[CS_GROUP_MAX_DEVICES];
 	struct cs_group_core_proc core_proc[CS_GROUP_MAX_PROCS][CS_GROUP_MAX_DEVICES];
-	/* The GPU scheduler's word per device (version 5). */
+	/* Oversubscription (version 5): per device, and per process slot and device. */
+	struct cs_group_um um[CS_GROUP_MAX_DEVICES];
+	struct cs_group_um_proc um_proc[CS_GROUP_MAX_PROCS][CS_GROUP_MAX_DEVICES];
+	/* The GPU scheduler's word per device (version 6). */
 	struct cs_group_sched sched[CS_GROUP_MAX_DEVICES];
 };
 
@@ -232,8 +272,12 @@ _Static_assert(sizeof(struct cs_group_core_proc) == 16, "process pacing layout")
 _Static_assert(offsetof(struct cs_group, core) ==
 		   256 + 128 * CS_GROUP_MAX_DEVICES + 320 * CS_GROUP_MAX_PROCS,
 	       "group layout");
+_Static_assert(sizeof(struct cs_group_um) == 64, "oversubscription entry layout");
+_Static_assert(offsetof(struct cs_group, mem_mode) == 104, "group header layout");
 _Static_assert(sizeof(struct cs_group) == 256 + 128 * CS_GROUP_MAX_DEVICES +
 					  320 * CS_GROUP_MAX_PROCS + 64 * CS_GROUP_MAX_DEVICES +
+					  16 * CS_GROUP_MAX_DEVICES * CS_GROUP_MAX_PROCS +
+					  64 * CS_GROUP_MAX_DEVICES +
 					  16 * CS_GROUP_MAX_DEVICES * CS_GROUP_MAX_PROCS +
 					  64 * CS_GROUP_MAX_DEVICES,
 	       "group layout");
@@ -533,6 +577,81 @@ static inline void cs_group_uncharge(struct cs_group *g, unsigned dev, struct cs
 	if (p)
 		cs_group_sub_sat(&p->used[dev], bytes);
 	cs_group_sub_sat(&g->dev[dev].used, bytes);
+}
+
+/*
+ * Oversubscription counters (version 5), inline and lock-free like the
+ * above. `kind` picks cs_group_um.managed or .device; p is the caller's slot
+ * (NULL: the group only).
+ */
+enum cs_group_um_kind {
+	CS_UM_MANAGED = 0,
+	CS_UM_DEVICE = 1,
+};
+
+static inline _Atomic uint64_t *cs_group_um_counter(struct cs_group *g, unsigned dev,
+						    enum cs_group_um_kind kind)
+{
+	return kind == CS_UM_MANAGED ? &g->um[dev].managed : &g->um[dev].device;
+}
+
+static inline _Atomic uint64_t *cs_group_um_proc_counter(struct cs_group *g, unsigned dev,
+							 const struct cs_group_proc *p,
+							 enum cs_group_um_kind kind)
+{
+	struct cs_group_um_proc *u = &g->um_proc[p - g->proc][dev];
+
+	return kind == CS_UM_MANAGED ? &u->managed : &u->device;
+}
+
+/*
+ * Device memory of an oversubscribing group: charges bytes to um[dev].device
+ * when device + bytes <= the GPU's physical total, exactly as
+ * cs_group_reserve does against the limit; false charges nothing.
+ */
+static inline bool cs_group_reserve_device(struct cs_group *g, unsigned dev,
+					   struct cs_group_proc *p, uint64_t bytes)
+{
+	_Atomic uint64_t *c;
+	uint64_t cur, total;
+
+	if (dev >= CS_GROUP_MAX_DEVICES)
+		return false;
+	c = &g->um[dev].device;
+	total = g->dev[dev].total;
+	cur = atomic_load_explicit(c, memory_order_relaxed);
+	do {
+		if (bytes > total || cur > total - bytes)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(c, &cur, cur + bytes, memory_order_acq_rel,
+							memory_order_relaxed));
+	if (p)
+		atomic_fetch_add_explicit(cs_group_um_proc_counter(g, dev, p, CS_UM_DEVICE), bytes,
+					  memory_order_relaxed);
+	return true;
+}
+
+/* Counts bytes as `kind` on dev, unconditionally. */
+static inline void cs_group_um_charge(struct cs_group *g, unsigned dev, struct cs_group_proc *p,
+				      enum cs_group_um_kind kind, uint64_t bytes)
+{
+	if (dev >= CS_GROUP_MAX_DEVICES)
+		return;
+	atomic_fetch_add_explicit(cs_group_um_counter(g, dev, kind), bytes, memory_order_relaxed);
+	if (p)
+		atomic_fetch_add_explicit(cs_group_um_proc_counter(g, dev, p, kind), bytes,
+					  memory_order_relaxed);
+}
+
+/* Gives back bytes counted as `kind` (saturating at 0). */
+static inline void cs_group_um_uncharge(struct cs_group *g, unsigned dev, struct cs_group_proc *p,
+					enum cs_group_um_kind kind, uint64_t bytes)
+{
+	if (dev >= CS_GROUP_MAX_DEVICES || bytes == 0)
+		return;
+	if (p)
+		cs_group_sub_sat(cs_group_um_proc_counter(g, dev, p, kind), bytes);
+	cs_group_sub_sat(cs_group_um_counter(g, dev, kind), bytes);
 }
 
 /* Identity of the calling process, for slots and for translating PIDs between namespaces. */

@@ -7,6 +7,14 @@
  * current context, before the driver is asked. The pointer and its charge go
  * into the per-process map so that free finds them in O(1).
  *
+ * In oversubscribe mode (cs.oversub) cuMemAlloc* and cuMemAllocPitch* are
+ * served by cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL): the driver pages them
+ * to host memory when the GPU is full. They and cuMemAllocManaged are
+ * charged as managed memory (cs_reserve_managed); allocations of at least
+ * cs.keep_device_min stay device memory, for buffers that will be shared by
+ * CUDA IPC, which managed memory cannot be (cs-ipc.c refuses it). Pitched
+ * memory is laid out as the driver would: rows of PITCH_ALIGN bytes.
+ *
  * Free gives back what the map says (cs_untrack_begin/end).
  */
 #include "cs-preload.h"
@@ -15,6 +23,16 @@
 
 /* Pitched rows are aligned to 512 bytes on current GPUs (and in cusim). */
 #define PITCH_ALIGN 512u
+
+static CUresult free_v2(CUdeviceptr ptr)
+{
+	return CS_REAL(cuMemFree_v2)(ptr);
+}
+
+static CUresult free_v1(CUdeviceptr ptr)
+{
+	return CS_REAL(cuMemFree)((CUdeviceptr_v1)ptr);
+}
 
 /* Reserves `bytes` on the current context's device: CUDA_SUCCESS, or the error to return. */
 static CUresult begin(uint64_t bytes, unsigned *gdev)
@@ -26,33 +44,70 @@ static CUresult begin(uint64_t bytes, unsigned *gdev)
 	return cs_reserve(*gdev, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* The same for managed memory (aux: CS_AUX_MANAGED, and CS_AUX_CONVERTED for converted cuMemAlloc). */
+static CUresult begin_managed(uint64_t bytes, unsigned *gdev)
+{
+	CUresult r = cs_current_gdev(gdev);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	return cs_reserve_managed(*gdev, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static void give_back(unsigned gdev, uint64_t bytes, uint64_t aux)
+{
+	if (aux & CS_AUX_MANAGED)
+		cs_uncharge_managed(gdev, bytes);
+	else
+		cs_uncharge(gdev, bytes);
+}
+
 /*
  * After the driver's answer r: remember the new range, or give the
  * reservation back. undo frees the range when it cannot be remembered.
  */
-static CUresult finish(CUresult r, CUdeviceptr ptr, unsigned gdev, uint64_t bytes,
-		       CUresult (*undo)(CUdeviceptr))
+static CUresult finish_aux(CUresult r, CUdeviceptr ptr, unsigned gdev, uint64_t bytes,
+			   uint64_t aux, CUresult (*undo)(CUdeviceptr))
 {
 	if (r != CUDA_SUCCESS) {
-		cs_uncharge(gdev, bytes);
+		give_back(gdev, bytes, aux);
 		return r;
 	}
-	if (CS_LIKELY(cs_ptrmap_insert(&cs.map, CS_PTR_DEVICE, ptr, bytes, gdev, 0)))
+	if (CS_LIKELY(cs_ptrmap_insert(&cs.map, CS_PTR_DEVICE, ptr, bytes, gdev, aux)))
 		return CUDA_SUCCESS;
 	undo(ptr);
-	cs_uncharge(gdev, bytes);
+	give_back(gdev, bytes, aux);
 	cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: allocation refused");
 	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-static CUresult free_v2(CUdeviceptr ptr)
+static CUresult finish(CUresult r, CUdeviceptr ptr, unsigned gdev, uint64_t bytes,
+		       CUresult (*undo)(CUdeviceptr))
 {
-	return CS_REAL(cuMemFree_v2)(ptr);
+	return finish_aux(r, ptr, gdev, bytes, 0, undo);
 }
 
-static CUresult free_v1(CUdeviceptr ptr)
+/*
+ * Whether a device allocation of `bytes` is to be managed memory: attached
+ * (cs.oversub is decided at attach; attaching here if cuInit did not) and oversubscribing, below the size that
+ * stays device memory. Plain loads.
+ */
+static bool convert(uint64_t bytes)
 {
-	return CS_REAL(cuMemFree)((CUdeviceptr_v1)ptr);
+	return cs_attached() && CS_UNLIKELY(cs.oversub) &&
+	       (cs.keep_device_min == 0 || bytes < cs.keep_device_min);
+}
+
+/* A converted allocation: managed memory, charged and mapped as such. */
+static CUresult alloc_converted(CUdeviceptr *dptr, size_t bytes)
+{
+	unsigned gdev;
+	CUresult r = begin_managed(bytes, &gdev);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = CS_REAL(cuMemAllocManaged)(dptr, bytes, CU_MEM_ATTACH_GLOBAL);
+	return finish_aux(r, *dptr, gdev, bytes, CS_AUX_MANAGED | CS_AUX_CONVERTED, free_v2);
 }
 
 /* Frees through `real_free`, giving back what the range was charged. */
@@ -71,6 +126,8 @@ CS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
 		return CS_REAL(cuMemAlloc_v2)(dptr, bytesize);
+	if (convert(bytesize))
+		return alloc_converted(dptr, bytesize);
 	r = begin(bytesize, &gdev);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -83,7 +140,10 @@ CS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 	return free_tracked(dptr, free_v2);
 }
 
-/* The pre-CUDA-3.2 ABI (32-bit sizes and pointers): same accounting. */
+/*
+ * The pre-CUDA-3.2 ABI (32-bit sizes and pointers): same accounting. Never
+ * converted: a managed pointer need not fit in 32 bits.
+ */
 CS_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
 	unsigned gdev;
@@ -138,6 +198,24 @@ static uint64_t pitch_estimate(size_t width, size_t height)
 	return height > UINT64_MAX / row ? 0 : row * height;
 }
 
+/*
+ * Pitched memory made managed: the driver's checks (element size 4, 8 or
+ * 16), rows rounded up to PITCH_ALIGN, one managed allocation of
+ * pitch x height (estimate).
+ */
+static CUresult pitch_converted(CUdeviceptr *dptr, size_t *pPitch, size_t width, uint64_t estimate,
+				unsigned int elem)
+{
+	CUresult r;
+
+	if (elem != 4 && elem != 8 && elem != 16)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = alloc_converted(dptr, estimate);
+	if (r == CUDA_SUCCESS)
+		*pPitch = (width + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+	return r;
+}
+
 CS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
 				      size_t Height, unsigned int ElementSizeBytes)
 {
@@ -148,6 +226,8 @@ CS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
 	if (cs_mode() == CS_MODE_OFF || !dptr || !pPitch || estimate == 0)
 		return CS_REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height,
 						   ElementSizeBytes);
+	if (convert(estimate))
+		return pitch_converted(dptr, pPitch, WidthInBytes, estimate, ElementSizeBytes);
 	r = begin(estimate, &gdev);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -175,18 +255,25 @@ CS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 
 /*
  * Managed memory counts against the device of the current context, in full:
- * the group may make all of it resident there.
+ * the group may make all of it resident there. Oversubscribing, it is
+ * managed memory of the quota, as converted allocations are.
  */
 CS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
 	unsigned gdev;
+	uint64_t aux = 0;
 	CUresult r;
 
 	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
 		return CS_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
-	r = begin(bytesize, &gdev);
+	if (cs_attached() && cs.oversub) {
+		aux = CS_AUX_MANAGED;
+		r = begin_managed(bytesize, &gdev);
+	} else {
+		r = begin(bytesize, &gdev);
+	}
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CS_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
-	return finish(r, *dptr, gdev, bytesize, free_v2);
+	return finish_aux(r, *dptr, gdev, bytesize, aux, free_v2);
 }

