@@ -119,8 +119,8 @@ static void test_dlsym_library_handles(void **state)
 	       "libcuslice.so:cuMemAlloc_v2");
 	expect("cuda-handle cuGetProcAddress_v2", "libcuda.so.1:cuGetProcAddress_v2",
 	       "libcuslice.so:cuGetProcAddress_v2");
-	expect("cuda-handle cuMemcpyHtoD_v2", "libcuda.so.1:cuMemcpyHtoD_v2",
-	       "libcuda.so.1:cuMemcpyHtoD_v2");
+	expect("cuda-handle cuStreamDestroy_v2", "libcuda.so.1:cuStreamDestroy_v2",
+	       "libcuda.so.1:cuStreamDestroy_v2");
 	expect("cuda-handle cuNoSuchFunction", "NULL", "NULL");
 	expect("cuda-handle sim_enter", "NULL", "NULL");
 	expect("nvml-handle nvmlDeviceGetMemoryInfo", "libnvidia-ml.so.1:nvmlDeviceGetMemoryInfo",
@@ -140,8 +140,8 @@ static void test_dlsym_old_abi(void **state)
 	       "libcuslice.so:cuMemAlloc_v2");
 	expect("old-abi cuda-handle cuGetProcAddress_v2", "libcuda.so.1:cuGetProcAddress_v2",
 	       "libcuslice.so:cuGetProcAddress_v2");
-	expect("old-abi cuda-handle cuMemcpyHtoD_v2", "libcuda.so.1:cuMemcpyHtoD_v2",
-	       "libcuda.so.1:cuMemcpyHtoD_v2");
+	expect("old-abi cuda-handle cuStreamDestroy_v2", "libcuda.so.1:cuStreamDestroy_v2",
+	       "libcuda.so.1:cuStreamDestroy_v2");
 	expect("old-abi cuda-handle cuNoSuchFunction", "NULL", "NULL");
 	expect("old-abi default malloc", "libc.so.6:malloc", "libc.so.6:malloc");
 	expect("old-abi default cuInit", "NULL", "NULL");
@@ -160,7 +160,7 @@ static void test_dlsym_own_handle(void **state)
 	ti_assert_contains(without.out, "cuslice-handle: not loaded\n");
 	assert_string_equal(answer(&with, "cuslice-handle dlsym", buf, sizeof(buf)),
 			    "libcuslice.so:dlsym");
-	assert_string_equal(answer(&with, "cuslice-handle cuMemcpyHtoD_v2", buf, sizeof(buf)),
+	assert_string_equal(answer(&with, "cuslice-handle cuStreamDestroy_v2", buf, sizeof(buf)),
 			    "NULL");
 	assert_string_equal(answer(&with, "cuslice-handle cuMemAlloc_v2", buf, sizeof(buf)),
 			    "libcuslice.so:cuMemAlloc_v2");

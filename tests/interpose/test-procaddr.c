@@ -94,9 +94,14 @@ static const struct request requests[] = {
 	{"cuGetProcAddress", 12000, CU_GET_PROC_ADDRESS_DEFAULT, EXPECT_WRAPPER,
 	 "cuGetProcAddress_v2", CU_GET_PROC_ADDRESS_SUCCESS},
 	/* Not wrapped: the driver's own function, whatever the variant. */
-	{"cuMemcpyHtoD", 3020, CU_GET_PROC_ADDRESS_DEFAULT, EXPECT_DRIVER, "cuMemcpyHtoD_v2",
+	{"cuStreamDestroy", 4000, CU_GET_PROC_ADDRESS_DEFAULT, EXPECT_DRIVER, "cuStreamDestroy_v2",
 	 CU_GET_PROC_ADDRESS_SUCCESS},
-	{"cuMemcpyHtoD", 7000, PTDS, EXPECT_DRIVER, "cuMemcpyHtoD_v2_ptds",
+	{"cuStreamSynchronize", 7000, PTDS, EXPECT_DRIVER, "cuStreamSynchronize_ptsz",
+	 CU_GET_PROC_ADDRESS_SUCCESS},
+	/* Copies pass the launch gate (cs-submit.c): wrapped in every variant. */
+	{"cuMemcpyHtoD", 3020, CU_GET_PROC_ADDRESS_DEFAULT, EXPECT_WRAPPER, "cuMemcpyHtoD_v2",
+	 CU_GET_PROC_ADDRESS_SUCCESS},
+	{"cuMemcpyHtoD", 7000, PTDS, EXPECT_WRAPPER, "cuMemcpyHtoD_v2_ptds",
 	 CU_GET_PROC_ADDRESS_SUCCESS},
 	{"cuCtxGetDevice", 13000, CU_GET_PROC_ADDRESS_DEFAULT, EXPECT_DRIVER, "cuCtxGetDevice_v2",
 	 CU_GET_PROC_ADDRESS_SUCCESS},

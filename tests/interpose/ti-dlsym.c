@@ -67,7 +67,7 @@ static int probe(void)
 {
 	static const char *const cuda_names[] = {
 		"cuInit", "cuMemAlloc_v2", "cuGetProcAddress_v2",
-		"cuMemcpyHtoD_v2", "cuNoSuchFunction", "sim_enter",
+		"cuStreamDestroy_v2", "cuNoSuchFunction", "sim_enter",
 	};
 	const char *preload = getenv("CS_PRELOAD");
 	void *self, *cuda, *nvml, *program = dlopen(NULL, RTLD_NOW);
@@ -88,7 +88,7 @@ static int probe(void)
 		show("cuslice-handle", "nvmlDeviceGetMemoryInfo",
 		     dlsym(self, "nvmlDeviceGetMemoryInfo"));
 		show("cuslice-handle", "dlsym", dlsym(self, "dlsym"));
-		show("cuslice-handle", "cuMemcpyHtoD_v2", dlsym(self, "cuMemcpyHtoD_v2"));
+		show("cuslice-handle", "cuStreamDestroy_v2", dlsym(self, "cuStreamDestroy_v2"));
 	} else {
 		printf("cuslice-handle: not loaded\n");
 	}
@@ -147,7 +147,7 @@ static struct lookup table[] = {
 	{W_CUDA, "cuMemGetInfo_v2", NULL},
 	{W_CUDA, "cuLaunchKernel", NULL},
 	{W_CUDA, "cuGetProcAddress_v2", NULL},
-	{W_CUDA, "cuMemcpyHtoD_v2", NULL},
+	{W_CUDA, "cuStreamDestroy_v2", NULL},
 	{W_CUDA, "cuCtxGetDevice", NULL},
 	{W_CUDA, "cuDeviceGet", NULL},
 	{W_CUDA, "cuStreamCreate", NULL},
