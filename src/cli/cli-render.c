@@ -348,14 +348,52 @@ static const cJSON *find_device(const cJSON *group, const char *uuid)
 	return NULL;
 }
 
+/* True when some group of the listing oversubscribes (its devices carry "unified_memory"). */
+static bool any_oversubscribing(const cJSON *groups)
+{
+	const cJSON *g, *d;
+
+	cJSON_ArrayForEach(g, cli_json_array(groups, "groups"))
+	{
+		cJSON_ArrayForEach(d, cli_json_array(g, "devices"))
+		{
+			if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(d, "unified_memory")))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* "RESIDENT/MANAGED" of a device's unified memory, "-" in hard mode. */
+static const char *fmt_um(const cJSON *dev, char *buf, size_t len)
+{
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(dev, "unified_memory");
+	char r[32], m[32];
+
+	if (!cJSON_IsObject(u))
+		return "-";
+	snprintf(buf, len, "%s/%s", cli_fmt_bytes(u, "resident", r, sizeof(r)),
+		 cli_fmt_bytes(u, "managed", m, sizeof(m)));
+	return buf;
+}
+
 int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus, FILE *f)
 {
+	/* RESIDENT only when a group oversubscribes unified memory. */
 	static const struct column cols[] = {
+	    {"GROUP", 0},	   {"PID", RIGHT},	 {"GPU", 0},
+	    {"MEM-USED", RIGHT},   {"MEM-LIMIT", RIGHT}, {"RESIDENT", RIGHT},
+	    {"CORES", RIGHT},	   {"CORE-LIMIT", RIGHT}, {"STATE", 0},
+	    {"LABELS", 0},
+	};
+	static const struct column hard_cols[] = {
 	    {"GROUP", 0},	   {"PID", RIGHT},	 {"GPU", 0},
 	    {"MEM-USED", RIGHT},   {"MEM-LIMIT", RIGHT}, {"CORES", RIGHT},
 	    {"CORE-LIMIT", RIGHT}, {"STATE", 0},	 {"LABELS", 0},
 	};
 	const cJSON *list = cli_json_array(processes, "processes"), *p;
+	bool um = any_oversubscribing(groups);
+	unsigned ncols = um ? 10 : 9;
 	struct cli_gpu_map map;
 	struct libscols_table *t;
 	int e = 0;
@@ -363,7 +401,7 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 	if (!list)
 		return -EPROTO;
 	cli_gpu_map_init(&map, gpus);
-	t = new_table(cols, 9, true);
+	t = new_table(um ? cols : hard_cols, ncols, true);
 	if (!t)
 		return -ENOMEM;
 	cJSON_ArrayForEach(p, list)
@@ -372,7 +410,7 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 		const cJSON *grp = find_group(groups, group);
 		const cJSON *gl = cli_json_array(p, "gpus"), *pg;
 		const cJSON *reg = cJSON_GetObjectItemCaseSensitive(p, "registered");
-		char pid[32], state[64], b[5][64], labels[1024];
+		char pid[32], state[64], b[6][64], labels[1024];
 		int ngpu = gl ? cJSON_GetArraySize(gl) : 0;
 
 		fmt_int(p, "pid", pid, sizeof(pid));
@@ -392,12 +430,16 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 			    cli_gpu_label(&map, uuid, b[0], sizeof(b[0])),
 			    cli_fmt_bytes(pg, "memory_used", b[1], sizeof(b[1])),
 			    cli_fmt_bytes(dev, "memory_limit", b[2], sizeof(b[2])),
+			    fmt_um(dev, b[5], sizeof(b[5])),
 			    fmt_pct1(dev, "core_used", b[3], sizeof(b[3])),
 			    fmt_pct_limit(dev, "core_limit", b[4], sizeof(b[4])),
 			    state,
 			    fmt_labels(grp, labels, sizeof(labels)),
 			};
-			e = add_line(t, cells, 9);
+			const char *hard_cells[] = {cells[0], cells[1], cells[2], cells[3], cells[4],
+						    cells[6], cells[7], cells[8], cells[9]};
+
+			e = add_line(t, um ? cells : hard_cells, ncols);
 		}
 		if (e)
 			break;

@@ -151,6 +151,10 @@ struct cd_snap_dev {
 	double core_used;		/* share of the device's time in the last second, 0..1 */
 	uint64_t oom_denials;
 	uint64_t throttled_ns;
+	/* oversubscribe mode (memory_mode): unified memory, else all 0 */
+	bool oversubscribe;
+	uint64_t um_managed;		/* bytes of memory_used that are managed memory */
+	uint64_t um_resident;		/* of those, resident on the GPU (NVML, last tick) */
 };
 
 struct cd_snap_group {

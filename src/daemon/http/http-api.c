@@ -174,6 +174,22 @@ static bool add_ppm_percent(cJSON *o, const char *k, uint32_t ppm)
 	return cJSON_AddRawToObject(o, k, buf) != NULL;
 }
 
+/*
+ * "unified_memory": null in hard mode; oversubscribing, the managed bytes
+ * of memory_used and where they are: resident on the GPU, evicted to host
+ * RAM.
+ */
+static bool render_um(cJSON *o, const struct cd_snap_dev *v)
+{
+	cJSON *u;
+
+	if (!v->oversubscribe)
+		return cJSON_AddNullToObject(o, "unified_memory") != NULL;
+	u = cJSON_AddObjectToObject(o, "unified_memory");
+	return u && add_u64(u, "managed", v->um_managed) && add_u64(u, "resident", v->um_resident) &&
+	       add_u64(u, "evicted", v->um_managed - v->um_resident);
+}
+
 static bool render_dev(cJSON *arr, const struct cd_snap_dev *v)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -189,7 +205,8 @@ static bool render_dev(cJSON *arr, const struct cd_snap_dev *v)
 	       add_real(o, "core_used", v->core_used * 100.0, 2) &&
 	       add_str(o, "mode", v->burst ? "burst" : "hard") &&
 	       add_u64(o, "oom_denials", v->oom_denials) &&
-	       add_real(o, "throttled_seconds", (double)v->throttled_ns / 1e9, 3);
+	       add_real(o, "throttled_seconds", (double)v->throttled_ns / 1e9, 3) &&
+	       render_um(o, v);
 }
 
 /* Fills o with GROUP (its policy without "members" for a tenant's own view). */
