@@ -10,7 +10,7 @@
 #   B  three 3.5 GiB sets: the same;
 #   C  two 3 GiB sets (they fit): alone and together, scheduled;
 #   D  fairness: two 5 GiB sets running 40 s each, the time each held the
-#      GPU after 30 s;
+#      GPU after 30 s, with equal weights and with weights 1:3;
 #   E  switches: the time from a holder's drop to the next holder's first
 #      kernel, from the daemon's API (all of A, B and D).
 #
@@ -139,25 +139,41 @@ MODE_C=$(api /v1/gpus | python3 -c 'import json,sys; s=json.load(sys.stdin)["gpu
 stop_world
 row "| C | 2 x 3GiB, 3000 ms each (fit) | alone $(printf %.2f "$ALONE_C") s for 3 s of kernels | together $(printf %.2f "$PAIR_C") s for 6 s | throughput together / alone $(printf %.3f "$(echo "(6 / $PAIR_C) / (3 / $ALONE_C)" | bc -l)") | serializations $MODE_C | | |"
 
-# D: fairness over 30 s.
-start_world D-fair
-for g in g1 g2; do
-	CUSLICE_MEM_MODE=oversubscribe CUSLICE_GROUP=$g LD_PRELOAD=$PRELOAD \
-		"$SPIN" --kernel-us $KERNEL_US --total-ms 40000 --sync-every 1 --managed 5GiB \
-		>"$D/$g.out" 2>&1 &
-done
-sleep 30
-FAIR=$(api /v1/gpus | python3 -c '
+# fairness W1 W2 TAG: two 5 GiB sets with sched_weight W1 and W2 (managed
+# groups, oversubscribe mode) running 40 s each; the time each held the GPU
+# after 30 s, and its ratio against W2/W1.
+fairness() {
+	local pids=()
+	start_world "D-fair-$3"
+	for g in g1 g2; do
+		local w=$1
+		[ $g = g2 ] && w=$2
+		curl -s -X PUT --unix-socket "$D/admin/s" -d "{\"memory_mode\": \"oversubscribe\", \"sched_weight\": $w}" \
+			"http://cusliced/v1/groups/$g" >/dev/null
+		CUSLICE_MEM_MODE=oversubscribe CUSLICE_GROUP=$g LD_PRELOAD=$PRELOAD \
+			"$SPIN" --kernel-us $KERNEL_US --total-ms 40000 --sync-every 1 --managed 5GiB \
+			>"$D/$g.out" 2>&1 &
+		pids+=($!)
+	done
+	sleep 30
+	FAIR=$(api /v1/gpus | W1=$1 W2=$2 python3 -c '
 import json, sys
 s = json.load(sys.stdin)["gpus"][0]["scheduler"]
+import os
 h = {m["group"]: m["held_seconds"] for m in s["queue"]}
 a, b = h.get("g1", 0), h.get("g2", 0)
-print("%.2f %.2f %.3f %d" % (a, b, (max(a, b) / min(a, b)) if min(a, b) > 0 else 0, s["switches"]))')
-SWITCHES="$SWITCHES $(switches)"
-kill $(jobs -p | grep -v "^$DPID$") 2>/dev/null
-wait 2>/dev/null
-stop_world
-row "| D | 2 x 5GiB, 30 s | held g1 / g2 (s), ratio, switches: $FAIR | | | | | |"
+want = float(os.environ["W2"]) / float(os.environ["W1"])
+print("held g1 %.2f s, g2 %.2f s, g2/g1 %.3f (weights %s:%s, %.3f of it), %d switches" %
+      (a, b, b / a if a else 0, os.environ["W1"], os.environ["W2"], (b / a) / want if a else 0,
+       s["switches"]))')
+	SWITCHES="$SWITCHES $(switches)"
+	kill "${pids[@]}" 2>/dev/null
+	wait "${pids[@]}" 2>/dev/null
+	stop_world
+	row "| D | 2 x 5GiB, 30 s, weights $1:$2 | $FAIR | | | | | |"
+}
+fairness 1 1 equal
+fairness 1 3 weighted
 
 python3 - "$SWITCHES" <<'EOF'
 import sys

@@ -65,6 +65,9 @@ cJSON *cli_policy_body(const struct cli_policy_change *ch)
 					       : cJSON_CreateNumber(ch->cores_percent));
 	if (ok && ch->mode)
 		ok = put_member(p, "mode", cJSON_CreateString(ch->mode == 2 ? "burst" : "hard"));
+	if (ok && ch->mem_mode)
+		ok = put_member(p, "memory_mode",
+				cJSON_CreateString(ch->mem_mode == 2 ? "oversubscribe" : "hard"));
 	if (ok && ch->required)
 		ok = put_member(p, "daemon_required", cJSON_CreateBool(ch->required == 1));
 	if (!ok) {

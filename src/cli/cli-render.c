@@ -281,20 +281,75 @@ int cli_render_status(const cJSON *st, FILE *f)
 	return print_table(t, f, e);
 }
 
+/*
+ * A GPU's scheduler in a few words: "parallel", or "serialized: holder a
+ * (epoch 7, 1.0/2.5s), 2 queued, 14 switches"; "-" without one.
+ */
+static const char *fmt_sched(const cJSON *g, char *buf, size_t len)
+{
+	const cJSON *s = cJSON_GetObjectItemCaseSensitive(g, "scheduler"), *m;
+	const char *mode = cli_json_str(s, "mode"), *holder = cli_json_str(s, "holder");
+	double epoch = 0, held = 0, q = 0, sw = 0;
+	unsigned queued = 0;
+
+	if (!mode)
+		return "-";
+	if (strcmp(mode, "serialized") != 0) {
+		snprintf(buf, len, "%s", mode);
+		return buf;
+	}
+	cli_json_num(s, "epoch", &epoch);
+	cli_json_num(s, "held_seconds", &held);
+	cli_json_num(s, "quantum_seconds", &q);
+	cli_json_num(s, "switches", &sw);
+	cJSON_ArrayForEach(m, cli_json_array(s, "queue"))
+	{
+		const char *st = cli_json_str(m, "state");
+
+		queued += st && strcmp(st, "queued") == 0;
+	}
+	if (holder)
+		snprintf(buf, len,
+			 "serialized: holder %s (epoch %.0f, %.1f/%.1fs), %u queued, %.0f switches",
+			 holder, epoch, held, q, queued, sw);
+	else
+		snprintf(buf, len, "serialized: no holder, %u queued, %.0f switches", queued, sw);
+	return buf;
+}
+
+/* True when a GPU's scheduler has ever serialized: only then is SCHED worth a column. */
+static bool any_scheduled(const cJSON *list)
+{
+	const cJSON *g;
+
+	cJSON_ArrayForEach(g, list)
+	{
+		double n;
+
+		if (cli_json_num(cJSON_GetObjectItemCaseSensitive(g, "scheduler"), "serializations",
+				 &n) &&
+		    n > 0)
+			return true;
+	}
+	return false;
+}
+
 int cli_render_gpus(const cJSON *gpus, FILE *f)
 {
 	static const struct column cols[] = {
-	    {"INDEX", RIGHT},	 {"UUID", 0},	       {"NAME", 0},
-	    {"MEM-USED", RIGHT}, {"MEM-TOTAL", RIGHT}, {"UTIL", RIGHT},
+	    {"INDEX", RIGHT},	  {"UUID", 0},	   {"NAME", 0},	 {"MEM-USED", RIGHT},
+	    {"MEM-TOTAL", RIGHT}, {"UTIL", RIGHT}, {"SCHED", 0},
 	};
 	const cJSON *list = cli_json_array(gpus, "gpus"), *g;
 	struct libscols_table *t;
-	char b[4][64];
+	char b[4][64], sched[256];
+	unsigned ncols;
 	int e = 0;
 
 	if (!list)
 		return -EPROTO;
-	t = new_table(cols, 6, true);
+	ncols = any_scheduled(list) ? 7 : 6;
+	t = new_table(cols, ncols, true);
 	if (!t)
 		return -ENOMEM;
 	cJSON_ArrayForEach(g, list)
@@ -306,8 +361,9 @@ int cli_render_gpus(const cJSON *gpus, FILE *f)
 		    cli_fmt_bytes(g, "memory_used", b[1], sizeof(b[1])),
 		    cli_fmt_bytes(g, "memory_total", b[2], sizeof(b[2])),
 		    fmt_util(g, b[3], sizeof(b[3])),
+		    fmt_sched(g, sched, sizeof(sched)),
 		};
-		e = add_line(t, cells, 6);
+		e = add_line(t, cells, ncols);
 		if (e)
 			break;
 	}
@@ -348,14 +404,51 @@ static const cJSON *find_device(const cJSON *group, const char *uuid)
 	return NULL;
 }
 
+/* True when some group of the listing oversubscribes (its devices carry "unified_memory"). */
+static bool any_oversubscribing(const cJSON *groups)
+{
+	const cJSON *g, *d;
+
+	cJSON_ArrayForEach(g, cli_json_array(groups, "groups"))
+	{
+		cJSON_ArrayForEach(d, cli_json_array(g, "devices"))
+		{
+			if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(d, "unified_memory")))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* "RESIDENT/MANAGED" of a device's unified memory, "-" in hard mode. */
+static const char *fmt_um(const cJSON *dev, char *buf, size_t len)
+{
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(dev, "unified_memory");
+	char r[32], m[32];
+
+	if (!cJSON_IsObject(u))
+		return "-";
+	snprintf(buf, len, "%s/%s", cli_fmt_bytes(u, "resident", r, sizeof(r)),
+		 cli_fmt_bytes(u, "managed", m, sizeof(m)));
+	return buf;
+}
+
 int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus, FILE *f)
 {
+	/* RESIDENT only when a group oversubscribes unified memory. */
 	static const struct column cols[] = {
+	    {"GROUP", 0},	  {"PID", RIGHT},      {"GPU", 0},	 {"MEM-USED", RIGHT},
+	    {"MEM-LIMIT", RIGHT}, {"RESIDENT", RIGHT}, {"CORES", RIGHT}, {"CORE-LIMIT", RIGHT},
+	    {"STATE", 0},	  {"LABELS", 0},
+	};
+	static const struct column hard_cols[] = {
 	    {"GROUP", 0},	   {"PID", RIGHT},	 {"GPU", 0},
 	    {"MEM-USED", RIGHT},   {"MEM-LIMIT", RIGHT}, {"CORES", RIGHT},
 	    {"CORE-LIMIT", RIGHT}, {"STATE", 0},	 {"LABELS", 0},
 	};
 	const cJSON *list = cli_json_array(processes, "processes"), *p;
+	bool um = any_oversubscribing(groups);
+	unsigned ncols = um ? 10 : 9;
 	struct cli_gpu_map map;
 	struct libscols_table *t;
 	int e = 0;
@@ -363,7 +456,7 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 	if (!list)
 		return -EPROTO;
 	cli_gpu_map_init(&map, gpus);
-	t = new_table(cols, 9, true);
+	t = new_table(um ? cols : hard_cols, ncols, true);
 	if (!t)
 		return -ENOMEM;
 	cJSON_ArrayForEach(p, list)
@@ -372,32 +465,41 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 		const cJSON *grp = find_group(groups, group);
 		const cJSON *gl = cli_json_array(p, "gpus"), *pg;
 		const cJSON *reg = cJSON_GetObjectItemCaseSensitive(p, "registered");
-		char pid[32], state[64], b[5][64], labels[1024];
+		char pid[32], state[64], b[6][64], labels[1024];
 		int ngpu = gl ? cJSON_GetArraySize(gl) : 0;
 
 		fmt_int(p, "pid", pid, sizeof(pid));
-		snprintf(state, sizeof(state), "%s%s", str_or_dash(p, "state"),
-			 cJSON_IsFalse(reg) ? ",unregistered" : "");
 		/* One line per GPU the process uses; a process on none still gets one. */
 		for (int i = 0; i < (ngpu ? ngpu : 1) && !e; i++) {
-			const char *uuid;
+			const char *uuid, *sched;
 			const cJSON *dev;
 
 			pg = ngpu ? cJSON_GetArrayItem(gl, i) : NULL;
 			uuid = cli_json_str(pg, "uuid");
 			dev = find_device(grp, uuid);
+			sched = cli_json_str(dev, "sched_state");
+			/* The scheduler's word when it holds the group or lets it run alone. */
+			snprintf(state, sizeof(state), "%s%s%s%s", str_or_dash(p, "state"),
+				 cJSON_IsFalse(reg) ? ",unregistered" : "",
+				 sched && strcmp(sched, "free") != 0 ? "," : "",
+				 sched && strcmp(sched, "free") != 0 ? sched : "");
 			const char *cells[] = {
 			    group && *group ? group : "-",
 			    pid,
 			    cli_gpu_label(&map, uuid, b[0], sizeof(b[0])),
 			    cli_fmt_bytes(pg, "memory_used", b[1], sizeof(b[1])),
 			    cli_fmt_bytes(dev, "memory_limit", b[2], sizeof(b[2])),
+			    fmt_um(dev, b[5], sizeof(b[5])),
 			    fmt_pct1(dev, "core_used", b[3], sizeof(b[3])),
 			    fmt_pct_limit(dev, "core_limit", b[4], sizeof(b[4])),
 			    state,
 			    fmt_labels(grp, labels, sizeof(labels)),
 			};
-			e = add_line(t, cells, 9);
+			const char *hard_cells[] = {cells[0], cells[1], cells[2],
+						    cells[3], cells[4], cells[6],
+						    cells[7], cells[8], cells[9]};
+
+			e = add_line(t, um ? cells : hard_cells, ncols);
 		}
 		if (e)
 			break;

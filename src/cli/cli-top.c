@@ -121,8 +121,17 @@ static int gpu_rows(struct top_section *s, const cJSON *gpus)
 			total = 0;
 		mem_cell(r, 0, g, "memory_used", "memory_total", 0);
 		if (cli_json_num(g, "utilization", &util)) {
+			const cJSON *sc = cJSON_GetObjectItemCaseSensitive(g, "scheduler");
+			const char *mode = cli_json_str(sc, "mode"),
+				   *holder = cli_json_str(sc, "holder");
+
 			r->frac[1] = util / 100.0;
-			snprintf(r->text[1], sizeof(r->text[1]), "%.0f%%", util);
+			/* A serialized GPU says so, and who holds it. */
+			if (mode && strcmp(mode, "serialized") == 0)
+				snprintf(r->text[1], sizeof(r->text[1]), "%.0f%% serialized: %.32s",
+					 util, holder ? holder : "no holder");
+			else
+				snprintf(r->text[1], sizeof(r->text[1]), "%.0f%%", util);
 		} else {
 			r->frac[1] = -1;
 			snprintf(r->text[1], sizeof(r->text[1]), "-");
@@ -164,6 +173,7 @@ static int group_rows(struct top_section *s, const cJSON *groups, const cJSON *g
 			const char *uuid = cli_json_str(d, "uuid");
 			struct top_row *r;
 			double used = 0, limit;
+			const char *sched;
 			char u[16], l[16];
 
 			if (section_add(s, &r))
@@ -190,7 +200,11 @@ static int group_rows(struct top_section *s, const cJSON *groups, const cJSON *g
 				r->frac[1] = used / 100.0;
 				snprintf(l, sizeof(l), "-");
 			}
-			snprintf(r->text[1], sizeof(r->text[1]), "%.1f%% / %s", used, l);
+			sched = cli_json_str(d, "sched_state");
+			/* Its standing with the GPU's scheduler, when it is not simply free. */
+			snprintf(r->text[1], sizeof(r->text[1]), "%.1f%% / %s%s%s", used, l,
+				 sched && strcmp(sched, "free") != 0 ? " " : "",
+				 sched && strcmp(sched, "free") != 0 ? sched : "");
 		}
 	}
 	return 0;

@@ -21,7 +21,11 @@
 #include <string.h>
 #include <strings.h>
 
-#define FIELDS "memory_limit, core_limit, mode, daemon_required, members, on_violation, labels"
+#include "cs-size.h"
+
+#define FIELDS                                                                                     \
+	"memory_limit, core_limit, mode, memory_mode, oversubscribe_single, keep_device_min, "     \
+	"daemon_required, members, on_violation, labels, sched_weight"
 #define MEM_FORMS                                                                                  \
 	"null (no limit), bytes (a number), a size string (e.g. \"8GiB\"), a percentage of the "   \
 	"GPU's memory (e.g. \"50%\"), or an object of such values keyed by GPU index, GPU UUID "   \
@@ -39,6 +43,7 @@ void cd_policy_init(struct cd_policy *p, const char *name)
 	snprintf(p->mem.var, sizeof(p->mem.var), "memory_limit");
 	snprintf(p->core.var, sizeof(p->core.var), "core_limit");
 	p->on_violation = CD_ACTION_REPORT;
+	p->sched_weight = 1;
 }
 
 __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t len, const char *fmt, ...)
@@ -134,7 +139,8 @@ static int parse_limit(const char *field, const cJSON *v, bool core, struct cs_l
 		       char *err, size_t errlen)
 {
 	char shown[160];
-	unsigned flags = core ? CS_LIMIT_PERCENT : CS_LIMIT_SIZES | CS_LIMIT_PERCENT;
+	/* Memory percentages past 100% are for memory_mode "oversubscribe" (checked at the end). */
+	unsigned flags = core ? CS_LIMIT_PERCENT : CS_LIMIT_SIZES | CS_LIMIT_PERCENT | CS_LIMIT_OVER;
 	const char *forms = core ? CORE_FORMS : MEM_FORMS;
 	struct cs_limits l;
 	const cJSON *it;
@@ -461,6 +467,34 @@ static int parse_labels(const cJSON *v, struct cd_policy *out, char *err, size_t
 	return 0;
 }
 
+/* keep_device_min: null or 0 (none), bytes, or a size string. */
+static int parse_keep_device(const cJSON *v, uint64_t *out, char *err, size_t errlen)
+{
+	if (cJSON_IsNull(v)) {
+		*out = 0;
+		return 0;
+	}
+	if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0 &&
+	    v->valuedouble == (double)(uint64_t)v->valuedouble) {
+		*out = (uint64_t)v->valuedouble;
+		return 0;
+	}
+	if (cJSON_IsString(v) && strlen(v->valuestring) < 64 && cs_size_parse(v->valuestring, out) == 0)
+		return 0;
+	return fail(err, errlen,
+		    "keep_device_min: expected null (none), bytes (a number) or a size string (e.g. "
+		    "\"64MiB\"): cuMemAlloc of at least this stays device memory");
+}
+
+/* True when a percentage rule asks more than the GPU (only oversubscribing groups may). */
+static bool limit_passes_gpu(const struct cs_limits *l)
+{
+	for (unsigned i = 0; i < l->n; i++)
+		if (l->rule[i].percent && l->rule[i].ppm > CS_LIMIT_PPM_MAX)
+			return true;
+	return false;
+}
+
 /* ---- the policy object ---- */
 
 int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err, size_t errlen)
@@ -513,6 +547,23 @@ int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err
 				e = fail(err, errlen,
 					 "mode: expected \"hard\" (never above the core limit) or "
 					 "\"burst\" (may use idle GPU time above it)");
+		} else if (strcmp(k, "memory_mode") == 0) {
+			if (cJSON_IsString(it) && strcmp(it->valuestring, "hard") == 0)
+				tmp.oversubscribe = false;
+			else if (cJSON_IsString(it) && strcmp(it->valuestring, "oversubscribe") == 0)
+				tmp.oversubscribe = true;
+			else
+				e = fail(err, errlen,
+					 "memory_mode: expected \"hard\" (device memory, never more than "
+					 "the GPU) or \"oversubscribe\" (unified memory: the limit may "
+					 "pass the GPU)");
+		} else if (strcmp(k, "oversubscribe_single") == 0) {
+			if (cJSON_IsBool(it))
+				tmp.oversub_single = cJSON_IsTrue(it);
+			else
+				e = fail(err, errlen, "oversubscribe_single: expected true or false");
+		} else if (strcmp(k, "keep_device_min") == 0) {
+			e = parse_keep_device(it, &tmp.keep_device_min, err, errlen);
 		} else if (strcmp(k, "daemon_required") == 0) {
 			if (cJSON_IsBool(it))
 				tmp.daemon_required = cJSON_IsTrue(it);
@@ -522,6 +573,16 @@ int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err
 			e = parse_members(it, &tmp.members, err, errlen);
 		} else if (strcmp(k, "labels") == 0) {
 			e = parse_labels(it, &tmp, err, errlen);
+		} else if (strcmp(k, "sched_weight") == 0) {
+			double w = cJSON_IsNumber(it) ? it->valuedouble : 0;
+
+			if (w < 1 || w > CD_SCHED_WEIGHT_MAX || w != (double)(unsigned)w)
+				e = fail(err, errlen,
+					 "sched_weight: expected a whole number from 1 to %u (the "
+					 "group's share of a serialized GPU against the others')",
+					 CD_SCHED_WEIGHT_MAX);
+			else
+				tmp.sched_weight = (unsigned)w;
 		} else if (strcmp(k, "on_violation") == 0) {
 			int a = cJSON_IsString(it) ? cd_action_parse(it->valuestring) : -1;
 
@@ -537,6 +598,9 @@ int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err
 		}
 	}
 	cJSON_Delete(root);
+	if (!e && !tmp.oversubscribe && limit_passes_gpu(&tmp.mem))
+		e = fail(err, errlen,
+			 "memory_limit: a percentage above 100%% needs memory_mode \"oversubscribe\"");
 	if (e)
 		return e;
 	*p = tmp;
@@ -654,6 +718,10 @@ char *cd_policy_to_json(const struct cd_policy *p)
 	ok = o && add(o, "memory_limit", limit_json(&p->mem, false)) &&
 	     add(o, "core_limit", limit_json(&p->core, true)) &&
 	     add(o, "mode", cJSON_CreateString(p->burst ? "burst" : "hard")) &&
+	     add(o, "memory_mode", cJSON_CreateString(p->oversubscribe ? "oversubscribe" : "hard")) &&
+	     add(o, "oversubscribe_single", cJSON_CreateBool(p->oversub_single)) &&
+	     add(o, "keep_device_min", p->keep_device_min ? cJSON_CreateNumber((double)p->keep_device_min)
+							: cJSON_CreateNull()) &&
 	     add(o, "daemon_required", cJSON_CreateBool(p->daemon_required)) &&
 	     (m = cJSON_AddObjectToObject(o, "members")) != NULL &&
 	     add(m, "uids", ids_json((const unsigned *)p->members.uids, p->members.nuids)) &&
@@ -667,6 +735,7 @@ char *cd_policy_to_json(const struct cd_policy *p)
 	ok = ok && (lb = cJSON_AddObjectToObject(o, "labels")) != NULL;
 	for (unsigned i = 0; ok && i < p->nlabels; i++)
 		ok = add(lb, p->labels[i].key, cJSON_CreateString(p->labels[i].value));
+	ok = ok && add(o, "sched_weight", cJSON_CreateNumber(p->sched_weight));
 	if (ok)
 		text = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);

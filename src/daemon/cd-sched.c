@@ -54,6 +54,7 @@ struct member {
 	char group[CS_GROUP_NAME_MAX + 1];
 	bool seen;	       /* found this tick */
 	bool arbitrated;       /* oversubscribe mode: held when it is not its turn */
+	unsigned weight;       /* its policy's sched_weight (1 unmanaged) */
 	int gdev;	       /* its region's device entry for the GPU */
 	struct cs_group *g;    /* its region (valid under the lock, this tick) */
 	uint64_t ws, resident; /* bytes */
@@ -234,6 +235,7 @@ static void refresh(struct cusliced *d, struct gpu *u, const struct cd_gpu_sampl
 		mb->g = g->h.g;
 		mb->gdev = gdev;
 		mb->arbitrated = atomic_load(&g->h.g->mem_mode) == CS_MEM_OVERSUBSCRIBE;
+		mb->weight = g->policy && g->policy->sched_weight ? g->policy->sched_weight : 1;
 		mb->ws = atomic_load(&g->h.g->dev[gdev].used);
 		mb->waiters = atomic_load(&g->h.g->sched[gdev].waiters);
 		atomic_store(&g->h.g->sched[gdev].beat_ns, now);
@@ -278,6 +280,26 @@ static uint64_t switch_bytes(const struct gpu *u, const struct member *mb)
 	return in + (out < in ? out : in);
 }
 
+/*
+ * What a turn costs in moves: the switch to mb, or the switch away from it to
+ * the costliest group waiting, whichever is more. A holder whose set is
+ * already resident still makes the next one page in: its quantum must pay
+ * for that switch too, or it hands over after the minimum and the GPU
+ * switches twice as often as it needs to.
+ */
+static uint64_t turn_bytes(const struct gpu *u, const struct member *mb)
+{
+	uint64_t most = switch_bytes(u, mb);
+
+	for (unsigned i = 0; i < u->nm; i++) {
+		const struct member *o = &u->m[i];
+
+		if (o != mb && o->arbitrated && o->waiters && switch_bytes(u, o) > most)
+			most = switch_bytes(u, o);
+	}
+	return most;
+}
+
 /* Gives GPU u to member i under a new epoch. */
 static void grant(struct cd_sched *S, struct gpu *u, unsigned i, uint64_t now)
 {
@@ -288,7 +310,7 @@ static void grant(struct cd_sched *S, struct gpu *u, unsigned i, uint64_t now)
 	u->epoch++;
 	u->grant_ns = now;
 	u->draining = false;
-	u->quantum_ns = cd_sched_quantum_ns(&d->cfg->sched, switch_bytes(u, mb), bandwidth(S, u));
+	u->quantum_ns = cd_sched_quantum_ns(&d->cfg->sched, turn_bytes(u, mb), bandwidth(S, u));
 	u->switches++;
 	mb->last_busy_ns = now;
 	if (mb->waiting_since_ns) {
@@ -469,7 +491,7 @@ static void serialized_step(struct cd_sched *S, struct gpu *u, uint64_t now, uin
 
 		for (unsigned i = 0; i < n; i++) {
 			w[i].wants = u->m[i].arbitrated && u->m[i].waiters > 0;
-			w[i].weight = 1;
+			w[i].weight = u->m[i].weight;
 			w[i].served_ns = u->m[i].served_ns;
 			w[i].waiting_since_ns = u->m[i].waiting_since_ns;
 		}
@@ -688,6 +710,7 @@ int cd_sched_snapshot(struct cusliced *d, struct cd_snapshot *out)
 			sm->working_set = mb->ws;
 			sm->resident = mb->resident;
 			sm->waiters = mb->waiters;
+			sm->weight = mb->weight;
 			sm->held_ns = mb->held_ns;
 			sm->waited_ns =
 			    mb->waited_ns +

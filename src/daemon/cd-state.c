@@ -329,6 +329,13 @@ static void snap_group(struct cusliced *d, struct cd_group *g, struct cd_snap_gr
 		sd->throttled_ns = atomic_load(&gd->throttled_ns);
 		sd->sched_state = cd_sched_group_state(d, g->name, sd->uuid);
 		sd->sched_held_ns = atomic_load(&g->h.g->sched[i].held_ns);
+		sd->oversubscribe = atomic_load(&g->h.g->mem_mode) == CS_MEM_OVERSUBSCRIBE;
+		if (sd->oversubscribe) {
+			sd->um_managed = atomic_load(&g->h.g->um[i].managed);
+			/* The region may have changed since the tick: never more than is managed. */
+			sd->um_resident = g->um_resident[i] < sd->um_managed ? g->um_resident[i]
+									    : sd->um_managed;
+		}
 	}
 }
 

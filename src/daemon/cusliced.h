@@ -155,6 +155,10 @@ struct cd_snap_dev {
 	uint64_t throttled_ns;
 	unsigned sched_state;		/* CS_SCHED_*: its standing with the GPU's scheduler */
 	uint64_t sched_held_ns;		/* time its launches waited at the scheduler's gate */
+	/* oversubscribe mode (memory_mode): unified memory, else all 0 */
+	bool oversubscribe;
+	uint64_t um_managed;		/* bytes of memory_used that are managed memory */
+	uint64_t um_resident;		/* of those, resident on the GPU (NVML, last tick) */
 };
 
 struct cd_snap_group {
@@ -189,6 +193,7 @@ struct cd_snap_sched_member {
 	uint64_t working_set;		/* bytes charged to it on the GPU */
 	uint64_t resident;		/* bytes NVML lists for its processes */
 	unsigned waiters;		/* launches waiting at its gate */
+	unsigned weight;		/* its policy's sched_weight */
 	uint64_t held_ns;		/* time it held the GPU (serialized) */
 	uint64_t waited_ns;		/* time it waited for it with launches queued */
 };

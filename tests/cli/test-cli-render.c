@@ -47,6 +47,81 @@ static void capture_is(struct capture *c, const char *want)
 	free(c->text);
 }
 
+/* A group that oversubscribes gets RESIDENT (resident/managed of its GPU) after MEM-LIMIT. */
+static void test_cli_render_ps_resident(void **state)
+{
+	cJSON *p = parse(canned_processes), *g = parse(canned_groups), *gpus = parse(canned_gpus);
+	cJSON *dev, *um;
+	struct capture c;
+	const char *first;
+
+	(void)state;
+	dev = cJSON_GetArrayItem(
+	    cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "groups"), 0), "devices"), 0);
+	assert_non_null(dev);
+	um = cJSON_AddObjectToObject(dev, "unified_memory");
+	cJSON_AddNumberToObject(um, "managed", 6.0 * 1073741824);
+	cJSON_AddNumberToObject(um, "resident", 2.0 * 1073741824);
+	cJSON_AddNumberToObject(um, "evicted", 4.0 * 1073741824);
+	assert_int_equal(cli_render_ps(p, g, gpus, capture_start(&c)), 0);
+	assert_int_equal(fclose(c.f), 0);
+	first = strchr(c.text, '\n');
+	assert_non_null(first);
+	assert_non_null(strstr(c.text, "MEM-LIMIT          RESIDENT CORES"));
+	assert_non_null(strstr(first, " 8.00 GiB 2.00 GiB/6.00 GiB 29.5%"));
+	/* Another group's lines, in hard mode: "-". */
+	assert_non_null(strstr(first, "         -                 -  5.0%"));
+	free(c.text);
+	cJSON_Delete(p);
+	cJSON_Delete(g);
+	cJSON_Delete(gpus);
+}
+
+/* A serialized GPU: the SCHED column of `gpus`, the group's standing in ps's STATE. */
+static void test_cli_render_sched(void **state)
+{
+	cJSON *p = parse(canned_processes), *g = parse(canned_groups), *gpus = parse(canned_gpus);
+	cJSON *sc, *q, *e, *dev;
+	struct capture c;
+
+	(void)state;
+	sc = cJSON_AddObjectToObject(cJSON_GetArrayItem(cJSON_GetObjectItem(gpus, "gpus"), 0),
+				     "scheduler");
+	cJSON_AddStringToObject(sc, "mode", "serialized");
+	cJSON_AddStringToObject(sc, "holder", "train");
+	cJSON_AddNumberToObject(sc, "epoch", 7);
+	cJSON_AddNumberToObject(sc, "held_seconds", 1.04);
+	cJSON_AddNumberToObject(sc, "quantum_seconds", 2.5);
+	cJSON_AddNumberToObject(sc, "switches", 14);
+	cJSON_AddNumberToObject(sc, "serializations", 1);
+	q = cJSON_AddArrayToObject(sc, "queue");
+	e = cJSON_CreateObject();
+	cJSON_AddStringToObject(e, "group", "pid-777");
+	cJSON_AddStringToObject(e, "state", "queued");
+	cJSON_AddItemToArray(q, e);
+	assert_int_equal(cli_render_gpus(gpus, capture_start(&c)), 0);
+	assert_int_equal(fclose(c.f), 0);
+	assert_non_null(strstr(c.text, " UTIL SCHED\n"));
+	assert_non_null(strstr(c.text, "  37% serialized: holder train (epoch 7, 1.0/2.5s), 1 queued, "
+				       "14 switches\n"));
+	/* The other GPU has no scheduler books: "-". */
+	assert_non_null(strstr(c.text, "   0% -\n"));
+	free(c.text);
+
+	dev = cJSON_GetArrayItem(
+	    cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "groups"), 0), "devices"), 0);
+	cJSON_AddStringToObject(dev, "sched_state", "holder");
+	assert_int_equal(cli_render_ps(p, g, gpus, capture_start(&c)), 0);
+	assert_int_equal(fclose(c.f), 0);
+	assert_non_null(strstr(c.text, "30% running,holder "));
+	/* "free" says nothing: the other group's state is as without a scheduler. */
+	assert_null(strstr(c.text, "free"));
+	free(c.text);
+	cJSON_Delete(p);
+	cJSON_Delete(g);
+	cJSON_Delete(gpus);
+}
+
 static void test_cli_render_status(void **state)
 {
 	cJSON *st = parse(canned_status);
@@ -237,8 +312,10 @@ static void test_cli_top_frame(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_cli_render_status), cmocka_unit_test(test_cli_render_gpus),
-	    cmocka_unit_test(test_cli_render_ps),     cmocka_unit_test(test_cli_render_groups),
+	    cmocka_unit_test(test_cli_render_status), cmocka_unit_test(test_cli_render_sched),
+	    cmocka_unit_test(test_cli_render_gpus),
+	    cmocka_unit_test(test_cli_render_ps),
+	    cmocka_unit_test(test_cli_render_ps_resident),     cmocka_unit_test(test_cli_render_groups),
 	    cmocka_unit_test(test_cli_fmt),	      cmocka_unit_test(test_cli_top_frame),
 	};
 

@@ -167,7 +167,7 @@ static bool render_sched(cJSON *o, const struct cd_snap_sched *c)
 		ok = ADD_FIELD(e, "group", m->group) &&
 		     add_str(e, "state", cd_sched_state_name(m->state)) &&
 		     add_u64(e, "working_set", m->working_set) && add_u64(e, "resident", m->resident) &&
-		     add_u64(e, "waiting_launches", m->waiters) &&
+		     add_u64(e, "waiting_launches", m->waiters) && add_u64(e, "weight", m->weight) &&
 		     add_real(e, "held_seconds", (double)m->held_ns / 1e9, 3) &&
 		     add_real(e, "waited_seconds", (double)m->waited_ns / 1e9, 3);
 	}
@@ -230,6 +230,22 @@ static bool add_ppm_percent(cJSON *o, const char *k, uint32_t ppm)
 	return cJSON_AddRawToObject(o, k, buf) != NULL;
 }
 
+/*
+ * "unified_memory": null in hard mode; oversubscribing, the managed bytes
+ * of memory_used and where they are: resident on the GPU, evicted to host
+ * RAM.
+ */
+static bool render_um(cJSON *o, const struct cd_snap_dev *v)
+{
+	cJSON *u;
+
+	if (!v->oversubscribe)
+		return cJSON_AddNullToObject(o, "unified_memory") != NULL;
+	u = cJSON_AddObjectToObject(o, "unified_memory");
+	return u && add_u64(u, "managed", v->um_managed) && add_u64(u, "resident", v->um_resident) &&
+	       add_u64(u, "evicted", v->um_managed - v->um_resident);
+}
+
 static bool render_dev(cJSON *arr, const struct cd_snap_dev *v)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -247,7 +263,8 @@ static bool render_dev(cJSON *arr, const struct cd_snap_dev *v)
 	       add_u64(o, "oom_denials", v->oom_denials) &&
 	       add_real(o, "throttled_seconds", (double)v->throttled_ns / 1e9, 3) &&
 	       add_str(o, "sched_state", cd_sched_state_name(v->sched_state)) &&
-	       add_real(o, "sched_waited_seconds", (double)v->sched_held_ns / 1e9, 3);
+	       add_real(o, "sched_waited_seconds", (double)v->sched_held_ns / 1e9, 3) &&
+	       render_um(o, v);
 }
 
 /* Fills o with GROUP (its policy without "members" for a tenant's own view). */

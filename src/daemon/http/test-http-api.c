@@ -172,8 +172,9 @@ static void test_http_api_scheduler(void **state)
 	q = field(s, "queue");
 	assert_int_equal(cJSON_GetArraySize(q), 2);
 	e = cJSON_GetArrayItem(q, 0);
-	ASSERT_FIELDS(e, "group", "state", "working_set", "resident", "waiting_launches",
+	ASSERT_FIELDS(e, "group", "state", "working_set", "resident", "waiting_launches", "weight",
 		      "held_seconds", "waited_seconds");
+	assert_num(e, "weight", 3);
 	assert_str(e, "group", "train");
 	assert_str(e, "state", "holder");
 	assert_num(e, "held_seconds", 3);
@@ -207,7 +208,9 @@ static void check_train(const cJSON *g)
 	assert_int_equal(cJSON_GetArraySize(devs), 2);
 	v = cJSON_GetArrayItem(devs, 0);
 	ASSERT_FIELDS(v, "uuid", "memory_used", "memory_limit", "core_limit", "core_used", "mode",
-		      "oom_denials", "throttled_seconds", "sched_state", "sched_waited_seconds");
+		      "oom_denials", "throttled_seconds", "sched_state", "sched_waited_seconds",
+		      "unified_memory");
+	assert_jnull(v, "unified_memory");
 	assert_str(v, "uuid", FAKE_GPU0_UUID);
 	assert_num(v, "memory_used", 1536.0 * 1024 * 1024);
 	assert_num(v, "memory_limit", 4.0 * FAKE_GIB);
@@ -252,6 +255,26 @@ static void test_http_api_groups(void **state)
 	assert_null(cd_api_render_groups(&fake.snap, "nosuch"));
 	assert_null(cd_api_find_group(&fake.snap, "nosuch"));
 	assert_ptr_equal(cd_api_find_group(&fake.snap, "pid-42"), &fake.groups[1]);
+}
+
+/* An oversubscribing group's device: its managed memory, resident and evicted. */
+static void test_http_api_unified_memory(void **state)
+{
+	struct cd_snap_dev *v = &fake.groups[0].dev[0];
+	const cJSON *u;
+	cJSON *j;
+
+	(void)state;
+	v->oversubscribe = true;
+	v->um_managed = 6ull << 30;
+	v->um_resident = 2ull << 30;
+	j = parse(cd_api_render_groups(&fake.snap, "train"));
+	u = field(cJSON_GetArrayItem(field(j, "devices"), 0), "unified_memory");
+	ASSERT_FIELDS(u, "managed", "resident", "evicted");
+	assert_num(u, "managed", 6.0 * FAKE_GIB);
+	assert_num(u, "resident", 2.0 * FAKE_GIB);
+	assert_num(u, "evicted", 4.0 * FAKE_GIB);
+	cJSON_Delete(j);
 }
 
 /* Exact integers beyond 2^53, percentages with 4 decimals, hostile strings. */
@@ -771,6 +794,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_http_api_gpus, setup),
 	    cmocka_unit_test_setup(test_http_api_scheduler, setup),
 	    cmocka_unit_test_setup(test_http_api_groups, setup),
+	    cmocka_unit_test_setup(test_http_api_unified_memory, setup),
 	    cmocka_unit_test_setup(test_http_api_exact_numbers, setup),
 	    cmocka_unit_test_setup(test_http_api_processes, setup),
 	    cmocka_unit_test_setup(test_http_api_events, setup),

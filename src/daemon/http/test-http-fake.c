@@ -114,7 +114,8 @@ void fake_reset(void)
 	snprintf(fake.sched[0].uuid, sizeof(fake.sched[0].uuid), FAKE_GPU0_UUID);
 	snprintf(fake.sched[0].holder, sizeof(fake.sched[0].holder), "train");
 	fake.sched[0].members[0] = (struct cd_snap_sched_member){
-	    .state = CS_SCHED_HOLDER, .working_set = 1536ull << 20, .held_ns = 3000000000ull};
+	    .state = CS_SCHED_HOLDER, .working_set = 1536ull << 20, .weight = 3,
+	    .held_ns = 3000000000ull};
 	snprintf(fake.sched[0].members[0].group, sizeof(fake.sched[0].members[0].group), "train");
 	fake.sched[0].members[1] = (struct cd_snap_sched_member){
 	    .state = CS_SCHED_QUEUED, .working_set = 512ull << 20, .waiters = 3,
