@@ -9,8 +9,8 @@
 #      pair scheduled, the pair unscheduled (sched = off);
 #   B  three 3.5 GiB sets: the same;
 #   C  two 3 GiB sets (they fit): alone and together, scheduled;
-#   D  fairness: two 5 GiB sets running 40 s each, the time each held the
-#      GPU after 30 s, with equal weights and with weights 1:3;
+#   D  fairness: two 5 GiB sets running 80 s each, the time each held the
+#      GPU after 60 s, with equal weights and with weights 1:3;
 #   E  switches: the time from a holder's drop to the next holder's first
 #      kernel, from the daemon's API (all of A, B and D).
 #
@@ -94,6 +94,8 @@ print(" ".join("%.0f" % (x * 1000) for x in s.get("switch_seconds", [])))'
 
 SWITCHES=""
 ROWS=()
+# ONLY="A D" runs those scenarios alone; SKIP_UNSCHED=1 leaves out the unscheduled runs.
+want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 row() { ROWS+=("$*"); echo "$*"; }
 
 # scenario NAME SET TOTAL_MS N
@@ -124,10 +126,11 @@ scenario() {
 }
 
 echo "sched-bench: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), cusim UM bandwidth $BW"
-scenario A 5GiB 3000 2
-scenario B 3584MiB 2000 3
+want A && scenario A 5GiB 3000 2
+want B && scenario B 3584MiB 2000 3
 
 # C: sets that fit: no serialization, each group's throughput as alone.
+if want C; then
 start_world C-alone
 run_groups 3GiB 3000 g1
 ALONE_C=$MAKESPAN
@@ -138,10 +141,11 @@ PAIR_C=$MAKESPAN
 MODE_C=$(api /v1/gpus | python3 -c 'import json,sys; s=json.load(sys.stdin)["gpus"][0].get("scheduler",{}); print(s.get("serializations",0))')
 stop_world
 row "| C | 2 x 3GiB, 3000 ms each (fit) | alone $(printf %.2f "$ALONE_C") s for 3 s of kernels | together $(printf %.2f "$PAIR_C") s for 6 s | throughput together / alone $(printf %.3f "$(echo "(6 / $PAIR_C) / (3 / $ALONE_C)" | bc -l)") | serializations $MODE_C | | |"
+fi
 
 # fairness W1 W2 TAG: two 5 GiB sets with sched_weight W1 and W2 (managed
-# groups, oversubscribe mode) running 40 s each; the time each held the GPU
-# after 30 s, and its ratio against W2/W1.
+# groups, oversubscribe mode) running 80 s each; the time each held the GPU
+# after 60 s, and its ratio against W2/W1.
 fairness() {
 	local pids=()
 	start_world "D-fair-$3"
@@ -151,11 +155,11 @@ fairness() {
 		curl -s -X PUT --unix-socket "$D/admin/s" -d "{\"memory_mode\": \"oversubscribe\", \"sched_weight\": $w}" \
 			"http://cusliced/v1/groups/$g" >/dev/null
 		CUSLICE_MEM_MODE=oversubscribe CUSLICE_GROUP=$g LD_PRELOAD=$PRELOAD \
-			"$SPIN" --kernel-us $KERNEL_US --total-ms 40000 --sync-every 1 --managed 5GiB \
+			"$SPIN" --kernel-us $KERNEL_US --total-ms 80000 --sync-every 1 --managed 5GiB \
 			>"$D/$g.out" 2>&1 &
 		pids+=($!)
 	done
-	sleep 30
+	sleep 60
 	FAIR=$(api /v1/gpus | W1=$1 W2=$2 python3 -c '
 import json, sys
 s = json.load(sys.stdin)["gpus"][0]["scheduler"]
@@ -170,10 +174,10 @@ print("held g1 %.2f s, g2 %.2f s, g2/g1 %.3f (weights %s:%s, %.3f of it), %d swi
 	kill "${pids[@]}" 2>/dev/null
 	wait "${pids[@]}" 2>/dev/null
 	stop_world
-	row "| D | 2 x 5GiB, 30 s, weights $1:$2 | $FAIR | | | | | |"
+	row "| D | 2 x 5GiB, 60 s, weights $1:$2 | $FAIR | | | | | |"
 }
-fairness 1 1 equal
-fairness 1 3 weighted
+want D && fairness 1 1 equal
+want D && fairness 1 3 weighted
 
 python3 - "$SWITCHES" <<'EOF'
 import sys

@@ -265,24 +265,29 @@ static double bandwidth(const struct cd_sched *S, const struct gpu *u)
 }
 
 /*
- * What a switch to mb moves: its working set not resident now, paged in,
- * and as much of the others' paged out when the GPU is full (the driver
- * evicts before it can map). At least what it has not resident; at most
- * twice its working set.
+ * What a switch to mb moves. When its set fits beside what is resident,
+ * only its missing part comes in. When the GPU is full, all of it: the
+ * driver evicts the least recently used chunks first, and the resident part
+ * of a group that waited is older than everything the previous holder
+ * touched, so the set that comes back evicts itself before the others'
+ * (docs/cusim-um.md; the driver's one LRU per GPU, research note A2) and is
+ * faulted in whole, while as much of the others' goes out.
  */
 static uint64_t switch_bytes(const struct gpu *u, const struct member *mb)
 {
-	uint64_t in = mb->ws > mb->resident ? mb->ws - mb->resident : 0, held = 0, out;
+	uint64_t in = mb->ws > mb->resident ? mb->ws - mb->resident : 0, held = 0;
 
 	for (unsigned i = 0; i < u->nm; i++)
 		held += u->m[i].resident;
-	out = held + in > u->total ? held + in - u->total : 0;
-	return in + (out < in ? out : in);
+	if (in == 0 || held + in <= u->total)
+		return in;
+	return 2 * mb->ws;
 }
 
 /*
  * What a turn costs in moves: the switch to mb, or the switch away from it to
- * the costliest group waiting, whichever is more. A holder whose set is
+ * the costliest other contender (an oversubscribing group with a working set
+ * here, waiting now or soon), whichever is more. A holder whose set is
  * already resident still makes the next one page in: its quantum must pay
  * for that switch too, or it hands over after the minimum and the GPU
  * switches twice as often as it needs to.
@@ -294,7 +299,7 @@ static uint64_t turn_bytes(const struct gpu *u, const struct member *mb)
 	for (unsigned i = 0; i < u->nm; i++) {
 		const struct member *o = &u->m[i];
 
-		if (o != mb && o->arbitrated && o->waiters && switch_bytes(u, o) > most)
+		if (o != mb && o->arbitrated && o->ws && switch_bytes(u, o) > most)
 			most = switch_bytes(u, o);
 	}
 	return most;
