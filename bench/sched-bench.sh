@@ -18,7 +18,9 @@
 # Prints one line per measure and a Markdown table at the end.
 set -u
 B=${CS_BUILD:-$(pwd)}
-CUSLICED=$B/src/daemon/cusliced
+# The daemon without sanitizers when the build has one (the test build's runs under ASan).
+CUSLICED=$B/bench/cusliced-nosan
+[ -x "$CUSLICED" ] || CUSLICED=$B/src/daemon/cusliced
 SPIN=$B/clients/cs-spin
 PRELOAD=$B/src/preload/libcuslice.so
 export LD_LIBRARY_PATH=$B/src/sim:$B/src/sim/nvml

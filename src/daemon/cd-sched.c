@@ -78,6 +78,7 @@ struct gpu {
 	uint64_t epoch;
 	uint64_t grant_ns, quantum_ns, drain_ns;
 	bool draining;
+	bool ran; /* the holder has used the device since its grant */
 	/* the time from a drop to the next holder's first kernel */
 	uint64_t dropped_ns;
 	bool switch_open;
@@ -315,6 +316,7 @@ static void grant(struct cd_sched *S, struct gpu *u, unsigned i, uint64_t now)
 	u->epoch++;
 	u->grant_ns = now;
 	u->draining = false;
+	u->ran = false;
 	u->quantum_ns = cd_sched_quantum_ns(&d->cfg->sched, turn_bytes(u, mb), bandwidth(S, u));
 	u->switches++;
 	mb->last_busy_ns = now;
@@ -458,9 +460,16 @@ static void serialized_step(struct cd_sched *S, struct gpu *u, uint64_t now, uin
 		for (unsigned i = 0; i < u->nm; i++)
 			if ((int)i != u->holder && u->m[i].arbitrated && u->m[i].waiters)
 				others = true;
+		if (h->busy)
+			u->ran = true;
 		if (!u->draining) {
-			if (now - u->grant_ns >= (uint64_t)c->idle_ms * MS &&
-			    now - h->last_busy_ns >= (uint64_t)c->idle_ms * MS && !h->waiters) {
+			/*
+			 * Idle only once it ran: a holder whose first launches queue on
+			 * the device behind another group's last kernels shows no device
+			 * time yet, and is not idle.
+			 */
+			if (u->ran && now - h->last_busy_ns >= (uint64_t)c->idle_ms * MS &&
+			    !h->waiters) {
 				u->idle_releases++;
 				cd_event(d, "released", h->group, 0,
 					 "group %s released %s early (epoch %llu): idle for %u ms",

@@ -55,6 +55,22 @@ static void spin_mode(struct cst_spin *c, const char *group, const char *mode, c
 	unsetenv("CUSLICE_MEM_MODE");
 }
 
+/* cs-spin launching --launch how (graph, ex, cooperative), in oversubscribe mode. */
+static void spin_how(struct cst_spin *c, const char *group, const char *how)
+{
+	const char *args[] = {"--kernel-us",  "10000", "--total-ms", "30000",
+			      "--sync-every", "1",     "--managed",  "3GiB",
+			      "--launch",     how,     NULL};
+
+	setenv("LD_PRELOAD", getenv("CS_PRELOAD"), 1);
+	setenv("CUSLICE_GROUP", group, 1);
+	setenv("CUSLICE_MEM_MODE", "oversubscribe", 1);
+	cst_spin_start(c, args);
+	unsetenv("LD_PRELOAD");
+	unsetenv("CUSLICE_GROUP");
+	unsetenv("CUSLICE_MEM_MODE");
+}
+
 /* The same in oversubscribe mode: the groups the scheduler arbitrates. */
 static void spin(struct cst_spin *c, const char *group, const char *set, const char *kernel_us,
 		 const char *total_ms)
@@ -234,15 +250,62 @@ static void test_sched_holder_killed(void **state)
 	sys_end(NULL);
 }
 
+/*
+ * Graph launches and cuLaunchKernelEx wait at the gate as cuLaunchKernel does:
+ * three 3 GiB sets do not fit 8 GiB; while one holds, the two others are
+ * queued with a launch waiting, and make no progress.
+ */
+static void test_sched_gates_every_launch(void **state)
+{
+	struct cst_spin c[3];
+	const char *const names[] = {"kernel", "graph", "ex"};
+	uint64_t end;
+	cJSON *doc, *s, *e;
+
+	(void)state;
+	world("sched-gates", CONFIG "sched_quantum_min = 60s\n");
+	spin_how(&c[0], names[0], "kernel");
+	spin_how(&c[1], names[1], "graph");
+	spin_how(&c[2], names[2], "ex");
+	cst_spin_go(c, 3);
+	wait_event("granted", NULL, 5000);
+	end = qt_now_ms() + 5000;
+	for (;;) {
+		unsigned queued = 0;
+
+		s = sched(&doc);
+		cJSON_ArrayForEach(e, cJSON_GetObjectItem(s, "queue"))
+		{
+			const char *st = cJSON_GetStringValue(cJSON_GetObjectItem(e, "state"));
+
+			queued += strcmp(st, "queued") == 0 && sys_u64(e, "waiting_launches") >= 1;
+		}
+		cJSON_Delete(doc);
+		if (queued == 2)
+			break;
+		if (qt_now_ms() > end) {
+			sys_daemon_log(20);
+			fail_msg("two groups should wait with a launch held at their gate");
+		}
+		cst_sleep_s(0.05);
+	}
+	for (int i = 0; i < 3; i++) {
+		kill(c[i].pid, SIGKILL);
+		waitpid(c[i].pid, NULL, 0);
+		fclose(c[i].out);
+	}
+	sys_end(NULL);
+}
+
 /* A holder whose kernel outlasts quantum + grace is revoked; the other group gets the GPU. */
 static void test_sched_revoked(void **state)
 {
 	struct cst_spin c[2];
 
 	(void)state;
-	world("sched-revoke", CONFIG SHORT "sched_grace = 300ms\n");
+	world("sched-revoke", CONFIG SHORT "sched_grace = 300ms\nsched_quantum_max = 1s\n");
 	/* a: 4 s kernels; b: 10 ms ones. Whoever holds first, a is revoked when it holds. */
-	spin(&c[0], "a", "5GiB", "4000000", "8000");
+	spin(&c[0], "a", "5GiB", "4000000", "12000");
 	spin(&c[1], "b", "5GiB", "10000", "3000");
 	cst_spin_go(c, 2);
 	wait_event("revoked", "a", 30000);
@@ -295,8 +358,11 @@ static void test_sched_daemon_restart(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_sched_serializes),	 cmocka_unit_test(test_sched_fits),
-	    cmocka_unit_test(test_sched_holder_killed),	 cmocka_unit_test(test_sched_revoked),
+	    cmocka_unit_test(test_sched_serializes),
+	    cmocka_unit_test(test_sched_fits),
+	    cmocka_unit_test(test_sched_holder_killed),
+	    cmocka_unit_test(test_sched_gates_every_launch),
+	    cmocka_unit_test(test_sched_revoked),
 	    cmocka_unit_test(test_sched_daemon_restart),
 	};
 
