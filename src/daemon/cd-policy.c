@@ -707,10 +707,6 @@ char *cd_policy_to_json(const struct cd_policy *p)
 	ok = o && add(o, "memory_limit", limit_json(&p->mem, false)) &&
 	     add(o, "core_limit", limit_json(&p->core, true)) &&
 	     add(o, "mode", cJSON_CreateString(p->burst ? "burst" : "hard")) &&
-	     add(o, "memory_mode", cJSON_CreateString(p->oversubscribe ? "oversubscribe" : "hard")) &&
-	     add(o, "oversubscribe_single", cJSON_CreateBool(p->oversub_single)) &&
-	     add(o, "keep_device_min", p->keep_device_min ? cJSON_CreateNumber((double)p->keep_device_min)
-							: cJSON_CreateNull()) &&
 	     add(o, "daemon_required", cJSON_CreateBool(p->daemon_required)) &&
 	     (m = cJSON_AddObjectToObject(o, "members")) != NULL &&
 	     add(m, "uids", ids_json((const unsigned *)p->members.uids, p->members.nuids)) &&
@@ -724,6 +720,13 @@ char *cd_policy_to_json(const struct cd_policy *p)
 	ok = ok && (lb = cJSON_AddObjectToObject(o, "labels")) != NULL;
 	for (unsigned i = 0; ok && i < p->nlabels; i++)
 		ok = add(lb, p->labels[i].key, cJSON_CreateString(p->labels[i].value));
+	/* Last: the policy event shows the first 200 bytes, the fields every group has. */
+	ok = ok &&
+	     add(o, "memory_mode", cJSON_CreateString(p->oversubscribe ? "oversubscribe" : "hard")) &&
+	     add(o, "oversubscribe_single", cJSON_CreateBool(p->oversub_single)) &&
+	     add(o, "keep_device_min", p->keep_device_min
+					   ? cJSON_CreateNumber((double)p->keep_device_min)
+					   : cJSON_CreateNull());
 	if (ok)
 		text = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
