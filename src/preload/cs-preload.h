@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 #include "cs-group.h"
 #include "cs-limits.h"
 #include "cs-ptrmap.h"
