@@ -56,11 +56,11 @@ FUZZ_TARGETS := ipc size limits config policy claim http
 # Sources per target. src/group and src/common are libc-only libraries, linked whole.
 FUZZ_SRC_ipc := fuzz/fuzz-ipc.c src/ipc/cs-ipc.c $(wildcard src/group/*.c src/common/*.c)
 FUZZ_SRC_size := fuzz/fuzz-size.c src/common/cs-size.c
-FUZZ_SRC_limits := fuzz/fuzz-limits.c src/preload/cs-limits.c src/common/cs-size.c
+FUZZ_SRC_limits := fuzz/fuzz-limits.c src/common/cs-limits.c src/common/cs-size.c
 FUZZ_SRC_config := fuzz/fuzz-config.c src/daemon/cd-config.c $(wildcard src/common/*.c)
 FUZZ_LIBS_config := -linih
 FUZZ_SRC_policy := fuzz/fuzz-policy.c src/daemon/cd-policy.c src/daemon/cd-config.c \
-	src/daemon/cd-json.c src/preload/cs-limits.c $(wildcard src/common/*.c)
+	src/daemon/cd-json.c $(wildcard src/common/*.c)
 FUZZ_LIBS_policy := -lcjson -linih -lm
 FUZZ_SRC_claim := fuzz/fuzz-claim.c src/k8s/dra-claim.c src/k8s/k8s-quantity.c $(FUZZ_SRC_policy:fuzz/fuzz-policy.c=)
 FUZZ_LIBS_claim := $(FUZZ_LIBS_policy)
