@@ -73,8 +73,9 @@ void cd_state_free(struct cusliced *d)
 	pthread_mutex_destroy(&d->lock);
 }
 
-static void event_v(struct cusliced *d, const struct cd_tenant *t, const char *kind,
-		    const char *group, pid_t pid, const char *fmt, va_list ap)
+__attribute__((format(printf, 6, 0))) static void
+event_v(struct cusliced *d, const struct cd_tenant *t, const char *kind, const char *group,
+	pid_t pid, const char *fmt, va_list ap)
 {
 	char msg[256];
 
