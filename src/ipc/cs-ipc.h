@@ -24,7 +24,7 @@
  *
  * REGISTERED carries, as SCM_RIGHTS ancillary data on its first byte, one
  * descriptor: a new open file description of the group's sealed region
- * (src/group/cs-group.h), the process's own, on which it locks the slot the
+ * (include/cuslice/region.h), the process's own, on which it locks the slot the
  * body names. A REGISTERED without exactly one descriptor is malformed.
  */
 #ifndef CS_IPC_H

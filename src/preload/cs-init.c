@@ -200,17 +200,12 @@ __attribute__((constructor)) static void cs_load(void)
 	pthread_atfork(NULL, NULL, atfork_child);
 }
 
-/* Whether the group's policy is cusliced's (then it, not the environment, sets the limits). */
-static bool group_managed(void)
-{
-	return cs.daemon_slot >= 0 && cs.daemon_managed;
-}
-
 /*
  * The configured core limit of ordinal i, under the limit rule (cs-group.h):
  * the group's share when it is tighter or equal; ours when the group has
  * none or an earlier run's looser one; refused (false, failed closed) when a
- * running member holds a looser one.
+ * running member holds a looser one. A managed group's share is its
+ * policy's (the region's rule: libcuslice never writes it there).
  */
 static bool set_core_limit(int i, int gdev)
 {
@@ -225,8 +220,9 @@ static bool set_core_limit(int i, int gdev)
 	if (v == CS_LIMIT_NONE)
 		return true;
 	want = v > CS_CORE_PPM ? CS_CORE_PPM : (uint32_t)v;
-	if (group_managed()) {
-		have = atomic_load(&cs.gh.g->dev[gdev].core_limit);
+	r = cs_group_adopt_core(&cs.gh, (unsigned)gdev, want, cs.core_burst ? CS_CORE_BURST : 0u,
+				&have);
+	if (r == -EPERM) {
 		if (have != want)
 			cs_log(CS_LOG_WARN, CS_LOG_NAME,
 			       "group %s's policy (cusliced) gives device %d (%s) a core limit of "
@@ -235,8 +231,6 @@ static bool set_core_limit(int i, int gdev)
 			       want / 1e4);
 		return true;
 	}
-	r = cs_group_adopt_core(&cs.gh, (unsigned)gdev, want, cs.core_burst ? CS_CORE_BURST : 0u,
-				&have);
 	if (r == -EBUSY) {
 		cs_fail_closed("group %s: a running member holds a core limit of %.4g%% on device %d "
 			       "(%s), looser than CUSLICE_CORE_LIMIT asks (%.4g%%): a process never "
@@ -263,12 +257,13 @@ static bool set_core_limit(int i, int gdev)
 static bool set_mem_limit(int i, int gdev, uint64_t want)
 {
 	char a[32], b[32];
-	uint64_t have = atomic_load(&cs.gh.g->dev[gdev].limit);
+	uint64_t have = CS_LIMIT_NONE;
 	int r;
 
 	if (!cs.has_limits)
 		return true;
-	if (group_managed()) {
+	r = cs_group_adopt_limit(&cs.gh, (unsigned)gdev, want, &have);
+	if (r == -EPERM) {
 		if (have != want)
 			cs_log(CS_LOG_WARN, CS_LOG_NAME,
 			       "group %s's policy (cusliced) gives device %d (%s) a limit of %llu "
@@ -277,7 +272,6 @@ static bool set_mem_limit(int i, int gdev, uint64_t want)
 			       (unsigned long long)want);
 		return true;
 	}
-	r = cs_group_adopt_limit(&cs.gh, (unsigned)gdev, want, &have);
 	if (r == -EBUSY) {
 		cs_fail_closed("group %s: a running member holds limit %s on device %d (%s), looser "
 			       "than CUSLICE_MEM_LIMIT asks (%s): a process never runs under a looser "
