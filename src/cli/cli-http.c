@@ -252,17 +252,17 @@ static int describe(const struct cli *c, bool admin, int err, const struct cli_r
 
 const char *cli_error_code(const cJSON *reply)
 {
-	return cli_json_str(cJSON_GetObjectItemCaseSensitive(reply, "error"), "code");
+	return cli_json_str(cJSON_GetObjectItemCaseSensitive(reply, cs_key_error), cs_key_code);
 }
 
 const char *cli_error_message(const cJSON *reply)
 {
-	const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, "error");
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, cs_key_error);
 
 	/* {"error": "..."}: cusliced before issue 10. */
 	if (cJSON_IsString(e))
 		return e->valuestring;
-	return cli_json_str(e, "message");
+	return cli_json_str(e, cs_key_message);
 }
 
 int cli_describe(const struct cli *c, int err, const struct cli_reply *r, const char *method,

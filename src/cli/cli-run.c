@@ -222,11 +222,11 @@ static int run_unprivileged(const struct cli *c, const char *group, const struct
 				c->socket, group, e == -EPROTO ? "unexpected reply" : strerror(-e));
 		return CLI_EXIT_OK;
 	}
-	pl = cJSON_GetObjectItemCaseSensitive(self, "placement");
-	how = cli_json_str(pl, "how");
-	placed = cli_json_str(pl, "group");
-	msg = cli_json_str(pl, "message");
-	if (how && strcmp(how, "refused") == 0) {
+	pl = cJSON_GetObjectItemCaseSensitive(self, cs_key_placement);
+	how = cli_json_str(pl, cs_key_how);
+	placed = cli_json_str(pl, cs_key_group);
+	msg = cli_json_str(pl, cs_key_message);
+	if (how && strcmp(how, cs_api_self_how_name(CS_API_SELF_REFUSED)) == 0) {
 		e = cli_fail(
 		    CLI_EXIT_FAIL,
 		    "%s; cusliced would refuse the command's processes (they fail closed): "
@@ -236,7 +236,7 @@ static int run_unprivileged(const struct cli *c, const char *group, const struct
 		cJSON_Delete(self);
 		return e;
 	}
-	if (how && strcmp(how, "unmanaged") == 0)
+	if (how && strcmp(how, cs_api_self_how_name(CS_API_SELF_UNMANAGED)) == 0)
 		fprintf(stderr,
 			"cuslice: note: group %s has no policy: the run uses %s, as an unmanaged "
 			"group\n",

@@ -34,6 +34,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "cuslice/api.h"
+#include "cuslice/policy.h"
+
 /*
  * cusliced's two sockets: the registration socket, which every process
  * under libcuslice (and `run`'s command) registers on and where a user sees

@@ -58,7 +58,8 @@ void k8s_common_defaults(struct k8s_common *c)
 	snprintf(c->lib_container, sizeof(c->lib_container), "/opt/cuslice/lib/libcuslice.so");
 	c->preload = true;
 	c->injection = K8S_INJECT_ENVVAR;
-	snprintf(c->on_violation, sizeof(c->on_violation), "report");
+	snprintf(c->on_violation, sizeof(c->on_violation), "%s",
+		 cs_policy_action_name(CS_POLICY_ACTION_REPORT));
 	if (node)
 		snprintf(c->node_name, sizeof(c->node_name), "%s", node);
 	c->health_interval_ms = 5000;
@@ -112,8 +113,16 @@ int k8s_common_option(struct k8s_common *c, int ch, const char *arg, const char 
 {
 	static const char *const onoff[] = {"off", "on", NULL};
 	static const char *const inject[] = {"envvar", "cdi", "none", NULL};
-	static const char *const modes[] = {"hard", "burst", NULL};
-	static const char *const actions[] = {"report", "stop", "kill", NULL};
+	static const char *const modes[] = {
+#define X(id, value) value,
+	    CS_POLICY_MODES(X)
+#undef X
+		NULL};
+	static const char *const actions[] = {
+#define X(id, value) value,
+	    CS_POLICY_ACTIONS(X)
+#undef X
+		NULL};
 	char err[512];
 	int i;
 

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "k8s-api.h"
+#include "cuslice/policy.h"
 
 enum k8s_injection {
 	K8S_INJECT_ENVVAR, /* NVIDIA_VISIBLE_DEVICES=<uuid> for the NVIDIA container runtime */

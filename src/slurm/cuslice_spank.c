@@ -471,9 +471,9 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 /* The first members.cgroups entry of a group's policy, or NULL. */
 static const char *group_rule(const cJSON *g)
 {
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(g, "policy");
-	const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "members");
-	const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "cgroups");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(g, cs_key_policy);
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, cs_key_members);
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, cs_key_cgroups);
 	const cJSON *first = cJSON_GetArrayItem(c, 0);
 
 	return cJSON_IsString(first) ? first->valuestring : NULL;
@@ -482,10 +482,10 @@ static const char *group_rule(const cJSON *g)
 /* Whether a group was made by this plugin: its policy has the label slurm.job. */
 static bool made_by_us(const cJSON *g)
 {
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(g, "policy");
-	const cJSON *l = cJSON_GetObjectItemCaseSensitive(p, "labels");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(g, cs_key_policy);
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(p, cs_key_labels);
 
-	return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(l, "slurm.job"));
+	return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(l, cs_label_slurm_job));
 }
 
 /*
@@ -508,20 +508,20 @@ static void epilog_release(uint32_t job)
 		have_mount = true;
 	free(text);
 	if (sp_daemon_init(&d, &cfg, msg, sizeof(msg)) < 0 ||
-	    sp_daemon_get(&d, "/v1/groups", &doc, msg, sizeof(msg)) < 0) {
+	    sp_daemon_get(&d, cs_api_path(CS_API_GROUPS), &doc, msg, sizeof(msg)) < 0) {
 		slurm_error(LOG "job %" PRIu32 " epilog: %s", job, msg);
 		return;
 	}
-	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(doc, "groups"))
+	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(doc, cs_key_groups))
 	{
-		const cJSON *n = cJSON_GetObjectItemCaseSensitive(g, "name");
+		const cJSON *n = cJSON_GetObjectItemCaseSensitive(g, cs_key_name);
 		const char *name = cJSON_IsString(n) ? n->valuestring : "";
 		const char *r = group_rule(g);
 		bool mine = sp_group_of_job(name, job), own = false;
 		struct stat sb;
 
 		if (strncmp(name, SP_GROUP_PREFIX, strlen(SP_GROUP_PREFIX)) != 0 ||
-		    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "managed")))
+		    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, cs_key_managed)))
 			continue;
 		if (have_mount &&
 		    sp_cgroup_own(&cfg, mount, name, dir, sizeof(dir), rule, sizeof(rule)) == 0)

@@ -35,6 +35,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "cuslice/api.h"
+#include "cuslice/policy.h"
+
 /*
  * cusliced's two sockets: the registration socket, which the tasks are
  * given (CUSLICE_SOCKET), and the admin socket, which the plugin (root, in
@@ -67,12 +70,6 @@ struct sp_amount {
 	uint32_t ppm;	/* parts per million of the GPU: 25% = 250000 */
 };
 
-enum sp_action {
-	SP_ACTION_REPORT = 0,
-	SP_ACTION_STOP,
-	SP_ACTION_KILL,
-};
-
 /* ---- messages (sp-step.c) ---- */
 
 /* Formats a one-line message into err (when errlen > 0); returns -EINVAL. */
@@ -96,7 +93,7 @@ struct sp_config {
 	struct sp_amount default_mem;	/* steps with whole GPUs and no --gpu-mem */
 	struct sp_amount default_cores; /* ... and no --gpu-cores */
 	bool burst;			/* the mode when --gpu-burst is not given */
-	enum sp_action on_violation;
+	enum cs_policy_action on_violation;
 	bool daemon_required;
 	bool other_gpus_allowed;    /* the step's limits on every GPU, not 0 elsewhere */
 	bool batch_slice;	    /* the batch step gets a slice */
