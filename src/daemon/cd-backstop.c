@@ -330,7 +330,7 @@ static void check_quota(struct cusliced *d, struct cd_gpu_sample *gs, unsigned n
 			uint64_t used = 0, limit, bit = 1ull << i;
 			unsigned members = 0;
 			long long claimed;
-			char why[200];
+			char why[320];
 
 			for (unsigned k = 0; k < gs[i].nprocs; k++) {
 				if (map_find(map, gs[i].procs[k].pid) != g)

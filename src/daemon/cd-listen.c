@@ -836,7 +836,7 @@ static bool http_admit(struct cusliced *d, struct cd_conn *c)
  */
 static void admin_only(struct cusliced *d, struct cd_conn *c, const struct cd_http_verdict *v)
 {
-	char msg[400], why[160], show[72];
+	char msg[640], why[160], show[72];
 	size_t n = v->target_len < 64 ? v->target_len : 64;
 
 	for (size_t i = 0; i < n; i++) {

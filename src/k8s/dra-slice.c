@@ -37,7 +37,8 @@ static cJSON *device(const struct dra_config *cfg, const struct k8s_gpu *g)
 	bool ok;
 
 	dra_device_name(g->uuid, name, sizeof(name));
-	snprintf(product, sizeof(product), "%s", g->name);
+	/* DRA attribute strings are at most 64 bytes: a longer name is cut. */
+	snprintf(product, sizeof(product), "%.64s", g->name);
 	ok = d && cJSON_AddStringToObject(d, "name", name) &&
 	     cJSON_AddTrueToObject(d, "allowMultipleAllocations") &&
 	     (attrs = cJSON_AddObjectToObject(d, "attributes")) != NULL;

@@ -171,8 +171,10 @@ static void cgroup_setup(void)
 	c.cgroup_mount[0] = c.cgroup_root[0] = '\0';
 	if (sp_read_file("/proc/self/mountinfo", text, 1 << 20) == 0 &&
 	    sp_cgroup_mount(text, c.cgroup_mount, sizeof(c.cgroup_mount)) == 0) {
-		snprintf(c.cgroup_root, sizeof(c.cgroup_root), "%s/cs-slurm-test-%ld",
-			 c.cgroup_mount, (long)getpid());
+		int n = snprintf(c.cgroup_root, sizeof(c.cgroup_root), "%s/cs-slurm-test-%ld",
+				 c.cgroup_mount, (long)getpid());
+
+		assert_true(n > 0 && (size_t)n < sizeof(c.cgroup_root));
 		if (mkdir(c.cgroup_root, 0755) != 0) {
 			print_message("no writable cgroup2 at %s (%s): the plugin's uid rule is "
 				      "tested instead of its cgroups\n",
