@@ -2,8 +2,8 @@
  * Enums whose names come from the same X-macro list as their values, so a
  * value cannot exist without its name nor a name be spelled twice.
  *
- * A list is a macro LIST(X) expanding X(ENUMERATOR, "name") once per value,
- * in value order from 0:
+ * A list is a macro LIST(X) expanding X(ENUMERATOR, "name"[, more columns])
+ * once per value, in value order from 0:
  *
  *	#define CS_POLICY_MODES(X) X(CS_POLICY_MODE_HARD, "hard") X(CS_POLICY_MODE_BURST, "burst")
  *	CS_XENUM(cs_policy_mode, CS_POLICY_MODE_COUNT, CS_POLICY_MODES)
@@ -19,9 +19,10 @@
 
 #include <string.h>
 
-#define CS_XENUM_VALUE(id, name) id,
-#define CS_XENUM_NAME(id, name) [id] = name,
-#define CS_XENUM_ONE(id, name) +1
+/* A list's lines may carry more columns after the name, for other expansions. */
+#define CS_XENUM_VALUE(id, name, ...) id,
+#define CS_XENUM_NAME(id, name, ...) [id] = name,
+#define CS_XENUM_ONE(id, name, ...) +1
 
 #define CS_XENUM(tag, count, LIST)                                                                 \
 	enum tag { LIST(CS_XENUM_VALUE) };                                                         \

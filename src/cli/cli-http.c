@@ -12,10 +12,6 @@
 #include <string.h>
 #include <sys/un.h>
 
-#ifndef CS_VERSION
-#define CS_VERSION "0.0.0"
-#endif
-
 /* The daemon answers from memory; a reply this slow means something is wrong. */
 #define CALL_TIMEOUT_MS 10000L
 #define CONNECT_TIMEOUT_MS 3000L
@@ -190,7 +186,7 @@ static int describe(const struct cli *c, bool admin, int err, const struct cli_r
 		    const char *method, const char *path, char *buf, size_t len)
 {
 	const char *sock = admin ? c->admin_socket : c->socket;
-	const char *var = admin ? "CUSLICE_ADMIN_SOCKET" : "CUSLICE_SOCKET";
+	const char *var = cs_env_name(admin ? CS_ENV_ADMIN_SOCKET : CS_ENV_SOCKET);
 	const char *msg;
 
 	switch (err) {

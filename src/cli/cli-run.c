@@ -111,28 +111,29 @@ char **cli_run_env(const struct cli_run_opts *o, char *const *env, const char *p
 			old_preload = v + strlen("LD_PRELOAD=");
 			continue;
 		}
-		if (is_var(v, "CUSLICE_GROUP") || (o->mem && is_var(v, "CUSLICE_MEM_LIMIT")) ||
-		    (o->cores && is_var(v, "CUSLICE_CORE_LIMIT")) ||
-		    (o->burst && is_var(v, "CUSLICE_CORE_MODE")) ||
+		if (is_var(v, cs_env_name(CS_ENV_GROUP)) ||
+		    (o->mem && is_var(v, cs_env_name(CS_ENV_MEM_LIMIT))) ||
+		    (o->cores && is_var(v, cs_env_name(CS_ENV_CORE_LIMIT))) ||
+		    (o->burst && is_var(v, cs_env_name(CS_ENV_CORE_MODE))) ||
 		    (o->gpus && is_var(v, "CUDA_VISIBLE_DEVICES")) ||
-		    (o->socket && is_var(v, "CUSLICE_SOCKET")))
+		    (o->socket && is_var(v, cs_env_name(CS_ENV_SOCKET))))
 			continue;
 		out[n] = strdup(v);
 		e = out[n++] ? 0 : -ENOMEM;
 	}
 	snprintf(group, sizeof(group), "run-%ld", (long)pid);
 	if (!e)
-		e = add_var(out, &n, "CUSLICE_GROUP", o->group ? o->group : group);
+		e = add_var(out, &n, cs_env_name(CS_ENV_GROUP), o->group ? o->group : group);
 	if (!e && o->mem)
-		e = add_var(out, &n, "CUSLICE_MEM_LIMIT", o->mem);
+		e = add_var(out, &n, cs_env_name(CS_ENV_MEM_LIMIT), o->mem);
 	if (!e && o->cores)
-		e = add_var(out, &n, "CUSLICE_CORE_LIMIT", o->cores);
+		e = add_var(out, &n, cs_env_name(CS_ENV_CORE_LIMIT), o->cores);
 	if (!e && o->burst)
-		e = add_var(out, &n, "CUSLICE_CORE_MODE", "burst");
+		e = add_var(out, &n, cs_env_name(CS_ENV_CORE_MODE), "burst");
 	if (!e && o->gpus)
 		e = add_var(out, &n, "CUDA_VISIBLE_DEVICES", o->gpus);
 	if (!e && o->socket)
-		e = add_var(out, &n, "CUSLICE_SOCKET", o->socket);
+		e = add_var(out, &n, cs_env_name(CS_ENV_SOCKET), o->socket);
 	if (!e) {
 		out[n] = preload_var(preload, old_preload);
 		e = out[n++] ? 0 : -ENOMEM;
@@ -166,7 +167,7 @@ static bool usable(const char *path, char *buf, size_t len)
 
 int cli_find_preload(const char *self_exe, char *buf, size_t len, char *err, size_t errlen)
 {
-	const char *env = getenv("CUSLICE_PRELOAD");
+	const char *env = cs_env_get(CS_ENV_PRELOAD);
 	char installed[PATH_MAX] = "", dir[PATH_MAX];
 
 	if (env && *env) {

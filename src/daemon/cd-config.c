@@ -60,9 +60,9 @@ void cd_config_defaults(struct cd_config *c)
 	memset(c, 0, sizeof(*c));
 	strcpy(c->socket, CD_DEFAULT_SOCKET);
 	strcpy(c->admin_socket, CD_DEFAULT_ADMIN_SOCKET);
-	strcpy(c->state_dir, "/var/lib/cuslice");
-	strcpy(c->shm_dir, "/dev/shm");
-	strcpy(c->metrics_listen, "127.0.0.1:9464");
+	strcpy(c->state_dir, CS_DEFAULT_STATE_DIR);
+	strcpy(c->shm_dir, CS_DEFAULT_SHM_DIR);
+	strcpy(c->metrics_listen, CS_DEFAULT_METRICS_LISTEN);
 	c->backstop_interval_ms = 1000;
 	c->session_ttl_s = 30;
 	c->on_bypass = CS_POLICY_ACTION_REPORT;

@@ -103,7 +103,7 @@ static int check_version(const cJSON *root, const char *path, char *err, size_t 
 	}
 	if (v->valuedouble != CD_POLICY_FILE_VERSION) {
 		snprintf(err, errlen,
-			 "%s: version %.0f is newer than this cusliced (" CD_VERSION
+			 "%s: version %.0f is newer than this cusliced (" CS_VERSION
 			 ") understands (%d): a newer cusliced wrote it; run that one, or restore "
 			 "a policy.json of version %d",
 			 path, v->valuedouble, CD_POLICY_FILE_VERSION, CD_POLICY_FILE_VERSION);

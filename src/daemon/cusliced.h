@@ -20,9 +20,8 @@
 
 #include "cs-group.h"
 #include "cuslice/api.h"
+#include "cuslice/config.h"
 #include "cuslice/policy.h"
-
-#define CD_VERSION "0.1.0"
 
 /*
  * The two sockets. Tenants (every process under libcuslice, in containers
@@ -31,8 +30,8 @@
  * /v1/self). The admin socket serves the whole API, in a root-only
  * directory never given to containers.
  */
-#define CD_DEFAULT_SOCKET "/run/cuslice/cusliced.sock"
-#define CD_DEFAULT_ADMIN_SOCKET "/run/cuslice/admin/cusliced.sock"
+#define CD_DEFAULT_SOCKET CS_DEFAULT_SOCKET
+#define CD_DEFAULT_ADMIN_SOCKET CS_DEFAULT_ADMIN_SOCKET
 
 /* Room for a tenant's key: "cgroup " and a cgroup path, or "pod " and a pod UID. */
 #define CD_TENANT_KEY_LEN 264

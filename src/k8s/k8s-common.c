@@ -364,12 +364,12 @@ void k8s_container_edits(const struct k8s_common *c, const char *group, const ch
 	for (unsigned i = 0; i < n && o < sizeof(out->gpus); i++)
 		o += (size_t)snprintf(out->gpus + o, sizeof(out->gpus) - o, "%s%s", i ? "," : "",
 				      uuids[i]);
-	env(out, "CUSLICE_GROUP", group);
-	env(out, "CUSLICE_SOCKET", c->container_socket);
-	env(out, "CUSLICE_DAEMON", "required");
+	env(out, cs_env_name(CS_ENV_GROUP), group);
+	env(out, cs_env_name(CS_ENV_SOCKET), c->container_socket);
+	env(out, cs_env_name(CS_ENV_DAEMON), "required");
 	env(out, "CUDA_VISIBLE_DEVICES", out->gpus);
 	if (c->shm_dir[0])
-		env(out, "CUSLICE_SHM_DIR", c->shm_dir);
+		env(out, cs_env_name(CS_ENV_SHM_DIR), c->shm_dir);
 	if (c->injection == K8S_INJECT_ENVVAR)
 		env(out, "NVIDIA_VISIBLE_DEVICES", out->gpus);
 

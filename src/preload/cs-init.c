@@ -10,16 +10,19 @@
  *   CUSLICE_CORE_LIMIT the group's share of device time, percent (same forms).
  *   CUSLICE_CORE_MODE  hard (default: never above the share) or burst (may use
  *                      idle device time above it while other processes do not).
- *   CUSLICE_SHM_DIR    where standalone group regions live (default /dev/shm).
+ *   CUSLICE_SHM_DIR    where standalone group regions live (default /dev/shm;
+ *                      ignored by a set-uid program: secure_getenv).
  *   CUSLICE_CTX_MEM    bytes charged per context (default: measured); at most
  *                      64 GiB and the memory of every device the process sees.
  *   CUSLICE_LOG_LEVEL  error, warn (default), info or debug.
- *   CUSLICE_SOCKET     cusliced's socket (default /run/cuslice/cusliced.sock).
+ *   CUSLICE_SOCKET     cusliced's socket (default /run/cuslice/cusliced.sock;
+ *                      ignored by a set-uid program).
  *   CUSLICE_DAEMON     off, optional (default: register when cusliced runs),
  *                      required (fail closed without it).
  *   CUSLICE_DAEMON_WAIT how long to wait for a daemon whose socket exists but
  *                      does not answer, then fail closed (default 10s).
  *   CUSLICE_TOKEN      the shared token cusliced may ask for.
+ * (include/cuslice/config.h: the names, their defaults, how each is read.)
  * None of CUSLICE_GROUP, CUSLICE_MEM_LIMIT and CUSLICE_CORE_LIMIT set: the
  * library is inert.
  * Any invalid value: the process fails closed (device allocations refused).
@@ -80,7 +83,7 @@ void cs_format_uuid(const CUuuid *u, char out[CS_GROUP_UUID_LEN])
 static void load_log_level(void)
 {
 	static const char *const names[] = {"error", "warn", "info", "debug"};
-	const char *v = getenv("CUSLICE_LOG_LEVEL");
+	const char *v = cs_env_get(CS_ENV_LOG_LEVEL);
 
 	if (!v)
 		return;
@@ -97,12 +100,12 @@ static void load_log_level(void)
 /* Reads the environment; decides OFF, ACTIVE or FAIL_CLOSED. */
 static void load_config(void)
 {
-	const char *group = getenv("CUSLICE_GROUP");
-	const char *limit = getenv("CUSLICE_MEM_LIMIT");
-	const char *dir = getenv("CUSLICE_SHM_DIR");
-	const char *ctx = getenv("CUSLICE_CTX_MEM");
-	const char *core = getenv("CUSLICE_CORE_LIMIT");
-	const char *core_mode = getenv("CUSLICE_CORE_MODE");
+	const char *group = cs_env_get(CS_ENV_GROUP);
+	const char *limit = cs_env_get(CS_ENV_MEM_LIMIT);
+	const char *dir = cs_env_get(CS_ENV_SHM_DIR);
+	const char *ctx = cs_env_get(CS_ENV_CTX_MEM);
+	const char *core = cs_env_get(CS_ENV_CORE_LIMIT);
+	const char *core_mode = cs_env_get(CS_ENV_CORE_MODE);
 	char err[1024];
 
 	load_log_level();
@@ -111,7 +114,7 @@ static void load_config(void)
 	atomic_store(&cs.mode, CS_MODE_ACTIVE);
 
 	if (!dir)
-		dir = "/dev/shm";
+		dir = CS_DEFAULT_SHM_DIR;
 	if (dir[0] != '/' || strlen(dir) >= sizeof(cs.shm_dir)) {
 		cs_fail_closed("CUSLICE_SHM_DIR=\"%s\": expected an absolute directory path shorter "
 			       "than %zu characters",
@@ -131,7 +134,7 @@ static void load_config(void)
 	} else {
 		snprintf(cs.group_name, sizeof(cs.group_name), "pid-%d", (int)getpid());
 		/* Children (a job's workers) share the quota of the process that was given it. */
-		setenv("CUSLICE_GROUP", cs.group_name, 1);
+		setenv(cs_env_name(CS_ENV_GROUP), cs.group_name, 1);
 	}
 
 	if (limit) {
@@ -170,6 +173,7 @@ static void load_config(void)
 			       ctx, CS_SIZE_FORMS);
 		return;
 	}
+	(void)cs_daemon_load_config();
 }
 
 static void atfork_child(void)

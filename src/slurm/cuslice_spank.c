@@ -339,26 +339,26 @@ static int task_env(spank_t sp)
 	sp_amount_text(&st.slice.mem, mem, sizeof(mem));
 	sp_amount_text(&st.slice.cores, cores, sizeof(cores));
 	e |= spank_setenv(sp, "LD_PRELOAD", preload, 1);
-	e |= spank_setenv(sp, "CUSLICE_GROUP", st.step.name, 1);
-	e |= spank_setenv(sp, "CUSLICE_SOCKET", cfg.socket, 1);
+	e |= spank_setenv(sp, cs_env_name(CS_ENV_GROUP), st.step.name, 1);
+	e |= spank_setenv(sp, cs_env_name(CS_ENV_SOCKET), cfg.socket, 1);
 	/* The same values as the group's policy (which is what applies): for the job to read. */
 	if (st.slice.mem.set)
-		e |= spank_setenv(sp, "CUSLICE_MEM_LIMIT", mem, 1);
+		e |= spank_setenv(sp, cs_env_name(CS_ENV_MEM_LIMIT), mem, 1);
 	else
-		spank_unsetenv(sp, "CUSLICE_MEM_LIMIT");
+		spank_unsetenv(sp, cs_env_name(CS_ENV_MEM_LIMIT));
 	if (st.slice.cores.set)
-		e |= spank_setenv(sp, "CUSLICE_CORE_LIMIT", cores, 1);
+		e |= spank_setenv(sp, cs_env_name(CS_ENV_CORE_LIMIT), cores, 1);
 	else
-		spank_unsetenv(sp, "CUSLICE_CORE_LIMIT");
+		spank_unsetenv(sp, cs_env_name(CS_ENV_CORE_LIMIT));
 	if (st.slice.burst)
-		e |= spank_setenv(sp, "CUSLICE_CORE_MODE", "burst", 1);
+		e |= spank_setenv(sp, cs_env_name(CS_ENV_CORE_MODE), "burst", 1);
 	else
-		spank_unsetenv(sp, "CUSLICE_CORE_MODE");
+		spank_unsetenv(sp, cs_env_name(CS_ENV_CORE_MODE));
 	/* Registration needs the token when the daemon has one. */
 	if (st.daemon.token[0])
-		e |= spank_setenv(sp, "CUSLICE_TOKEN", st.daemon.token, 1);
+		e |= spank_setenv(sp, cs_env_name(CS_ENV_TOKEN), st.daemon.token, 1);
 	/* A step's processes register: they do not run standalone. */
-	spank_unsetenv(sp, "CUSLICE_DAEMON");
+	spank_unsetenv(sp, cs_env_name(CS_ENV_DAEMON));
 	return e ? -EIO : 0;
 }
 

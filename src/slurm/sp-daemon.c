@@ -25,10 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef CS_VERSION
-#define CS_VERSION "0.0.0"
-#endif
-
 /* Far above any reply (1,024 groups): a bound against a runaway peer. */
 #define MAX_REPLY (16u << 20)
 #define TOKEN_FILE_MAX 4096

@@ -36,6 +36,7 @@
 #include <cjson/cJSON.h>
 
 #include "cuslice/api.h"
+#include "cuslice/config.h"
 #include "cuslice/policy.h"
 
 /*
@@ -44,8 +45,8 @@
  * slurmstepd and the epilog) uses for its own calls. Tasks never get the
  * admin socket: a job's process may register, never change a policy.
  */
-#define SP_DEFAULT_SOCKET "/run/cuslice/cusliced.sock"
-#define SP_DEFAULT_ADMIN_SOCKET "/run/cuslice/admin/cusliced.sock"
+#define SP_DEFAULT_SOCKET CS_DEFAULT_SOCKET
+#define SP_DEFAULT_ADMIN_SOCKET CS_DEFAULT_ADMIN_SOCKET
 #define SP_DEFAULT_CGROUP_DIR "cuslice" /* under the cgroup2 mount */
 #define SP_DEFAULT_TIMEOUT_MS 10000u
 #define SP_GROUP_PREFIX "slurm-"

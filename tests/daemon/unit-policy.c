@@ -651,7 +651,7 @@ static void test_policy_file_refusals(void **state)
 				      "\"groups\": {NAME: POLICY, ...}}");
 	/* A newer daemon's file: refused, not half-read. */
 	load_fails("{\"version\": 2, \"groups\": {}}",
-		   "version 2 is newer than this cusliced (" CD_VERSION ") understands (1): a "
+		   "version 2 is newer than this cusliced (" CS_VERSION ") understands (1): a "
 		   "newer cusliced wrote it; run that one, or restore a policy.json of version 1");
 	load_fails("{\"version\": \"1\", \"groups\": {}}",
 		   "\"version\" is not a whole number from 1; this cusliced writes version 1");

@@ -120,7 +120,7 @@ char *cd_api_render_status(const struct cd_snapshot *s)
 	if (!root)
 		return NULL;
 	ok =
-	    add_str(root, cs_key_version, CD_VERSION) && add_i64(root, cs_key_pid, s->pid) &&
+	    add_str(root, cs_key_version, CS_VERSION) && add_i64(root, cs_key_pid, s->pid) &&
 	    add_real(root, cs_key_uptime_seconds, s->uptime_seconds, 3) &&
 	    (c ? ADD_FIELD(root, cs_key_socket, c->socket) : add_str(root, cs_key_socket, "")) &&
 	    (c ? ADD_FIELD(root, cs_key_state_dir, c->state_dir)
@@ -350,7 +350,7 @@ char *cd_api_render_healthz(void)
 	if (!root)
 		return NULL;
 	return finish(root, add_str(root, cs_key_status, CS_API_HEALTHY) &&
-				add_str(root, cs_key_version, CD_VERSION));
+				add_str(root, cs_key_version, CS_VERSION));
 }
 
 /* The one line of "placement"."message": what happens to a process of this peer. */
