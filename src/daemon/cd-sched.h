@@ -6,7 +6,7 @@
  * as without a scheduler. When they do not, the GPU is serialized: one
  * group, the holder, runs at a time for a quantum derived from what a switch
  * costs; the others' launches wait at their gate (CS_GATE_HOLD in their
- * region, src/group/cs-group.h), counted there as waiters. Every grant has
+ * region, include/cuslice/region.h), counted there as waiters. Every grant has
  * an epoch, so nothing that belongs to an earlier grant (a drain observed
  * late, a release) can end a later one.
  *

@@ -14,7 +14,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #define GPUS "H100:1GiB"
 #define CTX (32 * MiB)

@@ -11,7 +11,7 @@
  */
 #include "cst-um.h"
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #define GPUS "H100:1GiB"
 #define CTX (32 * MiB)

@@ -73,8 +73,10 @@
  *   sync                            cuCtxSynchronize
  *   ipc ID                          cuIpcGetMemHandle of allocation ID
  *   ismanaged ID                    cuPointerGetAttribute(IS_MANAGED) -> managed (0/1)
- *   touch ID                        cuMemsetD8 of the whole allocation, then cuCtxSynchronize
- *                                   (touches every byte on the device) -> ok
+ *   touch ID                        one byte of every 2 MiB of the allocation set on the
+ *                                   device (cuMemsetD2D8, pitch 2 MiB), then cuCtxSynchronize:
+ *                                   every unified-memory chunk is touched, little host memory
+ *                                   written -> ok
  *   capture MODE B                  on a new stream: cuStreamBeginCapture_v2 (MODE global,
  *                                   thread or relaxed), cuMemAlloc_v2(B), cuLaunchHostFunc
  *                                   on the stream, cuStreamEndCapture, then the graph
@@ -109,6 +111,8 @@
 #define MAX_OBJS 4096
 #define MAX_ARGS 16
 #define REPLY_MAX 256
+/* `touch`: the unified-memory chunk (cusim's and the driver's 2 MiB). */
+#define TOUCH_PITCH (2u << 20)
 
 CUdevice qc_dev;
 CUcontext qc_primary;
@@ -1074,7 +1078,10 @@ static CUresult cmd_touch(char **argv)
 
 	if (!o)
 		return bad("id", argv[1]);
-	r = cuMemsetD8_v2(o->value, 0x5a, o->size);
+	/* Rows of one byte, 2 MiB apart: the set's span is the whole allocation. */
+	r = o->size ? cuMemsetD2D8_v2(o->value, TOUCH_PITCH, 0x5a, 1,
+				       (o->size - 1) / TOUCH_PITCH + 1)
+		    : CUDA_SUCCESS;
 	if (r == CUDA_SUCCESS)
 		r = cuCtxSynchronize();
 	return reply(r, "ok=1");

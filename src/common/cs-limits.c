@@ -359,13 +359,18 @@ static const struct cs_limit_rule *decide(const struct cs_limits *l,
 uint64_t cs_limits_resolve(const struct cs_limits *l, const struct cs_limit_device *d)
 {
 	const struct cs_limit_rule *r = decide(l, d);
+	unsigned __int128 v;
 
 	if (!r)
 		return CS_LIMIT_NONE;
 	if (!r->percent)
 		return r->bytes;
-	/* total * 10^6 may not fit in 64 bits; the quotient always does. */
-	return (uint64_t)((unsigned __int128)d->total * r->ppm / CS_LIMIT_PPM_MAX);
+	/*
+	 * total * ppm may not fit in 64 bits; the quotient does up to 100 %,
+	 * and past it (CS_LIMIT_OVER) saturates.
+	 */
+	v = (unsigned __int128)d->total * r->ppm / CS_LIMIT_PPM_MAX;
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
 }
 
 int cs_limits_check_ordinals(const struct cs_limits *l, int device_count, char *err,
