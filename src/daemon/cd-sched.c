@@ -569,6 +569,27 @@ static struct gpu *gpu_of(struct cd_sched *S, const char *uuid)
 	return &S->gpus[S->ngpus++];
 }
 
+/*
+ * Whether a tick has anything to decide: some registered group oversubscribes,
+ * or a GPU is still serialized. Lock held.
+ */
+static bool needed(struct cd_sched *S)
+{
+	struct cusliced *d = S->d;
+
+	for (unsigned i = 0; i < S->ngpus; i++)
+		if (S->gpus[i].mode == CD_SCHED_MODE_SERIALIZED)
+			return true;
+	for (unsigned i = 0; i < d->ngroups; i++) {
+		const struct cd_group *g = d->groups[i];
+
+		if (g->h.g && g->sessions > 0 &&
+		    atomic_load(&g->h.g->mem_mode) == CS_MEM_OVERSUBSCRIBE)
+			return true;
+	}
+	return false;
+}
+
 static void *run(void *arg)
 {
 	struct cd_sched *S = arg;
@@ -584,6 +605,7 @@ static void *run(void *arg)
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	while (!atomic_load(&S->stop)) {
 		uint64_t now, dt;
+		bool idle;
 		int n;
 
 		next.tv_nsec += (long)period;
@@ -592,6 +614,17 @@ static void *run(void *arg)
 			next.tv_sec++;
 		}
 		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+		now = mono_ns();
+		/*
+		 * Nobody oversubscribes: no NVML sample every tick, only once a
+		 * second to keep the listings fresh (the first tick always runs: it
+		 * clears what a previous daemon may have held).
+		 */
+		pthread_mutex_lock(&d->lock);
+		idle = S->last_ns && !needed(S) && now - S->last_ns < 1000 * MS;
+		pthread_mutex_unlock(&d->lock);
+		if (idle)
+			continue;
 		n = cd_nvml_sample(S->nvml, samples);
 		now = mono_ns();
 		/* A late tick (a loaded CPU) catches up from now, not with a burst of ticks. */
