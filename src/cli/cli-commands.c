@@ -143,7 +143,8 @@ static const struct cli_command commands[] = {
 	.name = "set",
 	.run = cli_cmd_set,
 	.synopsis = "cuslice set GROUP [--mem SIZE|none] [--cores PCT|none] [--burst|--hard]\n"
-		    "                   [--required|--optional] [-o table|json]",
+		    "                   [--required|--optional] [--oversubscribe|--no-oversubscribe]\n"
+		    "                   [-o table|json]",
 	.summary = "create or change a group's policy",
 	.description =
 	    "       Changes the policy cusliced keeps for GROUP (creating it: the group\n"
@@ -162,8 +163,13 @@ static const struct cli_command commands[] = {
 	    "              never (hard, the default).\n"
 	    "       --required, --optional\n"
 	    "              Whether the group's processes must reach cusliced: required means\n"
-	    "              they refuse GPU memory when the daemon is unreachable.\n" OPT_O,
+	    "              they refuse GPU memory when the daemon is unreachable.\n"
+	    "       --oversubscribe, --no-oversubscribe\n"
+	    "              memory_mode: the group's cuMemAlloc becomes unified memory and --mem\n"
+	    "              may pass the GPU (up to 1000%), or device memory (hard). Processes\n"
+	    "              read it when they start.\n" OPT_O,
 	.examples = "       cuslice set team-a --mem 16GiB --cores 40 --burst\n"
+		    "       cuslice set notebooks --oversubscribe --mem 150%\n"
 		    "       cuslice set team-a --mem none\n",
     },
     {
