@@ -59,6 +59,7 @@
 	X(CS_ENV_MEM_MODE, "CUSLICE_MEM_MODE", PLAIN, LIB)                                         \
 	X(CS_ENV_OVERSUB_SINGLE, "CUSLICE_OVERSUB_SINGLE", PLAIN, LIB)                             \
 	X(CS_ENV_OVERSUB_KEEP_DEVICE, "CUSLICE_OVERSUB_KEEP_DEVICE", PLAIN, LIB)                   \
+	X(CS_ENV_OOM_WAIT, "CUSLICE_OOM_WAIT", PLAIN, LIB)                                         \
 	X(CS_ENV_SHM_DIR, "CUSLICE_SHM_DIR", SECURE, LIB)                                          \
 	X(CS_ENV_CTX_MEM, "CUSLICE_CTX_MEM", PLAIN, LIB)                                           \
 	X(CS_ENV_LOG_LEVEL, "CUSLICE_LOG_LEVEL", PLAIN, LIB)                                       \

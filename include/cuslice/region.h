@@ -57,6 +57,7 @@
  *   dev[].gate's CS_GATE_HOLD bit,  cusliced's GPU scheduler (docs/scheduler.md)
  *     sched[].beat_ns, epoch, state
  *   sched[].waiters, held_ns        launches waiting at the held gate
+ *   sched[].oom_waiters, oom_waited_ns  allocations waiting for memory
  *
  * Locks are OFD write locks on bytes of the region's file: byte `slot` for a
  * process slot (the kernel drops it when the owner dies), and the three
@@ -218,6 +219,7 @@ struct cs_group_um_proc {
 #define CS_SCHED_QUEUED 2u		/* waits for its turn */
 #define CS_SCHED_DRAINING 3u		/* its turn is over: finishing what it submitted */
 #define CS_SCHED_REVOKED 4u		/* did not drain in time: its launches stay held */
+#define CS_SCHED_WAITING 5u		/* shown only: an allocation waits for memory (CUSLICE_OOM_WAIT) */
 
 /*
  * The scheduler's word to a group on one GPU (version 6), written by
@@ -231,7 +233,11 @@ struct cs_group_sched {
 	_Atomic uint32_t state;		/* CS_SCHED_* */
 	_Atomic uint32_t waiters;	/* launches of the group waiting at the held gate (members) */
 	_Atomic uint64_t held_ns;	/* time its launches waited at the held gate (members) */
-	uint64_t reserved[4];
+	/* queue instead of out-of-memory (CUSLICE_OOM_WAIT): allocations waiting now (members) */
+	_Atomic uint32_t oom_waiters;
+	uint32_t pad0;
+	_Atomic uint64_t oom_waited_ns;	/* time allocations waited for memory (members) */
+	uint64_t reserved[2];
 } __attribute__((aligned(64)));
 
 struct cs_group {

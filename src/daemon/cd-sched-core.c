@@ -197,7 +197,8 @@ const char *cd_sched_mode_name(unsigned mode)
 
 const char *cd_sched_state_name(unsigned state)
 {
-	static const char *const names[] = {"free", "holder", "queued", "draining", "revoked"};
+	static const char *const names[] = {"free",	"holder",  "queued",
+					    "draining", "revoked", "waiting"};
 
 	return state < sizeof(names) / sizeof(names[0]) ? names[state] : "?";
 }

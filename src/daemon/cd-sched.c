@@ -55,6 +55,7 @@ struct member {
 	bool seen;	       /* found this tick */
 	bool arbitrated;       /* oversubscribe mode: held when it is not its turn */
 	unsigned weight;       /* its policy's sched_weight (1 unmanaged) */
+	uint32_t oom_waiters;  /* allocations waiting for memory (CUSLICE_OOM_WAIT) */
 	int gdev;	       /* its region's device entry for the GPU */
 	struct cs_group *g;    /* its region (valid under the lock, this tick) */
 	uint64_t ws, resident; /* bytes */
@@ -217,6 +218,7 @@ static void refresh(struct cusliced *d, struct gpu *u, const struct cd_gpu_sampl
 	for (unsigned i = 0; i < d->ngroups; i++) {
 		struct cd_group *g = d->groups[i];
 		struct member *mb;
+		uint32_t oom;
 		int gdev;
 
 		if (!g->h.g || g->sessions == 0)
@@ -239,6 +241,16 @@ static void refresh(struct cusliced *d, struct gpu *u, const struct cd_gpu_sampl
 		mb->weight = g->policy && g->policy->sched_weight ? g->policy->sched_weight : 1;
 		mb->ws = atomic_load(&g->h.g->dev[gdev].used);
 		mb->waiters = atomic_load(&g->h.g->sched[gdev].waiters);
+		oom = atomic_load(&g->h.g->sched[gdev].oom_waiters);
+		/* Queue instead of out-of-memory: said once per wait (a member's count, bounded).
+		 */
+		if (oom && !mb->oom_waiters)
+			cd_event(
+			    d, "waiting", mb->group, 0,
+			    "group %s: %u allocation(s) on %s wait for memory instead of failing "
+			    "(CUSLICE_OOM_WAIT)",
+			    mb->group, oom > 1024 ? 1024 : oom, u->uuid);
+		mb->oom_waiters = oom > 1024 ? 1024 : oom;
 		atomic_store(&g->h.g->sched[gdev].beat_ns, now);
 		measure(d, s, mb);
 		if (mb->busy)
@@ -758,6 +770,7 @@ int cd_sched_snapshot(struct cusliced *d, struct cd_snapshot *out)
 			sm->resident = mb->resident;
 			sm->waiters = mb->waiters;
 			sm->weight = mb->weight;
+			sm->oom_waiters = mb->oom_waiters;
 			sm->held_ns = mb->held_ns;
 			sm->waited_ns =
 			    mb->waited_ns +
@@ -777,7 +790,11 @@ unsigned cd_sched_group_state(struct cusliced *d, const char *group, const char 
 		if (strcmp(S->gpus[i].uuid, uuid) != 0)
 			continue;
 		mb = member_find(&S->gpus[i], group);
-		return mb ? mb->state : CS_SCHED_FREE;
+		if (!mb)
+			return CS_SCHED_FREE;
+		/* An allocation waiting for memory says more than "free" or "queued". */
+		return mb->oom_waiters && mb->state != CS_SCHED_HOLDER ? CS_SCHED_WAITING
+								       : mb->state;
 	}
 	return CS_SCHED_FREE;
 }

@@ -189,6 +189,7 @@ struct cd_snap_sched_member {
 	uint64_t resident;		/* bytes NVML lists for its processes */
 	unsigned waiters;		/* launches waiting at its gate */
 	unsigned weight;		/* its policy's sched_weight */
+	unsigned oom_waiters;		/* allocations waiting for memory (CUSLICE_OOM_WAIT) */
 	uint64_t held_ns;		/* time it held the GPU (serialized) */
 	uint64_t waited_ns;		/* time it waited for it with launches queued */
 };

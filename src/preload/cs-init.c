@@ -151,7 +151,7 @@ static void load_config(void)
 	if (!group && !limit && !core)
 		return;
 	atomic_store(&cs.mode, CS_MODE_ACTIVE);
-	if (load_oversub_config() < 0)
+	if (load_oversub_config() < 0 || cs_oom_wait_load() < 0)
 		return;
 
 	if (!dir)

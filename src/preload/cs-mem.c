@@ -119,7 +119,8 @@ static CUresult free_tracked(CUdeviceptr ptr, CUresult (*real_free)(CUdeviceptr)
 	return cs_untrack_end(&u, real_free(ptr));
 }
 
-CS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+/* One try of cuMemAlloc_v2 (the export below may wait and try again: CUSLICE_OOM_WAIT). */
+static CUresult alloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
 	unsigned gdev;
 	CUresult r;
@@ -133,6 +134,19 @@ CS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 		return r;
 	r = CS_REAL(cuMemAlloc_v2)(dptr, bytesize);
 	return finish(r, *dptr, gdev, bytesize, free_v2);
+}
+
+/* An allocation that finds no memory waits for some, bounded, when CUSLICE_OOM_WAIT says so. */
+CS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+	struct cs_oom_wait w = {0};
+	CUresult r;
+
+	do
+		r = alloc_v2(dptr, bytesize);
+	while (cs_oom_wait_again(&w, r));
+	cs_oom_wait_done(&w, r);
+	return r;
 }
 
 CS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)

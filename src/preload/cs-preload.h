@@ -408,6 +408,25 @@ static inline void cs_launch_gate(void)
 	}
 }
 
+/* ---- queue instead of out-of-memory (cs-oom-wait.c) ---- */
+
+/* One allocation's wait for memory; zero-initialised before its first try. */
+struct cs_oom_wait {
+	uint64_t start_ns;		/* 0: has not waited */
+	struct cs_group_sched *s;	/* where the wait is counted, NULL none */
+};
+
+/* Reads CUSLICE_OOM_WAIT at load: 0, or -EINVAL when failed closed. */
+int cs_oom_wait_load(void);
+/*
+ * After a try that returned r: true when r is an out-of-memory, a wait is
+ * configured and its time is not up; it slept one retry period then, and the
+ * caller tries again. False: return r. Not async-signal-safe (sleeps).
+ */
+bool cs_oom_wait_again(struct cs_oom_wait *w, CUresult r);
+/* After the last try (r its result): ends the wait's accounting, logs a wait that ran out. */
+void cs_oom_wait_done(struct cs_oom_wait *w, CUresult r);
+
 /* ---- cusliced (cs-daemon.c) ---- */
 
 /*

@@ -173,6 +173,7 @@ static void test_http_api_scheduler(void **state)
 	assert_int_equal(cJSON_GetArraySize(q), 2);
 	e = cJSON_GetArrayItem(q, 0);
 	ASSERT_FIELDS(e, "group", "state", "working_set", "resident", "waiting_launches", "weight",
+		      "waiting_allocations",
 		      "held_seconds", "waited_seconds");
 	assert_num(e, "weight", 3);
 	assert_str(e, "group", "train");

@@ -297,6 +297,73 @@ static void test_sched_gates_every_launch(void **state)
 	sys_end(NULL);
 }
 
+/* The state of group g's first device in GET /v1/groups/g ("" when not listed). */
+static void group_state(const char *g, char *buf, size_t len)
+{
+	char path[128];
+	cJSON *doc, *dev;
+
+	snprintf(path, sizeof(path), "/v1/groups/%s", g);
+	doc = sys_get_json(path);
+	dev = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "devices"), 0);
+	snprintf(buf, len, "%s",
+		 dev ? cJSON_GetStringValue(cJSON_GetObjectItem(dev, "sched_state")) : "");
+	cJSON_Delete(doc);
+}
+
+/*
+ * Queue instead of out-of-memory: with CUSLICE_OOM_WAIT an allocation that
+ * finds the GPU held by another group waits (state `waiting`, an event) and
+ * succeeds once the memory is freed; without the memory coming back it
+ * fails when the wait is over, not before.
+ */
+static void test_sched_oom_wait(void **state)
+{
+	char *const wait_long[] = {"CUSLICE_OOM_WAIT=30s", NULL};
+	char *const wait_short[] = {"CUSLICE_OOM_WAIT=1s", NULL};
+	struct qt_proc a, b, c;
+	char st[32];
+	const char *line;
+	uint64_t end;
+	double t;
+
+	(void)state;
+	world("sched-oom", CONFIG);
+	sys_holder(&a, "a", "6GiB", NULL);
+	sys_serve(&b, "b", wait_long);
+	qt_send(&b, "device 4294967296");
+	end = qt_now_ms() + 10000;
+	for (;;) {
+		group_state("b", st, sizeof(st));
+		if (strcmp(st, "waiting") == 0)
+			break;
+		if (qt_now_ms() > end) {
+			sys_daemon_log(20);
+			fail_msg("group b is \"%s\", not waiting for memory", st);
+		}
+		cst_sleep_s(0.05);
+	}
+	wait_event("waiting", "b", 5000);
+	/* The memory comes back: the waiting allocation gets it. */
+	t = cst_now_s();
+	assert_int_equal(qt_kill(&a, SIGTERM), 0);
+	line = qt_read_line(&b, 20000);
+	assert_non_null(line);
+	assert_int_equal(qt_rc(line), 0);
+	print_message("the waiting allocation succeeded %.2f s after the holder freed\n",
+		      cst_now_s() - t);
+	/* Bounded: with the GPU full and nothing freed, it fails once its wait is over. */
+	sys_serve(&c, "c", wait_short);
+	t = cst_now_s();
+	line = qt_cmd(&c, "device 4294967296");
+	assert_int_equal(qt_rc(line), CUDA_ERROR_OUT_OF_MEMORY);
+	assert_true(cst_now_s() - t >= 0.9);
+	assert_true(cst_now_s() - t < 10.0);
+	qt_finish(&b);
+	qt_finish(&c);
+	sys_end(NULL);
+}
+
 /* A holder whose kernel outlasts quantum + grace is revoked; the other group gets the GPU. */
 static void test_sched_revoked(void **state)
 {
@@ -364,6 +431,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_sched_gates_every_launch),
 	    cmocka_unit_test(test_sched_revoked),
 	    cmocka_unit_test(test_sched_daemon_restart),
+	    cmocka_unit_test(test_sched_oom_wait),
 	};
 
 	(void)argc;

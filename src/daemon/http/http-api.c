@@ -170,6 +170,7 @@ static bool render_sched(cJSON *o, const struct cd_snap_sched *c)
 		     add_str(e, cs_key_state, cd_sched_state_name(m->state)) &&
 		     add_u64(e, cs_key_working_set, m->working_set) && add_u64(e, cs_key_resident, m->resident) &&
 		     add_u64(e, cs_key_waiting_launches, m->waiters) && add_u64(e, cs_key_weight, m->weight) &&
+		     add_u64(e, cs_key_waiting_allocations, m->oom_waiters) &&
 		     add_real(e, cs_key_held_seconds, (double)m->held_ns / 1e9, 3) &&
 		     add_real(e, cs_key_waited_seconds, (double)m->waited_ns / 1e9, 3);
 	}

@@ -257,6 +257,8 @@ static void render_sched(FILE *f, const struct cd_snapshot *s)
 	    {"cuslice_sched_waited_seconds_total", "counter",
 	     "Time the group waited for the serialized GPU with launches queued."},
 	    {"cuslice_sched_held_seconds_total", "counter", "Time the group held the serialized GPU."},
+	    {"cuslice_sched_waiting_allocations", "gauge",
+	     "Allocations of the group waiting for memory instead of failing (CUSLICE_OOM_WAIT)."},
 	};
 
 	for (size_t m = 0; m < sizeof(fam) / sizeof(fam[0]); m++) {
@@ -289,7 +291,8 @@ static void render_sched(FILE *f, const struct cd_snapshot *s)
 				case 0: fprintf(f, " %d\n", mb->state == CS_SCHED_HOLDER); break;
 				case 1: fprintf(f, " %u\n", mb->waiters); break;
 				case 2: fprintf(f, " %.3f\n", (double)mb->waited_ns / 1e9); break;
-				default: fprintf(f, " %.3f\n", (double)mb->held_ns / 1e9); break;
+				case 3: fprintf(f, " %.3f\n", (double)mb->held_ns / 1e9); break;
+				default: fprintf(f, " %u\n", mb->oom_waiters); break;
 				}
 			}
 	}
