@@ -25,6 +25,8 @@
 #define OOM_WAIT_MAX_MS 3600000ull
 
 static uint64_t oom_wait_ns; /* 0: fail at once, as without the variable */
+/* Each message once per process: a job retrying in a loop must not flood its stderr. */
+static _Atomic bool logged_wait, logged_timeout;
 
 int cs_oom_wait_load(void)
 {
@@ -66,10 +68,12 @@ bool cs_oom_wait_again(struct cs_oom_wait *w, CUresult r)
 		w->s = entry();
 		if (w->s)
 			atomic_fetch_add(&w->s->oom_waiters, 1);
-		cs_log(CS_LOG_INFO, CS_LOG_NAME,
-		       "an allocation found no memory: waiting up to %llu ms for some to free "
-		       "(CUSLICE_OOM_WAIT)",
-		       (unsigned long long)(oom_wait_ns / 1000000ull));
+		if (!atomic_exchange(&logged_wait, true))
+			cs_log(
+			    CS_LOG_INFO, CS_LOG_NAME,
+			    "an allocation found no memory: waiting up to %llu ms for some to free "
+			    "(CUSLICE_OOM_WAIT)",
+			    (unsigned long long)(oom_wait_ns / 1000000ull));
 	}
 	if (now - w->start_ns >= oom_wait_ns)
 		return false;
@@ -87,7 +91,7 @@ void cs_oom_wait_done(struct cs_oom_wait *w, CUresult r)
 		atomic_fetch_add_explicit(&w->s->oom_waited_ns, cs_core_mono_ns() - w->start_ns,
 					  memory_order_relaxed);
 	}
-	if (r == CUDA_ERROR_OUT_OF_MEMORY)
+	if (r == CUDA_ERROR_OUT_OF_MEMORY && !atomic_exchange(&logged_timeout, true))
 		cs_log(CS_LOG_WARN, CS_LOG_NAME,
 		       "an allocation waited %llu ms for memory (CUSLICE_OOM_WAIT) and none freed: "
 		       "out of memory",
