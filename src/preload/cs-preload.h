@@ -93,6 +93,8 @@ void *cs_nvml_handle(void);
 /* A driver/NVML function we call but do not wrap, by exact symbol; NULL if absent. */
 void *cs_driver_sym(const char *symbol);
 void *cs_nvml_sym(const char *symbol);
+/* The same for an NVML function, typed by its prototype in nvml-abi.h. */
+#define CS_NVML_SYM(name) ((CS_NVML_FN(name))cs_nvml_sym(#name))
 
 /*
  * Driver functions we call but do not wrap, resolved at attach. The first
