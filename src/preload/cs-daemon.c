@@ -231,7 +231,7 @@ static int attempt(int fd, const struct cs_ipc_register *reg, struct cs_ipc_msg 
 /* Takes the region cusliced handed over; false (failed closed) when it is not one. */
 static bool adopt_region(int rfd, const struct cs_ipc_registered *ok)
 {
-	int e = cs_group_attach_fd(&cs.gh, rfd, ok->group);
+	int e = cs_group_open_fd(&cs.gh, rfd, ok->group);
 
 	if (e == 0) {
 		cs.daemon_slot = (int)ok->slot;

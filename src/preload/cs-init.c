@@ -478,7 +478,8 @@ static bool open_standalone(void)
 	return true;
 }
 
-static CUresult do_attach(void)
+/* cs_attach's steps, run by the one caller that attaches. */
+static CUresult attach_steps(void)
 {
 	CUresult r;
 	int e;
@@ -527,12 +528,7 @@ static CUresult do_attach(void)
 	return CUDA_SUCCESS;
 }
 
-/*
- * Attaches once; CUDA_SUCCESS when attached. Concurrent callers wait for the
- * one that attaches. A call made from inside attaching (a driver that calls
- * back into us) returns an error instead of waiting for itself.
- */
-static CUresult attach(void)
+CUresult cs_attach(void)
 {
 	int expected = CS_DETACHED;
 	CUresult r;
@@ -552,21 +548,11 @@ static CUresult attach(void)
 							      : CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	in_attach = true;
-	r = do_attach();
+	r = attach_steps();
 	in_attach = false;
 	atomic_store_explicit(&cs.attach, r == CUDA_SUCCESS ? CS_ATTACHED : CS_DETACHED,
 			      memory_order_release);
 	return r;
-}
-
-bool cs_attach(void)
-{
-	return attach() == CUDA_SUCCESS;
-}
-
-CUresult cs_attach_result(void)
-{
-	return attach();
 }
 
 CS_EXPORT CUresult cuInit(unsigned int Flags)
@@ -574,6 +560,6 @@ CS_EXPORT CUresult cuInit(unsigned int Flags)
 	CUresult r = CS_REAL(cuInit)(Flags);
 
 	if (r == CUDA_SUCCESS && cs_mode() == CS_MODE_ACTIVE && !in_attach)
-		attach();
+		cs_attach();
 	return r;
 }

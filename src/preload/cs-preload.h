@@ -202,18 +202,19 @@ static inline enum cs_mode cs_mode(void)
  * opens or creates the region, claims a process slot, maps every CUDA device
  * ordinal to the group's entry for its UUID with the configured limit.
  * Needs an initialised driver (calls the real cuInit(0) itself). On failure
- * the process switches to FAIL_CLOSED with the reason. Returns true when
- * attached.
+ * the process switches to FAIL_CLOSED with the reason. Returns CUDA_SUCCESS
+ * when attached; else the driver's error, or CUDA_ERROR_OUT_OF_MEMORY when
+ * failed closed. Concurrent callers wait for the one that attaches; a call
+ * made from inside attaching (a driver that calls back into us) returns an
+ * error instead of waiting for itself.
  */
-bool cs_attach(void);
+CUresult cs_attach(void);
 
-/* Same, as a CUresult: the driver's error, or OUT_OF_MEMORY when failed closed. */
-CUresult cs_attach_result(void);
-
+/* Whether this process is attached, attaching now if it is not yet (cs_attach). */
 static inline bool cs_attached(void)
 {
 	return CS_LIKELY(atomic_load_explicit(&cs.attach, memory_order_acquire) == CS_ATTACHED) ||
-	       cs_attach();
+	       cs_attach() == CUDA_SUCCESS;
 }
 
 /* Switches to FAIL_CLOSED with a reason (printf-style); logs it once. */
@@ -243,6 +244,80 @@ bool cs_reserve(unsigned gdev, uint64_t bytes);
 bool cs_reserve_try(unsigned gdev, uint64_t bytes);
 void cs_charge(unsigned gdev, uint64_t bytes);
 void cs_uncharge(unsigned gdev, uint64_t bytes);
+
+/*
+ * Charging what a driver call creates: reserve, call, commit. The charge
+ * is reserved before the driver is asked (so racing processes cannot
+ * together pass the limit), given back when the driver fails, and the
+ * created thing is recorded in the allocation table with it, so that its
+ * free or destroy finds the charge (cs_untrack, below):
+ *     struct cs_track t;
+ *     r = cs_track_begin(&t, bytes);	(cs_track_begin_on: a given device)
+ *     if (r != CUDA_SUCCESS)
+ *         return r;
+ *     r = real_create(&obj, bytes);
+ *     return cs_track_end(&t, r, CS_PTR_DEVICE, obj, bytes, 0, undo, NULL);
+ * Inline: this is the allocation fast path.
+ */
+struct cs_track {
+	unsigned gdev;
+	uint64_t charged; /* reserved before the call: given back when it fails */
+};
+
+/*
+ * Destroys a created thing the allocation table cannot hold (key and size
+ * as they would have been recorded; arg as given to cs_track_end).
+ */
+typedef void (*cs_track_undo_fn)(uint64_t key, uint64_t size, void *arg);
+
+/* Reserves `bytes` on group device gdev: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY. */
+static inline CUresult cs_track_begin_on(struct cs_track *t, unsigned gdev, uint64_t bytes)
+{
+	t->gdev = gdev;
+	t->charged = bytes;
+	return cs_reserve(gdev, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* The same on the current context's device; its error as cs_current_gdev's. */
+static inline CUresult cs_track_begin(struct cs_track *t, uint64_t bytes)
+{
+	CUresult r = cs_current_gdev(&t->gdev);
+
+	return r != CUDA_SUCCESS ? r : cs_track_begin_on(t, t->gdev, bytes);
+}
+
+/*
+ * The one translation of a full allocation table (cs-account.c), logged:
+ * with `undo`, the thing is destroyed, its charge given back and the call
+ * fails with CUDA_ERROR_OUT_OF_MEMORY; without (the caller cannot undo
+ * it: a context, an array), it stays, charged, and the call succeeds —
+ * accounting is never lost either way.
+ */
+CUresult cs_track_full(const struct cs_track *t, enum cs_ptr_kind kind, uint64_t key, uint64_t size,
+		       cs_track_undo_fn undo, void *arg);
+
+/* Records a created thing (the driver succeeded) with its charge. */
+static inline CUresult cs_track_commit(const struct cs_track *t, enum cs_ptr_kind kind,
+				       uint64_t key, uint64_t size, uint64_t aux,
+				       cs_track_undo_fn undo, void *arg)
+{
+	if (CS_LIKELY(cs_ptrmap_insert(&cs.map, kind, key, size, t->gdev, aux)))
+		return CUDA_SUCCESS;
+	return cs_track_full(t, kind, key, size, undo, arg);
+}
+
+/* After the driver's answer r: the charge back when it failed, else cs_track_commit. */
+static inline CUresult cs_track_end(const struct cs_track *t, CUresult r, enum cs_ptr_kind kind,
+				    uint64_t key, uint64_t size, uint64_t aux,
+				    cs_track_undo_fn undo, void *arg)
+{
+	if (r != CUDA_SUCCESS) {
+		if (t->charged)
+			cs_uncharge(t->gdev, t->charged);
+		return r;
+	}
+	return cs_track_commit(t, kind, key, size, aux, undo, arg);
+}
 
 /*
  * Giving back what a freed or destroyed thing was charged. The entry is taken
