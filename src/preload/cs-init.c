@@ -481,15 +481,15 @@ static bool open_standalone(void)
 /* cs_attach's steps, run by the one caller that attaches. */
 static CUresult attach_steps(void)
 {
+	char missing[256];
 	CUresult r;
 	int e;
 
 	r = CS_REAL(cuInit)(0);
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (!cs_driver_api_load()) {
-		cs_fail_closed("the CUDA driver lacks functions cuslice needs (cuDeviceGet, "
-			       "cuDeviceGetCount, cuDeviceGetUuid_v2, cuCtxGetDevice)");
+	if (!cs_driver_api_load(missing, sizeof(missing))) {
+		cs_fail_closed("the CUDA driver lacks functions cuslice needs: %s", missing);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	if (!cs.map_ready) {

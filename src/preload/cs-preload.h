@@ -96,24 +96,18 @@ void *cs_nvml_sym(const char *symbol);
 /* The same for an NVML function, typed by its prototype in nvml-abi.h. */
 #define CS_NVML_SYM(name) ((CS_NVML_FN(name))cs_nvml_sym(#name))
 
-/*
- * Driver functions we call but do not wrap, resolved at attach. The first
- * four are required (attach fails closed without them); callers check the
- * others for NULL.
- */
+/* Driver functions we call but do not wrap (calls-cuda.def), resolved at attach. */
 struct cs_driver_api {
-	__typeof__(&cuDeviceGet) cuDeviceGet;
-	__typeof__(&cuDeviceGetCount) cuDeviceGetCount;
-	__typeof__(&cuDeviceGetUuid_v2) cuDeviceGetUuid_v2;
-	__typeof__(&cuCtxGetDevice) cuCtxGetDevice;
-	__typeof__(&cuDeviceGetMemPool) cuDeviceGetMemPool;
-	__typeof__(&cuDeviceGetDefaultMemPool) cuDeviceGetDefaultMemPool;
-	__typeof__(&cuMemPoolGetAttribute) cuMemPoolGetAttribute;
-	__typeof__(&cuStreamSynchronize) cuStreamSynchronize;
-	__typeof__(&cuStreamSynchronize_ptsz) cuStreamSynchronize_ptsz;
+#define X(fn, need) __typeof__(&fn) fn;
+#include "calls-cuda.def"
+#undef X
 };
 extern struct cs_driver_api cs_drv;
-bool cs_driver_api_load(void);
+/*
+ * Resolves cs_drv. True when every REQUIRED function is there; else false
+ * with their names, comma-separated, in missing[len].
+ */
+bool cs_driver_api_load(char *missing, size_t len);
 
 /* The real dlsym (libc's), for lookups made on our own behalf. */
 void *cs_real_dlsym(void *handle, const char *name);
