@@ -289,7 +289,7 @@ static bool recover_holder(struct cusliced *d, struct cd_group *g, pid_t pid, in
 	}
 	if (!cd_proc_recover(d, g, slot, pid, start, &peer))
 		return false;
-	cd_event(d, "registered", g->name, pid,
+	cd_event(d, CS_EVENT_REGISTERED, g->name, pid,
 		 "pid %d (uid %u) found holding slot %d of group %s after a restart", (int)pid,
 		 (unsigned)peer.uid, slot, g->name);
 	return true;

@@ -82,13 +82,13 @@ void cs_format_uuid(const CUuuid *u, char out[CS_GROUP_UUID_LEN])
 
 static void load_log_level(void)
 {
-	static const char *const names[] = {"error", "warn", "info", "debug"};
 	const char *v = cs_env_get(CS_ENV_LOG_LEVEL);
 
 	if (!v)
 		return;
-	for (int i = 0; i < 4; i++) {
-		if (strcasecmp(v, names[i]) == 0) {
+	/* Any case: CUSLICE_LOG_LEVEL=DEBUG works, as it always has. */
+	for (int i = 0; i < CS_LOG_LEVEL_COUNT; i++) {
+		if (strcasecmp(v, cs_log_level_name((enum cs_log_level)i)) == 0) {
 			cs_log_threshold = i;
 			return;
 		}
@@ -502,7 +502,7 @@ static CUresult attach_steps(void)
 	} else {
 		cs_ptrmap_reset(&cs.map);	/* a fork child: the parent's entries are not ours */
 	}
-	if (cs.gh.fd < 0 && cs.daemon_fd < 0 && cs_daemon_register() < 0)
+	if (cs.gh.fd < 0 && cs.daemon_fd < 0 && cs_daemon_register() == CS_REFUSED)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (cs.daemon_fd >= 0) {
 		/* The region cusliced handed over, in the slot it assigned. */

@@ -448,13 +448,22 @@ static inline void cs_launch_gate(void)
 /* ---- cusliced (cs-daemon.c) ---- */
 
 /*
- * Registers with cusliced at attach. 0: registered (cs.group_name is the
- * daemon's word now, cs.gh holds the region it handed over, unregistered,
- * and cs.daemon_slot the slot to take); 1: no daemon, standalone; -1:
- * refused, or the node's daemon did not answer within CUSLICE_DAEMON_WAIT,
- * or required but absent (the process failed closed).
+ * What registering with cusliced came to:
+ *   registered     cs.group_name is the daemon's word now, cs.gh holds the
+ *                  region it handed over (no slot taken yet), and
+ *                  cs.daemon_slot the slot to take
+ *   standalone     no daemon (or CUSLICE_DAEMON=off): on the environment's limits
+ *   failed closed  refused, or the node's daemon did not answer within
+ *                  CUSLICE_DAEMON_WAIT, or required but absent
  */
-int cs_daemon_register(void);
+#define CS_REGISTRATIONS(X)                                                                        \
+	X(CS_REGISTERED, "registered")                                                             \
+	X(CS_STANDALONE, "standalone")                                                             \
+	X(CS_REFUSED, "failed closed")
+CS_XENUM(cs_registration, CS_REGISTRATION_COUNT, CS_REGISTRATIONS)
+
+/* Registers with cusliced, at attach. */
+enum cs_registration cs_daemon_register(void);
 /*
  * Reads CUSLICE_SOCKET, CUSLICE_DAEMON, CUSLICE_DAEMON_WAIT and
  * CUSLICE_TOKEN (at load, with the rest of the configuration). False when
