@@ -60,7 +60,9 @@ static const char usage_text[] =
     "      --shm-dir DIR        ignored (regions are sealed memory files the daemon\n"
     "                           hands to its members; kept for old configurations)\n"
     "      --metrics-listen ADDR  Prometheus metrics on HOST:PORT ([::1]:PORT for\n"
-    "                           IPv6), or none (default 127.0.0.1:9464)\n"
+    "                           IPv6), or none (default 127.0.0.1:10463)\n"
+    "      --status-page yes|no the read-only status page at / on the metrics\n"
+    "                           address (default yes)\n"
     "      --log-level LEVEL    error, warn, info (default) or debug\n"
     "      --token-file FILE    file holding a token that processes (CUSLICE_TOKEN)\n"
     "                           and API clients (Authorization: Bearer) must present\n"
@@ -160,6 +162,7 @@ static const struct option longopts[] = {
     {"on-bypass", required_argument, NULL, 0},
     {"ipc-sessions-per-uid", required_argument, NULL, 0},
     {"api-connections-per-uid", required_argument, NULL, 0},
+    {"status-page", required_argument, NULL, 0},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},

@@ -91,6 +91,7 @@ struct cd_config {
 	char state_dir[256];
 	char shm_dir[256];
 	char metrics_listen[128];	/* "HOST:PORT", or "none" */
+	bool status_page;	/* the status page at "/" on metrics_listen */
 	char token_file[256];	/* "" = no token */
 	char token[256];	/* read from token_file */
 	uid_t allow_uids[32];
@@ -151,6 +152,8 @@ struct cd_snap_dev {
 	double core_used;		/* share of the device's time in the last second, 0..1 */
 	uint64_t oom_denials;
 	uint64_t throttled_ns;
+	bool over_memory;		/* the backstop finds the group over its memory limit here */
+	bool over_compute;		/* ... over its hard core limit, sustained */
 };
 
 struct cd_snap_group {
@@ -169,6 +172,7 @@ struct cd_snap_proc_gpu {
 
 struct cd_snap_proc {
 	pid_t pid;			/* in the daemon's PID namespace */
+	char name[16];			/* /proc/PID/comm: the process's to set, "" when unknown */
 	char group[CS_GROUP_NAME_MAX + 1];	/* "" for an unregistered (bypassing) process */
 	uid_t uid;
 	bool registered;
@@ -200,6 +204,15 @@ struct cd_snapshot {
 	unsigned conns_ipc, conns_http;	/* connections held now (IPC: sessions and undecided) */
 	uint64_t conns_refused[CD_PROTO_COUNT][CD_REFUSED_COUNT];
 	uint64_t events_suppressed;	/* events the per-peer rate limit dropped */
+	uint64_t over_memory_total;	/* over_quota events: a group found over its memory limit */
+	uint64_t over_compute_total;	/* over_compute events: ... over its hard core limit */
+	/* The backstop's NVML sampling: the last that succeeded (unix seconds, 0 never),
+	 * samples that failed, and whether it is healthy now (it succeeded within
+	 * CD_BACKSTOP_STALE_INTERVALS intervals). */
+	double backstop_last_ok;
+	uint64_t backstop_failures;
+	bool backstop_ok;
+	char hostname[256];		/* $NODE_NAME, else gethostname(): metrics' Hostname */
 	unsigned ngpus;
 	struct cd_snap_gpu *gpus;
 	unsigned ngroups;
@@ -255,6 +268,9 @@ static inline void cd_label_metric_name(const char *key, char *out, size_t len)
 		out[o++] = (*key == '.' || *key == '/' || *key == '-') ? '_' : *key;
 	out[o] = '\0';
 }
+
+/* The backstop counts as down after this many intervals without a good NVML sample. */
+#define CD_BACKSTOP_STALE_INTERVALS 3
 
 /* A deep copy of the daemon's view. 0 or -ENOMEM. */
 int cd_snapshot(struct cusliced *d, struct cd_snapshot *s);

@@ -11,7 +11,7 @@
 static const char canned_status[] =
     "{\"version\":\"0.1.0\",\"pid\":4242,\"uptime_seconds\":3723.5,"
     "\"socket\":\"/run/cuslice/cusliced.sock\",\"state_dir\":\"/var/lib/cuslice\","
-    "\"shm_dir\":\"/dev/shm\",\"metrics_listen\":\"127.0.0.1:9464\","
+    "\"shm_dir\":\"/dev/shm\",\"metrics_listen\":\"127.0.0.1:10463\","
     "\"groups\":2,\"processes\":4,\"gpus\":2}";
 
 static const char canned_gpus[] =

@@ -60,7 +60,7 @@ static void test_cli_render_status(void **state)
 		       "socket          /run/cuslice/cusliced.sock\n"
 		       "state directory /var/lib/cuslice\n"
 		       "shm directory   /dev/shm\n"
-		       "metrics         127.0.0.1:9464\n"
+		       "metrics         127.0.0.1:10463\n"
 		       "groups          2\n"
 		       "processes       4\n"
 		       "gpus            2\n");

@@ -551,13 +551,16 @@ static void test_system_metrics(void **state)
 	sys_wait_group(x, 300 * MiB + QT_CTX, 1, SYS_REFRESH_MS);
 	sys_wait_group(y, 100 * MiB + QT_CTX, 1, SYS_REFRESH_MS);
 	sys_wait_gpu_used(400 * MiB + 2 * QT_CTX, SYS_REFRESH_MS);
-	snprintf(lx, sizeof(lx), "group=\"%s\" gpu=\"%s\"", x, uuid);
-	snprintf(ly, sizeof(ly), "group=\"%s\" gpu=\"%s\"", y, uuid);
-	snprintf(lg, sizeof(lg), "gpu=\"%s\" index=\"0\"", uuid);
+	/* dcgm-exporter's labels: gpu the index, UUID the UUID. */
+	snprintf(lx, sizeof(lx), "group=\"%s\" gpu=\"0\" UUID=\"%s\"", x, uuid);
+	snprintf(ly, sizeof(ly), "group=\"%s\" gpu=\"0\" UUID=\"%s\"", y, uuid);
+	snprintf(lg, sizeof(lg), "gpu=\"0\" UUID=\"%s\"", uuid);
 
 	text = sys_metrics();
 	promtool_check(text);
-	assert_metric(text, "cuslice_daemon_up", NULL, 1);
+	assert_metric(text, "cuslice_build_info", NULL, 1);
+	assert_metric(text, "cuslice_backstop_up", NULL, 1);
+	assert_metric(text, "cuslice_gpu_bypass_processes", lg, 0);
 	assert_true(metric(text, "cuslice_daemon_start_time_seconds", NULL) > 1.6e9);
 	assert_metric(text, "cuslice_gpu_memory_total_bytes", lg, (double)GPU_TOTAL);
 	assert_metric(text, "cuslice_gpu_memory_used_bytes", lg, (double)(400 * MiB + 2 * QT_CTX));

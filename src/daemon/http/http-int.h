@@ -102,6 +102,16 @@ const struct cd_snap_group *cd_api_find_group(const struct cd_snapshot *s, const
  */
 char *cd_metrics_render(const struct cd_snapshot *s);
 
+/*
+ * The status page (HTML, read-only): the snapshot's GPUs, groups and
+ * processes, and events ev[0..nev) (oldest first; shown newest first).
+ * Every string a tenant chooses is escaped. NULL when out of memory.
+ */
+char *cd_status_page_render(const struct cd_snapshot *s, const struct cd_event *ev, unsigned nev);
+
+/* Events the status page shows: the latest ones. */
+#define CD_STATUS_EVENTS 50u
+
 /* Content-Type of cd_metrics_render's text. */
 #define CD_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 

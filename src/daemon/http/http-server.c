@@ -17,7 +17,8 @@
  *   so a connection carries exactly the one request the front door checked
  *   (a second one would reach MHD unchecked).
  * - The metrics server listens on TCP metrics_listen (localhost by default),
- *   serves GET /metrics without authorization and nothing else.
+ *   serves GET /metrics and, unless status_page is off, the status page at
+ *   "/" (http-status.c), without authorization, and nothing else.
  *
  * How the API server is configured, and why:
  *
@@ -91,6 +92,7 @@ _Static_assert(CONNECTION_MEMORY >= 3 * CD_HTTP_HEAD_MAX,
 
 struct cd_http {
 	struct cusliced *d;
+	bool status_page;	    /* "/" on the metrics server is the status page */
 	struct MHD_Daemon *api;
 	struct MHD_Daemon *metrics; /* NULL when metrics_listen is "none" */
 	char admin_socket[108];	    /* named in the refusals of the registration socket */
@@ -399,6 +401,80 @@ static const char metrics_index[] = "<html><head><title>cusliced</title></head><
 				    "<p>Prometheus metrics: <a href=\"/metrics\">/metrics</a></p>\n"
 				    "</body></html>\n";
 
+/*
+ * The status page runs no script and loads nothing: the policy says so to
+ * the browser too, so a tenant's string that slipped through the escaping
+ * would still be inert.
+ */
+static const char status_csp[] = "default-src 'none'; style-src 'unsafe-inline'; "
+				 "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/* The latest CD_STATUS_EVENTS events into ev (oldest first); how many. */
+static unsigned latest_events(struct cusliced *d, struct cd_event *ev)
+{
+	struct cd_event *page = calloc(CD_API_EVENTS_MAX, sizeof(*page));
+	uint64_t since = 0;
+	unsigned n = 0, got;
+
+	if (!page)
+		return 0;
+	/* Pages through what the daemon keeps, keeping the tail. */
+	do {
+		got = cd_events(d, since, page, CD_API_EVENTS_MAX);
+		if (got > CD_API_EVENTS_MAX)
+			got = CD_API_EVENTS_MAX;
+		for (unsigned i = 0; i < got; i++) {
+			if (n == CD_STATUS_EVENTS) {
+				memmove(ev, ev + 1, (n - 1) * sizeof(*ev));
+				n--;
+			}
+			ev[n++] = page[i];
+		}
+		if (got)
+			since = page[got - 1].seq;
+	} while (got == CD_API_EVENTS_MAX);
+	free(page);
+	return n;
+}
+
+static enum MHD_Result send_status_page(struct cd_http *h, struct MHD_Connection *c)
+{
+	struct cd_event *ev = calloc(CD_STATUS_EVENTS, sizeof(*ev));
+	struct MHD_Response *r;
+	struct cd_snapshot s;
+	enum MHD_Result ret;
+	char *page = NULL;
+
+	memset(&s, 0, sizeof(s));
+	if (ev && cd_snapshot(h->d, &s) == 0) {
+		page = cd_status_page_render(&s, ev, latest_events(h->d, ev));
+		cd_snapshot_free(&s);
+	}
+	free(ev);
+	if (!page)
+		return send_reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+				  strdup("cannot read the daemon's state\n"),
+				  "text/plain; charset=utf-8", NULL, NULL);
+	r = MHD_create_response_from_buffer(strlen(page), page, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(page);
+		return MHD_NO;
+	}
+	if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8") !=
+		MHD_YES ||
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES ||
+	    MHD_add_response_header(r, "Content-Security-Policy", status_csp) != MHD_YES ||
+	    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff") != MHD_YES ||
+	    MHD_add_response_header(r, "Referrer-Policy", "no-referrer") != MHD_YES ||
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") != MHD_YES) {
+		MHD_destroy_response(r);
+		return MHD_NO;
+	}
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 /* The metrics server answers from the headers alone: it never reads a body. */
 static enum MHD_Result metrics_handler(void *cls, struct MHD_Connection *c, const char *url,
 				       const char *method, const char *version,
@@ -418,6 +494,8 @@ static enum MHD_Result metrics_handler(void *cls, struct MHD_Connection *c, cons
 		return send_reply(c, MHD_HTTP_METHOD_NOT_ALLOWED,
 				  strdup("method not allowed (allowed: GET, HEAD)\n"),
 				  "text/plain; charset=utf-8", MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	if (strcmp(url, "/") == 0 && h->status_page)
+		return send_status_page(h, c);
 	if (strcmp(url, "/") == 0)
 		return send_reply(c, MHD_HTTP_OK, strdup(metrics_index), "text/html; charset=utf-8",
 				  NULL, NULL);
@@ -507,8 +585,8 @@ int cd_http_parse_listen(const char *text, struct sockaddr_storage *ss, socklen_
 bad:
 	snprintf(err, errlen,
 		 "metrics_listen '%.64s': expected HOST:PORT with HOST an IPv4 address, "
-		 "[IPv6 address] or localhost and PORT 1..65535 (e.g. 127.0.0.1:9464, "
-		 "[::1]:9464), or none",
+		 "[IPv6 address] or localhost and PORT 1..65535 (e.g. 127.0.0.1:10463, "
+		 "[::1]:10463), or none",
 		 text);
 	return -EINVAL;
 }
@@ -572,6 +650,7 @@ struct cd_http *cd_http_start(struct cusliced *d, const struct cd_config *c, cha
 		return NULL;
 	}
 	h->d = d;
+	h->status_page = c && c->status_page;
 	snprintf(h->admin_socket, sizeof(h->admin_socket), "%s",
 		 c && c->admin_socket[0] ? c->admin_socket : CD_DEFAULT_ADMIN_SOCKET);
 	/* MHD_USE_NO_LISTEN_SOCKET implies an inter-thread channel (MHD_USE_ITC),

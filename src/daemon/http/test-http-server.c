@@ -670,15 +670,15 @@ static void test_http_server_listen_parse(void **state)
 {
 	static const char *const bad[] = {
 	    "",
-	    "9464",
-	    ":9464",
+	    "10463",
+	    ":10463",
 	    "127.0.0.1",
 	    "127.0.0.1:",
 	    "127.0.0.1:0",
 	    "127.0.0.1:65536",
 	    "127.0.0.1:94x",
-	    "::1:9464",
-	    "[::1]9464",
+	    "::1:10463",
+	    "[::1]10463",
 	    "[::1]:",
 	    "[nope]:1",
 	    "example.com:80",
@@ -692,20 +692,20 @@ static void test_http_server_listen_parse(void **state)
 	socklen_t len;
 
 	(void)state;
-	assert_int_equal(cd_http_parse_listen("127.0.0.1:9464", &ss, &len, err, sizeof(err)), 0);
+	assert_int_equal(cd_http_parse_listen("127.0.0.1:10463", &ss, &len, err, sizeof(err)), 0);
 	assert_int_equal(ss.ss_family, AF_INET);
 	assert_int_equal(len, sizeof(*a4));
-	assert_int_equal(ntohs(a4->sin_port), 9464);
+	assert_int_equal(ntohs(a4->sin_port), 10463);
 	assert_int_equal(ntohl(a4->sin_addr.s_addr), INADDR_LOOPBACK);
 	assert_int_equal(cd_http_parse_listen("localhost:1", &ss, &len, err, sizeof(err)), 0);
 	assert_int_equal(ntohl(a4->sin_addr.s_addr), INADDR_LOOPBACK);
 	assert_int_equal(ntohs(a4->sin_port), 1);
 	assert_int_equal(cd_http_parse_listen("0.0.0.0:65535", &ss, &len, err, sizeof(err)), 0);
 	assert_int_equal(a4->sin_addr.s_addr, 0);
-	assert_int_equal(cd_http_parse_listen("[::1]:9464", &ss, &len, err, sizeof(err)), 0);
+	assert_int_equal(cd_http_parse_listen("[::1]:10463", &ss, &len, err, sizeof(err)), 0);
 	assert_int_equal(ss.ss_family, AF_INET6);
 	assert_int_equal(len, sizeof(*a6));
-	assert_int_equal(ntohs(a6->sin6_port), 9464);
+	assert_int_equal(ntohs(a6->sin6_port), 10463);
 	assert_non_null(inet_ntop(AF_INET6, &a6->sin6_addr, buf, sizeof(buf)));
 	assert_string_equal(buf, "::1");
 	assert_int_equal(cd_http_parse_listen("[::]:80", &ss, &len, err, sizeof(err)), 0);
