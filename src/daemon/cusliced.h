@@ -309,13 +309,20 @@ struct cd_self {
 int cd_self(struct cusliced *d, const struct cd_peer *p, const char *asked, struct cd_self *out);
 void cd_self_free(struct cd_self *s);
 
+/* How cd_policy_put treats the fields a JSON policy does not give. */
+enum cd_put_mode {
+	CD_PUT_REPLACE, /* PUT: they take their defaults (the body is the whole policy) */
+	CD_PUT_MERGE,	/* PATCH: they keep their stored values (defaults for a new policy) */
+};
+
 /*
  * Creates or updates group `name`'s policy from a JSON object (fields as in
- * the API), persists it and applies it to the group's region. 0, or -EINVAL
+ * the API), persists it and applies it to the group's region. *ret_created
+ * (may be NULL) says whether the group had no policy before. 0, or -EINVAL
  * with a one-line message in err naming the field and the accepted form.
  */
-int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len, char *err,
-		  size_t errlen);
+int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len,
+		  enum cd_put_mode mode, bool *ret_created, char *err, size_t errlen);
 /* Deletes group `name`'s policy (the group becomes unmanaged). 0 or -ENOENT. */
 int cd_policy_delete(struct cusliced *d, const char *name);
 

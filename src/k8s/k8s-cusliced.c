@@ -240,7 +240,8 @@ int k8s_cusliced_put_group(struct k8s_cusliced *c, const char *name, const char 
 	st = request(c, "PUT", path, policy, &body, err, errlen);
 	if (st < 0)
 		return (int)st;
-	if (st != 200)
+	/* 201: the group had no policy before. */
+	if (st != 200 && st != 201)
 		e = http_error(c, path, st, body, err, errlen);
 	free(body);
 	return e;

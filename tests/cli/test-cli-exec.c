@@ -64,9 +64,9 @@ static const struct fake_route listing[] = {
     {"GET", "/v1/groups", 200, canned_groups},
     {"GET", "/v1/groups/train", 200, canned_group_train},
     {"GET", "/v1/processes", 200, canned_processes},
-    {"PUT", "/v1/groups/train", 200, canned_group_train},
-    {"PUT", "/v1/groups/team", 200, canned_group_train},
-    {"PUT", "/v1/groups/bad", 400,
+    {"PATCH", "/v1/groups/train", 200, canned_group_train},
+    {"PATCH", "/v1/groups/team", 200, canned_group_train},
+    {"PATCH", "/v1/groups/bad", 400,
      "{\"error\": {\"code\": \"invalid_policy\", \"message\": \"memory_limit: expected "
      "null (no limit), bytes (a number), ...\"}}"},
     {"GET", "/v1/groups/nope", 404,
@@ -550,9 +550,9 @@ static void test_cli_set(void **state)
 	fake_daemon_reset(&fake, listing);
 	expect_code(0, cli("--admin-socket", sock, "set", "train", "--mem", "4GiB", "--cores", "30",
 			   "--burst", "--required"));
-	/* The PUT, then /v1/gpus for the table's GPU indices. */
+	/* The PATCH, then /v1/gpus for the table's GPU indices. */
 	assert_int_equal(fake.nreq, 2);
-	assert_string_equal(fake.req[0].method, "PUT");
+	assert_string_equal(fake.req[0].method, "PATCH");
 	assert_string_equal(fake.req[0].path, "/v1/groups/train");
 	assert_string_equal(fake.req[0].body, "{\"memory_limit\":4294967296,\"core_limit\":30,"
 					      "\"mode\":\"burst\",\"daemon_required\":true}");
@@ -637,7 +637,7 @@ static void test_cli_run_daemon(void **state)
 	expect_code(0, cli("--admin-socket", sock, "--socket", tsock, "run", "--group", "team",
 			   "--mem", "50%", "--cores", "12.5", envdump, "--exit", "0"));
 	assert_int_equal(fake.nreq, 1);
-	assert_string_equal(fake.req[0].method, "PUT");
+	assert_string_equal(fake.req[0].method, "PATCH");
 	assert_string_equal(fake.req[0].path, "/v1/groups/team");
 	assert_string_equal(fake.req[0].body, "{\"memory_limit\":\"50%\",\"core_limit\":12.5,"
 					      "\"mode\":\"hard\"}");
@@ -720,7 +720,7 @@ static void test_cli_run_daemon(void **state)
 	/* Reached, and told 403 forbidden (not one of its administrators): the same path. */
 	{
 		static const struct fake_route forbidden[] = {
-		    {"PUT", "/v1/groups/mine", 403,
+		    {"PATCH", "/v1/groups/mine", 403,
 		     "{\"error\": {\"code\": \"forbidden\", \"message\": \"permission denied\"}}"},
 		    {NULL},
 		};

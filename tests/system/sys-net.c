@@ -354,7 +354,7 @@ cJSON *sys_put_group(const char *name, const char *body)
 
 	snprintf(path, sizeof(path), "/v1/groups/%s", name);
 	st = sys_http("PUT", path, body, &r);
-	if (st != 200) {
+	if (st != 200 && st != 201) {
 		print_error("PUT %s %s: status %d, body \"%s\"\n", path, body, st,
 			    r.body ? r.body : "");
 		sys_http_free(&r);

@@ -151,7 +151,7 @@ void sys_http_free(struct sys_http *r);
 /* GET path; asserts 200 and a JSON body, returns it parsed (cJSON_Delete it). */
 cJSON *sys_get_json(const char *path);
 
-/* PUT /v1/groups/NAME with body; asserts 200, returns the GROUP parsed. */
+/* PUT /v1/groups/NAME with body; asserts 200 or 201 (created), returns the GROUP parsed. */
 cJSON *sys_put_group(const char *name, const char *body);
 
 /* GET path on the metrics port (TCP); returns the status (sys_http_free r). */

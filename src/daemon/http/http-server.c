@@ -17,8 +17,9 @@
  *   so a connection carries exactly the one request the front door checked
  *   (a second one would reach MHD unchecked).
  * - The metrics server listens on TCP metrics_listen (localhost by default),
- *   serves GET /metrics and, unless status_page is off, the status page at
- *   "/" (http-status.c), without authorization, and nothing else.
+ *   serves GET /metrics, the probes /healthz and /readyz and, unless
+ *   status_page is off, the status page at "/" (http-status.c), without
+ *   authorization, and nothing else.
  *
  * How the API server is configured, and why:
  *
@@ -362,6 +363,9 @@ static enum MHD_Result api_handler(void *cls, struct MHD_Connection *c, const ch
 	cd_event_actor(&r->peer.tenant);
 	cd_api_route(h->d, &req, &rep);
 	cd_event_actor(NULL);
+	if (rep.location[0])
+		return send_reply(c, rep.status, rep.body, json_type, MHD_HTTP_HEADER_LOCATION,
+				  rep.location);
 	return send_reply(c, rep.status, rep.body, json_type,
 			  rep.allow ? MHD_HTTP_HEADER_ALLOW : NULL, rep.allow);
 }
@@ -492,16 +496,29 @@ static enum MHD_Result metrics_handler(void *cls, struct MHD_Connection *c, cons
 	(void)con_cls;
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
 		return send_reply(c, MHD_HTTP_METHOD_NOT_ALLOWED,
-				  strdup("method not allowed (allowed: GET, HEAD)\n"),
-				  "text/plain; charset=utf-8", MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+				  cd_api_error(CD_API_ERR_METHOD_NOT_ALLOWED,
+					       "%.200s: method %.16s not allowed (allowed: GET, HEAD)",
+					       url, method),
+				  json_type, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0) {
+		struct cd_api_reply rep;
+
+		/* The kubelet's httpGet probes reach the daemon here (TCP). */
+		cd_api_probe(h->d, url[1] == 'r', &rep);
+		return send_reply(c, rep.status, rep.body, json_type, NULL, NULL);
+	}
 	if (strcmp(url, "/") == 0 && h->status_page)
 		return send_status_page(h, c);
 	if (strcmp(url, "/") == 0)
 		return send_reply(c, MHD_HTTP_OK, strdup(metrics_index), "text/html; charset=utf-8",
 				  NULL, NULL);
 	if (strcmp(url, "/metrics") != 0)
-		return send_reply(c, MHD_HTTP_NOT_FOUND, strdup("not found: see /metrics\n"),
-				  "text/plain; charset=utf-8", NULL, NULL);
+		return send_reply(c, MHD_HTTP_NOT_FOUND,
+				  cd_api_error(CD_API_ERR_NOT_FOUND,
+					       "%.200s: no such page (see /metrics, /, /healthz, "
+					       "/readyz)",
+					       url),
+				  json_type, NULL, NULL);
 	memset(&s, 0, sizeof(s));
 	rc = cd_snapshot(h->d, &s);
 	if (rc < 0)

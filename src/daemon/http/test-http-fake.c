@@ -200,14 +200,15 @@ static struct cd_snap_group *find(const char *name)
 	return NULL;
 }
 
-int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len, char *err,
-		  size_t errlen)
+int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len,
+		  enum cd_put_mode mode, bool *ret_created, char *err, size_t errlen)
 {
 	struct cd_snap_group *g;
 	int rc = 0;
 
 	(void)d;
 	pthread_mutex_lock(&fake.lock);
+	fake.put_mode = mode;
 	snprintf(fake.put_name, sizeof(fake.put_name), "%s", name);
 	snprintf(fake.put_body, sizeof(fake.put_body), "%.*s", (int)len, json);
 	fake.put_actor = fake.actor;
@@ -226,6 +227,8 @@ int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t
 		memset(g, 0, sizeof(*g));
 		snprintf(g->name, sizeof(g->name), "%s", name);
 	}
+	if (ret_created)
+		*ret_created = !g->managed;
 	g->managed = true;
 	snprintf(fake.policies[g - fake.groups], sizeof(fake.policies[0]), "%s", fake.put_body);
 	g->policy_json = fake.policies[g - fake.groups];
