@@ -184,11 +184,13 @@ int cli_cmd_set(struct cli *c, int argc, char **argv)
 	rc = cli_policy_apply(c, argv[optind], &ch, false, &group);
 	if (rc || !group)
 		goto out;
-	if (c->output == CLI_OUTPUT_JSON) {
-		rc = cli_json_print(group, stdout) ? cli_fail(CLI_EXIT_FAIL, "out of memory") : 0;
+	if (cli_output_document(c)) {
+		rc = cli_print_document(c, group) ? cli_fail(CLI_EXIT_FAIL, "out of memory") : 0;
 	} else {
+		struct cli_view v = cli_view_of(c);
+
 		rc = cli_get_json(c, "/v1/gpus", &gpus);
-		if (!rc && cli_render_groups(group, gpus, stdout) < 0)
+		if (!rc && cli_render_groups(group, gpus, &v, stdout) < 0)
 			rc = cli_fail(CLI_EXIT_FAIL,
 				      "cusliced's reply to PATCH /v1/groups/%s lacks "
 				      "the fields the table needs (try -o json)",
