@@ -86,12 +86,12 @@ int cli_cmd_status(struct cli *c, int argc, char **argv)
 
 	if (rc != CLI_CONTINUE)
 		return rc;
-	rc = cli_get_json(c, "/v1/status", &st);
+	rc = cli_get_json(c, cs_api_path(CS_API_STATUS), &st);
 	if (rc)
 		return rc;
 	rc = cli_output_reply(c, st, render_status, NULL);
 	cJSON_Delete(st);
-	return show("/v1/status", rc);
+	return show(cs_api_path(CS_API_STATUS), rc);
 }
 
 int cli_cmd_gpus(struct cli *c, int argc, char **argv)
@@ -101,12 +101,12 @@ int cli_cmd_gpus(struct cli *c, int argc, char **argv)
 
 	if (rc != CLI_CONTINUE)
 		return rc;
-	rc = cli_get_json(c, "/v1/gpus", &g);
+	rc = cli_get_json(c, cs_api_path(CS_API_GPUS), &g);
 	if (rc)
 		return rc;
 	rc = cli_output_reply(c, g, render_gpus, NULL);
 	cJSON_Delete(g);
-	return show("/v1/gpus", rc);
+	return show(cs_api_path(CS_API_GPUS), rc);
 }
 
 int cli_cmd_ps(struct cli *c, int argc, char **argv)
@@ -116,18 +116,19 @@ int cli_cmd_ps(struct cli *c, int argc, char **argv)
 
 	if (rc != CLI_CONTINUE)
 		return rc;
-	rc = cli_get_json(c, "/v1/processes", &procs);
+	rc = cli_get_json(c, cs_api_path(CS_API_PROCESSES), &procs);
 	if (rc)
 		return rc;
 	/* The limits and core shares are the groups'; GPU indices come from /v1/gpus. */
 	if (tabular(c))
-		rc = cli_get_json(c, "/v1/groups", &groups);
+		rc = cli_get_json(c, cs_api_path(CS_API_GROUPS), &groups);
 	if (!rc && tabular(c))
-		rc = cli_get_json(c, "/v1/gpus", &gpus);
+		rc = cli_get_json(c, cs_api_path(CS_API_GPUS), &gpus);
 	if (!rc) {
 		struct ps_extra x = {groups, gpus};
 
-		rc = show("/v1/processes", cli_output_reply(c, procs, render_ps, &x));
+		rc = show(cs_api_path(CS_API_PROCESSES),
+			  cli_output_reply(c, procs, render_ps, &x));
 	}
 	cJSON_Delete(procs);
 	cJSON_Delete(groups);
@@ -146,15 +147,15 @@ int cli_cmd_groups(struct cli *c, int argc, char **argv)
 	if (optind < argc) {
 		if (cli_parse_group("group", argv[optind], err, sizeof(err)) < 0)
 			return cli_usage(c, "%s", err);
-		snprintf(path, sizeof(path), "/v1/groups/%s", argv[optind]);
+		snprintf(path, sizeof(path), "%s%s", cs_api_path(CS_API_GROUP), argv[optind]);
 	} else {
-		snprintf(path, sizeof(path), "/v1/groups");
+		snprintf(path, sizeof(path), "%s", cs_api_path(CS_API_GROUPS));
 	}
 	rc = cli_get_json(c, path, &groups);
 	if (rc)
 		return rc;
 	if (tabular(c))
-		rc = cli_get_json(c, "/v1/gpus", &gpus);
+		rc = cli_get_json(c, cs_api_path(CS_API_GPUS), &gpus);
 	if (!rc) {
 		struct ps_extra x = {NULL, gpus};
 

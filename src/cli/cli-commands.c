@@ -101,12 +101,14 @@ static const struct cli_command commands[] = {
 	.synopsis = "cuslice ps [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "list GPU processes with their group's limits",
 	.description =
-	    "       One line per process and GPU: GROUP, PID (as the daemon sees it), GPU\n"
-	    "       (NVML index), MEM-USED (the process's memory on that GPU), MEM-LIMIT\n"
+	    "       One line per process and GPU: GROUP, PID (as the daemon sees it), NAME\n"
+	    "       (its /proc/PID/comm), GPU (NVML index), MEM-USED (the process's memory\n"
+	    "       on that GPU), MEM-LIMIT\n"
 	    "       (its group's limit there), CORES (the group's share of that GPU's time\n"
 	    "       in the last second), CORE-LIMIT and STATE (running or stopped; a\n"
 	    "       process using a GPU without libcuslice shows group \"-\" and state\n"
-	    "       \",unregistered\" appended). \"-\" means none. With -o json: the reply of\n"
+	    "       \",unregistered\" appended). \"-\" means none. -o wide adds UID, the\n"
+	    "       GPU's UUID, CGROUP and the group's LABELS. With -o json: the reply of\n"
 	    "       GET /v1/processes.\n",
 	.options = OPT_O,
 	.examples = "       cuslice ps\n       cuslice ps -o json | jq '.processes[].pid'\n",
@@ -116,8 +118,9 @@ static const struct cli_command commands[] = {
 	.run = cli_cmd_gpus,
 	.synopsis = "cuslice gpus [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "list the node's GPUs",
-	.description = "       INDEX, UUID, NAME, MEM-USED, MEM-TOTAL and UTIL (busy percent in\n"
-		       "       the last second) of every GPU. With -o json: GET /v1/gpus.\n",
+	.description = "       INDEX, NAME, MEM-USED, MEM-TOTAL and UTIL (busy percent in\n"
+		       "       the last second) of every GPU; -o wide adds the UUID. With -o\n"
+		       "       json: GET /v1/gpus.\n",
 	.options = OPT_O,
 	.examples = "       cuslice gpus\n",
     },

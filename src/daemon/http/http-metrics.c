@@ -87,7 +87,7 @@ struct origin {
 static void origin_read(const struct cd_snap_group *g, struct origin *o)
 {
 	cJSON *policy = g->policy_json ? cJSON_Parse(g->policy_json) : NULL;
-	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, "labels");
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, cs_key_labels);
 
 	memset(o, 0, sizeof(*o));
 	for (size_t k = 0; k < NORIGIN; k++) {
@@ -154,7 +154,7 @@ static void group_dev_labels(FILE *f, const struct cd_snapshot *s, const struct 
 static void group_info(FILE *f, const struct cd_snap_group *g, const struct origin *o)
 {
 	cJSON *policy = g->policy_json ? cJSON_Parse(g->policy_json) : NULL;
-	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, "labels"), *it;
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, cs_key_labels), *it;
 	const cJSON *set = cJSON_IsObject(labels) ? labels : NULL;
 	char name[CD_LABEL_METRIC_NAME_LEN];
 	unsigned n = 0;
@@ -450,7 +450,7 @@ static void render_daemon(FILE *f, const struct cd_snapshot *s)
 	       "1, labelled with the version of cusliced and the node's Hostname (join the "
 	       "daemon's own families to a node with on(instance) group_left(Hostname)).");
 	fputs("cuslice_build_info{", f);
-	label(f, "version", CD_VERSION, sizeof(CD_VERSION));
+	label(f, "version", CS_VERSION, sizeof(CS_VERSION));
 	fputc(',', f);
 	LABEL(f, "Hostname", s->hostname);
 	fputs("} 1\n", f);

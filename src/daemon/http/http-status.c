@@ -109,7 +109,7 @@ static void render_head(FILE *f, const struct cd_snapshot *s)
 	fprintf(f,
 		"<p id=\"summary\">version %s, pid %d, up %.0f s; %u GPU%s, %u group%s, "
 		"%u process%s; backstop ",
-		CD_VERSION, (int)s->pid, s->uptime_seconds, s->ngpus, s->ngpus == 1 ? "" : "s",
+		CS_VERSION, (int)s->pid, s->uptime_seconds, s->ngpus, s->ngpus == 1 ? "" : "s",
 		s->ngroups, s->ngroups == 1 ? "" : "s", s->nprocs, s->nprocs == 1 ? "" : "es");
 	if (s->backstop_ok)
 		fputs("<span class=\"ok\">up</span>", f);
@@ -176,7 +176,7 @@ static void render_gpus(FILE *f, const struct cd_snapshot *s)
 static void group_labels(FILE *f, const struct cd_snap_group *g)
 {
 	cJSON *policy = g->policy_json ? cJSON_Parse(g->policy_json) : NULL;
-	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, "labels"), *it;
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, cs_key_labels), *it;
 	const cJSON *set = cJSON_IsObject(labels) ? labels : NULL;
 	bool first = true;
 

@@ -164,7 +164,7 @@ static void test_http_server_get(void **state)
 	assert_int_equal(r->status, 200);
 	assert_has(r, "Content-Type: application/json\r\n");
 	assert_non_null(r->body);
-	assert_non_null(strstr(r->body, "\"version\":\"" CD_VERSION "\",\"pid\":4242,"));
+	assert_non_null(strstr(r->body, "\"version\":\"" CS_VERSION "\",\"pid\":4242,"));
 
 	api("GET /v1/events?since=2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
 	assert_int_equal(r->status, 200);
@@ -684,10 +684,10 @@ static void test_http_server_metrics(void **state)
 	/* The probes, for the kubelet's httpGet. */
 	tcp(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
 	assert_int_equal(r->status, 200);
-	assert_has(r, "{\"status\":\"ok\",\"version\":\"" CD_VERSION "\"}\n");
+	assert_has(r, "{\"status\":\"ok\",\"version\":\"" CS_VERSION "\"}\n");
 	tcp(port, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
 	assert_int_equal(r->status, 200);
-	assert_has(r, "{\"status\":\"ready\",\"version\":\"" CD_VERSION "\",\"backstop\":\"up\"}\n");
+	assert_has(r, "{\"status\":\"ready\",\"version\":\"" CS_VERSION "\",\"backstop\":\"up\"}\n");
 	pthread_mutex_lock(&fake.lock);
 	fake.snap.backstop_ok = false;
 	pthread_mutex_unlock(&fake.lock);

@@ -58,7 +58,7 @@ static void test_http_metrics_values(void **state)
 	/* Prometheus's up says whether the daemon answers: no always-1 gauge of its own. */
 	assert_no(t, "cuslice_daemon_up");
 	assert_line(t, "# TYPE cuslice_build_info gauge");
-	assert_line(t, "cuslice_build_info{version=\"" CD_VERSION "\",Hostname=\"node-1\"} 1");
+	assert_line(t, "cuslice_build_info{version=\"" CS_VERSION "\",Hostname=\"node-1\"} 1");
 	assert_line(t, "cuslice_daemon_start_time_seconds 1700000000");
 	assert_line(t, "cuslice_backstop_up 1");
 	assert_line(t, "cuslice_backstop_last_success_timestamp_seconds 1700000100.25");
@@ -198,7 +198,7 @@ static void test_http_metrics_empty(void **state)
 	fake.snap.ngroups = 0;
 	t = cd_metrics_render(&fake.snap);
 	assert_non_null(t);
-	assert_line(t, "cuslice_build_info{version=\"" CD_VERSION "\",Hostname=\"node-1\"} 1");
+	assert_line(t, "cuslice_build_info{version=\"" CS_VERSION "\",Hostname=\"node-1\"} 1");
 	assert_no(t, "cuslice_group_processes{");
 	promtool_check(t);
 	free(t);

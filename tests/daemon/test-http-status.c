@@ -50,7 +50,7 @@ static void test_http_status_tables(void **state)
 	assert_true(strncmp(t, "<!DOCTYPE html>\n", 16) == 0);
 	assert_has(t, "<title>cusliced on node-1</title>");
 	assert_has(t, "<meta http-equiv=\"refresh\" content=\"5\">");
-	assert_has(t, "<p id=\"summary\">version " CD_VERSION ", pid 4242, up 12 s; 2 GPUs, "
+	assert_has(t, "<p id=\"summary\">version " CS_VERSION ", pid 4242, up 12 s; 2 GPUs, "
 		      "2 groups, 2 processes; backstop <span class=\"ok\">up</span>; 1 bypass "
 		      "detection.");
 	/* GPU 1 holds process 77's 1 MiB, unregistered. */
