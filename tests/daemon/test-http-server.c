@@ -694,6 +694,19 @@ static void test_http_server_metrics(void **state)
 	tcp(port, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
 	assert_int_equal(r->status, 503);
 	assert_has(r, "\"code\":\"not_ready\"");
+	/* A state that cannot be read: every answer is the API's JSON error. */
+	pthread_mutex_lock(&fake.lock);
+	fake.snapshot_rc = -ENOMEM;
+	pthread_mutex_unlock(&fake.lock);
+	tcp(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
+	assert_int_equal(r->status, 500);
+	assert_has(r, "{\"error\":{\"code\":\"internal_error\",\"message\":\"cannot read the "
+		      "daemon's state: Cannot allocate memory\"}}");
+	tcp(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
+	assert_int_equal(r->status, 500);
+	pthread_mutex_lock(&fake.lock);
+	fake.snapshot_rc = 0;
+	pthread_mutex_unlock(&fake.lock);
 	tcp(port, "GARBAGE\r\n\r\n", r);
 	tcp(port, "GET /metrics HTTP/1.0\r\n\r\n", r);
 	assert_int_equal(r->status, 200);

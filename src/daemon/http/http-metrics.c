@@ -36,16 +36,29 @@ static void scalar(FILE *f, const char *name, const char *type, const char *help
  */
 static void label(FILE *f, const char *key, const char *v, size_t cap)
 {
-	fprintf(f, "%s=\"", key);
-	for (size_t i = 0; i < cap && v[i]; i++) {
-		char c = v[i];
+	size_t i = 0;
 
+	fputs(key, f);
+	fputs("=\"", f);
+	/* Runs of bytes that need nothing are written at once: a scrape is mostly labels. */
+	while (i < cap && v[i]) {
+		size_t run = i;
+		char c;
+
+		while (run < cap && v[run] >= 0x20 && v[run] < 0x7f && v[run] != '\\' &&
+		       v[run] != '"')
+			run++;
+		fwrite(v + i, 1, run - i, f);
+		i = run;
+		if (i >= cap || !(c = v[i]))
+			break;
 		if (c == '\\' || c == '"')
 			fprintf(f, "\\%c", c);
 		else if (c == '\n')
 			fputs("\\n", f);
 		else
-			fputc(c >= 0x20 && c < 0x7f ? c : '?', f);
+			fputc('?', f);
+		i++;
 	}
 	fputc('"', f);
 }

@@ -456,9 +456,8 @@ static enum MHD_Result send_status_page(struct cd_http *h, struct MHD_Connection
 	}
 	free(ev);
 	if (!page)
-		return send_reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
-				  strdup("cannot read the daemon's state\n"),
-				  "text/plain; charset=utf-8", NULL, NULL);
+		return send_error(c, CD_API_ERR_INTERNAL,
+				  "cannot read the daemon's state (out of memory)");
 	r = MHD_create_response_from_buffer(strlen(page), page, MHD_RESPMEM_MUST_FREE);
 	if (!r) {
 		free(page);
@@ -522,14 +521,12 @@ static enum MHD_Result metrics_handler(void *cls, struct MHD_Connection *c, cons
 	memset(&s, 0, sizeof(s));
 	rc = cd_snapshot(h->d, &s);
 	if (rc < 0)
-		return send_reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
-				  strdup("cannot read the daemon's state\n"),
-				  "text/plain; charset=utf-8", NULL, NULL);
+		return send_error(c, CD_API_ERR_INTERNAL, "cannot read the daemon's state: %s",
+				  strerror(-rc));
 	text = cd_metrics_render(&s);
 	cd_snapshot_free(&s);
 	if (!text)
-		return send_reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, strdup("out of memory\n"),
-				  "text/plain; charset=utf-8", NULL, NULL);
+		return send_error(c, CD_API_ERR_INTERNAL, "out of memory");
 	return send_reply(c, MHD_HTTP_OK, text, CD_METRICS_CONTENT_TYPE, NULL, NULL);
 }
 

@@ -27,10 +27,19 @@
 /* v, read at most cap bytes, as HTML text (also safe inside a quoted attribute). */
 static void html_text(FILE *f, const char *v, size_t cap)
 {
-	for (size_t i = 0; v && i < cap && v[i]; i++) {
-		char c = v[i];
+	size_t i = 0;
 
-		switch (c) {
+	while (v && i < cap && v[i]) {
+		size_t run = i;
+
+		/* Runs of plain printable bytes are written at once. */
+		while (run < cap && v[run] >= 0x20 && v[run] < 0x7f && !strchr("<>&\"'", v[run]))
+			run++;
+		fwrite(v + i, 1, run - i, f);
+		i = run;
+		if (i >= cap || !v[i])
+			break;
+		switch (v[i]) {
 		case '<':
 			fputs("&lt;", f);
 			break;
@@ -47,8 +56,9 @@ static void html_text(FILE *f, const char *v, size_t cap)
 			fputs("&#39;", f);
 			break;
 		default:
-			fputc(c >= 0x20 && c < 0x7f ? c : '?', f);
+			fputc('?', f);
 		}
+		i++;
 	}
 }
 
