@@ -37,8 +37,14 @@
 #define CS_DEFAULT_SHM_DIR "/dev/shm"
 /* cusliced's state (policy.json, events). */
 #define CS_DEFAULT_STATE_DIR "/var/lib/cuslice"
-/* cusliced's Prometheus listener. */
-#define CS_DEFAULT_METRICS_LISTEN "127.0.0.1:9464"
+/*
+ * cusliced's Prometheus listener (metrics, probes, status page): 10463, out
+ * of 9100-9999 where the Prometheus project lists exporters' ports (9464 is
+ * OpenTelemetry's exporter's, 9400 dcgm-exporter's; docs/metrics.md).
+ */
+#define CS_DEFAULT_METRICS_LISTEN "127.0.0.1:10463"
+/* cusliced's status page at "/" on that listener (status_page). */
+#define CS_DEFAULT_STATUS_PAGE true
 /* How long libcuslice waits for a daemon whose socket exists but does not answer. */
 #define CS_DEFAULT_DAEMON_WAIT_MS 10000
 

@@ -231,6 +231,7 @@ static void bypass_add(struct cusliced *d, struct cd_snap_proc *list, unsigned *
 		sp->uid = p->uid;
 		snprintf(sp->cgroup, sizeof(sp->cgroup), "%s", p->cgroup);
 		sp->stopped = cd_pid_state(p->pid) == 'T';
+		cd_pid_comm(p->pid, sp->name, sizeof(sp->name));
 	}
 	(void)d;
 	if (sp->ngpu < 8) {
@@ -353,6 +354,7 @@ static void check_quota(struct cusliced *d, struct cd_gpu_sample *gs, unsigned n
 				 (unsigned long long)limit, claimed);
 			if (!(g->over_quota & bit)) {
 				g->over_quota |= bit;
+				d->over_memory_total++;
 				cd_event(d, CS_EVENT_OVER_QUOTA, g->name, 0, "%s; action: %s", why,
 					 cs_policy_action_name(g->policy
 								   ? g->policy->on_violation
@@ -430,6 +432,7 @@ static void core_use(struct cusliced *d, struct cd_gpu_sample *gs, unsigned ngs,
 				 lim * 100);
 			if (!(g->over_core & bit)) {
 				g->over_core |= bit;
+				d->over_compute_total++;
 				cd_event(d, CS_EVENT_OVER_COMPUTE, g->name, 0, "%s; action: %s",
 					 why, cs_policy_action_name(g->policy->on_violation));
 			}
@@ -477,6 +480,13 @@ void cd_backstop_tick(struct cusliced *d)
 	if (gs)
 		ngs = cd_nvml_sample(d->nvml, gs); /* outside the lock: NVML may be slow */
 	pthread_mutex_lock(&d->lock);
+	/* Without NVML (not loaded) there is no backstop: a failure, not an empty node. */
+	if (ngs < 0 || !d->nvml) {
+		d->backstop_failures++;
+	} else {
+		d->backstop_ok_ms = cd_now_ms();
+		d->backstop_ok_real = cd_now_real();
+	}
 	if (ngs >= 0) {
 		gpus_store(d, gs, ngs);
 		build_map(d, &map);

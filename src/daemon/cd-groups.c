@@ -453,8 +453,8 @@ static int check_indices(const struct cusliced *d, const struct cd_policy *p, ch
 	return 0;
 }
 
-int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len, char *err,
-		  size_t errlen)
+int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len,
+		  enum cd_put_mode mode, bool *ret_created, char *err, size_t errlen)
 {
 	struct cd_policy *p;
 	struct cd_group *g;
@@ -473,7 +473,7 @@ int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t
 		return -ENOMEM;
 	pthread_mutex_lock(&d->lock);
 	g = cd_group_find(d, name);
-	if (g && g->policy)
+	if (g && g->policy && mode == CD_PUT_MERGE)
 		*p = *g->policy;
 	else
 		cd_policy_init(p, name);
@@ -502,6 +502,8 @@ int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t
 		free(p);
 		return e;
 	}
+	if (ret_created)
+		*ret_created = !g->policy;
 	free(g->policy);
 	g->policy = p;
 	g->idle_since_ms = 0;

@@ -363,6 +363,8 @@ enum cd_pidns cd_pid_pidns(pid_t pid);
 int cd_pid_creds(pid_t pid, struct cd_peer *p);
 /* 'R', 'S', 'T', ... (field 3 of /proc/PID/stat), 0 when gone. */
 char cd_pid_state(pid_t pid);
+/* The process's name (/proc/PID/comm, the process's own to set) into buf; "" when gone. */
+void cd_pid_comm(pid_t pid, char *buf, size_t len);
 /*
  * The lowest process-slot byte (< CS_GROUP_MAX_PROCS) that descriptor fd of
  * pid holds an OFD write lock on, from /proc/PID/fdinfo/FD's "lock:" lines
@@ -604,6 +606,10 @@ struct cusliced {
 
 	pthread_mutex_t lock; /* guards everything below */
 	uint64_t bypass_total, refused_total, registrations_total;
+	uint64_t over_memory_total, over_compute_total; /* over_quota, over_compute events */
+	uint64_t backstop_ok_ms;      /* last good NVML sample (cd_now_ms), 0 never */
+	double backstop_ok_real;      /* the same, unix seconds */
+	uint64_t backstop_failures;   /* NVML samples that failed */
 	struct cd_events events;
 	struct cd_group **groups;
 	unsigned ngroups, groups_cap;
