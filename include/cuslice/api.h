@@ -113,6 +113,30 @@ CS_XENUM(cs_api_process_state, CS_API_PROCESS_STATE_COUNT, CS_API_PROCESS_STATES
 	X(CS_API_SELF_REFUSED, "refused")
 CS_XENUM(cs_api_self_how, CS_API_SELF_HOW_COUNT, CS_API_SELF_HOWS)
 
+/*
+ * events[].kind: what happened. X(ENUMERATOR, "kind", class): the class is
+ * the retention class cusliced keeps and logs it in (docs/cusliced.md,
+ * Events): ENFORCEMENT (logged at warning), REFUSAL (logged where it is
+ * refused), ORDINARY (logged at info). A kind is never renamed; clients
+ * keep kinds they do not know (a newer daemon's), and so does cusliced
+ * reading its files back (as enforcement).
+ */
+#define CS_EVENT_KINDS(X)                                                                          \
+	X(CS_EVENT_REGISTERED, "registered", ORDINARY)	      /* a process registered */           \
+	X(CS_EVENT_UNREGISTERED, "unregistered", ORDINARY)    /* it exited or hung up */           \
+	X(CS_EVENT_RECLAIMED, "reclaimed", ORDINARY)	      /* a dead process's charge back */   \
+	X(CS_EVENT_DENIED, "denied", REFUSAL)		      /* a registration refused */         \
+	X(CS_EVENT_BYPASS, "bypass", ENFORCEMENT)	      /* GPU memory, unregistered */       \
+	X(CS_EVENT_OVER_QUOTA, "over_quota", ENFORCEMENT)     /* a group over its memory limit */  \
+	X(CS_EVENT_OVER_COMPUTE, "over_compute", ENFORCEMENT) /* ... over its core limit */        \
+	X(CS_EVENT_STOPPED, "stopped", ENFORCEMENT)	      /* on_violation stop: SIGSTOP */     \
+	X(CS_EVENT_KILLED, "killed", ENFORCEMENT)	      /* on_violation kill: SIGKILL */     \
+	X(CS_EVENT_POLICY, "policy", ENFORCEMENT)	      /* a policy set or deleted */        \
+	X(CS_EVENT_STRAY_SLOTS, "stray_slots", ENFORCEMENT)   /* slots nobody registered */        \
+	X(CS_EVENT_REGION_REPAIR, "region_repair", ENFORCEMENT) /* a header rewritten */           \
+	X(CS_EVENT_SUPPRESSED, "suppressed", ENFORCEMENT)	/* a flood's summary (its class) */
+CS_XENUM(cs_event_kind, CS_EVENT_KIND_COUNT, CS_EVENT_KINDS)
+
 /* GET /v1/healthz's and /healthz's "status". */
 #define CS_API_HEALTHY "ok"
 /* GET /readyz's "status" (200), and its "backstop". */

@@ -73,6 +73,18 @@
 	X(CS_ENV_PRELOAD, "CUSLICE_PRELOAD", PLAIN, CLI)
 CS_XENUM(cs_env, CS_ENV_COUNT, CS_ENV_VARS)
 
+/*
+ * CUSLICE_DAEMON's values: off, never register (to a running daemon the
+ * process is then a bypass); optional, register when cusliced's socket
+ * exists (the default); required, fail closed without it (what the
+ * Kubernetes plugins give their containers).
+ */
+#define CS_DAEMON_USES(X)                                                                          \
+	X(CS_DAEMON_OFF, "off")                                                                    \
+	X(CS_DAEMON_OPTIONAL, "optional")                                                          \
+	X(CS_DAEMON_REQUIRED, "required")
+CS_XENUM(cs_daemon_use, CS_DAEMON_USE_COUNT, CS_DAEMON_USES)
+
 /* A variable's value as the table says to read it; NULL when unset. */
 static inline const char *cs_env_get(enum cs_env v)
 {

@@ -6,7 +6,11 @@
 
 int cs_log_threshold = CS_LOG_WARN;
 
-static const char *const level_names[] = {"error", "warning", "info", "debug"};
+static const char *const level_words[] = {
+#define X(level, name, word) [level] = word,
+    CS_LOG_LEVELS(X)
+#undef X
+};
 
 void cs_log_write(int level, const char *component, const char *fmt, ...)
 {
@@ -17,7 +21,7 @@ void cs_log_write(int level, const char *component, const char *fmt, ...)
 
 	if (level < 0 || level > CS_LOG_DEBUG)
 		level = CS_LOG_ERROR;
-	n = snprintf(buf, sizeof(buf), "%s: %s: ", component, level_names[level]);
+	n = snprintf(buf, sizeof(buf), "%s: %s: ", component, level_words[level]);
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		n = 0;
 	va_start(ap, fmt);

@@ -49,13 +49,6 @@ const char *const cd_config_keys[] = {
 
 #define NKEYS (sizeof(cd_config_keys) / sizeof(cd_config_keys[0]) - 1)
 
-static const char *const level_names[] = {"error", "warn", "info", "debug"};
-
-const char *cd_log_level_name(int level)
-{
-	return level >= CS_LOG_ERROR && level <= CS_LOG_DEBUG ? level_names[level] : "?";
-}
-
 void cd_config_defaults(struct cd_config *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -366,13 +359,11 @@ int cd_config_set(struct cd_config *c, const char *key, const char *value, char 
 		return 0;
 	}
 	if (strcmp(key, "log_level") == 0) {
-		for (v = CS_LOG_ERROR; v <= CS_LOG_DEBUG; v++) {
-			if (strcmp(value, level_names[v]) == 0) {
-				c->log_level = v;
-				return 0;
-			}
-		}
-		return refuse(why, whylen, value, "expected error, warn, info or debug");
+		v = cs_log_level_parse(value);
+		if (v < 0)
+			return refuse(why, whylen, value, "expected error, warn, info or debug");
+		c->log_level = v;
+		return 0;
 	}
 	if (strcmp(key, "token_file") == 0) {
 		if (*value && (value[0] != '/' || strlen(value) >= sizeof(c->token_file)))

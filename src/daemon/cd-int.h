@@ -58,9 +58,6 @@ int cd_config_load_token(struct cd_config *c, char *err, size_t errlen);
 /* The INI keys, in --help order, NULL-terminated. */
 extern const char *const cd_config_keys[];
 
-/* "error", "warn", "info", "debug". */
-const char *cd_log_level_name(int level);
-
 /* ---- JSON text from outside (cd-json.c) ---- */
 
 /*
@@ -139,7 +136,7 @@ struct cd_events {
 unsigned cd_events_burst(bool privileged);
 unsigned cd_events_rate(bool privileged);
 
-/* The class of an event kind. */
+/* The class of an event kind (CS_EVENT_KINDS); a kind not listed there: enforcement. */
 enum cd_event_class cd_event_class_of(const char *kind);
 /* "enforcement", "refusal", "ordinary": the files' names. */
 const char *cd_event_class_name(enum cd_event_class c);
@@ -669,13 +666,13 @@ void cd_state_free(struct cusliced *d);
  * PID namespace); for pid 0 the API peer's (cd_event_actor), else nobody's.
  * Lock held.
  */
-__attribute__((format(printf, 5, 6))) void
-cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, const char *fmt, ...);
+__attribute__((format(printf, 5, 6))) void cd_event(struct cusliced *d, enum cs_event_kind kind,
+						    const char *group, pid_t pid, const char *fmt,
+						    ...);
 /* cd_event with the tenant known (a peer's). Lock held. */
-__attribute__((format(printf, 6, 7))) void cd_event_tenant(struct cusliced *d,
-							   const struct cd_tenant *t,
-							   const char *kind, const char *group,
-							   pid_t pid, const char *fmt, ...);
+__attribute__((format(printf, 6, 7))) void
+cd_event_tenant(struct cusliced *d, const struct cd_tenant *t, enum cs_event_kind kind,
+		const char *group, pid_t pid, const char *fmt, ...);
 /* Once a second: the events' "suppressed" summaries that are due. Lock held. */
 void cd_events_second(struct cusliced *d);
 /* Writes the events recorded since the last call to their files. Loop thread, lock NOT held. */

@@ -74,22 +74,29 @@ void cd_state_free(struct cusliced *d)
 }
 
 __attribute__((format(printf, 6, 0))) static void
-event_v(struct cusliced *d, const struct cd_tenant *t, const char *kind, const char *group,
+event_v(struct cusliced *d, const struct cd_tenant *t, enum cs_event_kind kind, const char *group,
 	pid_t pid, const char *fmt, va_list ap)
 {
+	const char *name = cs_event_kind_name(kind);
 	char msg[256];
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	if (!cd_events_add(&d->events, cd_now_real(), cd_now_ms(), t, kind, group, pid, msg))
+	if (!cd_events_add(&d->events, cd_now_real(), cd_now_ms(), t, name, group, pid, msg))
 		return; /* over its tenant's rate: counted, summarised later, not logged */
-	/* Enforcement events are what an operator must see even at the default level. */
-	if (cd_event_class_of(kind) == CD_EVCLASS_ENFORCEMENT)
-		cs_log(CS_LOG_WARN, CD_LOG, "%s: %s", kind, msg);
-	else if (strcmp(kind, "denied") != 0) /* refusals log through cd_refused */
-		cs_log(CS_LOG_INFO, CD_LOG, "%s: %s", kind, msg);
+	switch (cd_event_class_of(name)) {
+	case CD_EVCLASS_ENFORCEMENT:
+		/* What an operator must see even at the default level. */
+		cs_log(CS_LOG_WARN, CD_LOG, "%s: %s", name, msg);
+		break;
+	case CD_EVCLASS_REFUSAL:
+		break; /* logged through cd_refused */
+	default:
+		cs_log(CS_LOG_INFO, CD_LOG, "%s: %s", name, msg);
+		break;
+	}
 }
 
-void cd_event_tenant(struct cusliced *d, const struct cd_tenant *t, const char *kind,
+void cd_event_tenant(struct cusliced *d, const struct cd_tenant *t, enum cs_event_kind kind,
 		     const char *group, pid_t pid, const char *fmt, ...)
 {
 	va_list ap;
@@ -131,8 +138,8 @@ static const struct cd_tenant *tenant_of(struct cusliced *d, pid_t pid, struct c
 	return buf;
 }
 
-void cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, const char *fmt,
-	      ...)
+void cd_event(struct cusliced *d, enum cs_event_kind kind, const char *group, pid_t pid,
+	      const char *fmt, ...)
 {
 	struct cd_tenant buf;
 	va_list ap;
@@ -273,8 +280,8 @@ void cd_refused_locked(struct cusliced *d, const struct cd_peer *p, const char *
 	uint64_t now = cd_now_ms();
 
 	d->refused_total++;
-	cd_event_tenant(d, &p->tenant, "denied", "", p->pid, "pid %d (uid %u): %s", (int)p->pid,
-			(unsigned)p->uid, why);
+	cd_event_tenant(d, &p->tenant, CS_EVENT_DENIED, "", p->pid, "pid %d (uid %u): %s",
+			(int)p->pid, (unsigned)p->uid, why);
 	if (now - d->refusal_log_ms >= REFUSAL_LOG_WINDOW_MS) {
 		if (d->refusal_quiet)
 			cs_log(CS_LOG_WARN, CD_LOG, "%u more refusals were not logged",

@@ -222,8 +222,7 @@ struct cd_snapshot {
 struct cd_event {
 	uint64_t seq;
 	double time;			/* unix seconds */
-	char kind[16];			/* registered, unregistered, denied, reclaimed, bypass,
-					   over_quota, stopped, killed, policy, suppressed */
+	char kind[16];			/* CS_EVENT_KINDS' names, or a newer daemon's (its files) */
 	char group[CS_GROUP_NAME_MAX + 1];
 	pid_t pid;
 	uid_t uid;			/* the peer or process it is about; CD_UID_NONE */

@@ -502,7 +502,7 @@ static void test_config_set(void **state)
 	assert_string_equal(cs_policy_action_name(CS_POLICY_ACTION_STOP), "stop");
 	assert_int_equal(cs_policy_action_parse("kill"), CS_POLICY_ACTION_KILL);
 	assert_int_equal(cs_policy_action_parse("KILL"), -1);
-	assert_string_equal(cd_log_level_name(CS_LOG_WARN), "warn");
+	assert_string_equal(cs_log_level_name(CS_LOG_WARN), "warn");
 }
 
 int main(void)

@@ -759,7 +759,7 @@ void sys_region(struct cs_group_handle *h, const char *group)
 	assert_int_equal(m.h.type, CS_IPC_REGISTERED);
 	assert_string_equal(m.u.ok.group, group);
 	assert_true(sys_ipc_fd >= 0);
-	assert_int_equal(cs_group_attach_fd(h, sys_ipc_fd, group), 0);
+	assert_int_equal(cs_group_open_fd(h, sys_ipc_fd, group), 0);
 	sys_ipc_fd = -1;
 	close(fd);
 }
