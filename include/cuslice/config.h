@@ -62,6 +62,9 @@
 	X(CS_ENV_MEM_LIMIT, "CUSLICE_MEM_LIMIT", PLAIN, LIB)                                       \
 	X(CS_ENV_CORE_LIMIT, "CUSLICE_CORE_LIMIT", PLAIN, LIB)                                     \
 	X(CS_ENV_CORE_MODE, "CUSLICE_CORE_MODE", PLAIN, LIB)                                       \
+	X(CS_ENV_MEM_MODE, "CUSLICE_MEM_MODE", PLAIN, LIB)                                         \
+	X(CS_ENV_OVERSUB_SINGLE, "CUSLICE_OVERSUB_SINGLE", PLAIN, LIB)                             \
+	X(CS_ENV_OVERSUB_KEEP_DEVICE, "CUSLICE_OVERSUB_KEEP_DEVICE", PLAIN, LIB)                   \
 	X(CS_ENV_SHM_DIR, "CUSLICE_SHM_DIR", SECURE, LIB)                                          \
 	X(CS_ENV_CTX_MEM, "CUSLICE_CTX_MEM", PLAIN, LIB)                                           \
 	X(CS_ENV_LOG_LEVEL, "CUSLICE_LOG_LEVEL", PLAIN, LIB)                                       \

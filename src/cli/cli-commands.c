@@ -26,7 +26,7 @@ static const struct cli_command commands[] = {
 	.name = "run",
 	.run = cli_cmd_run,
 	.synopsis = "cuslice run [--mem SIZE] [--cores PCT] [--gpu LIST] [--group NAME]\n"
-		    "                   [--burst] [--] CMD [ARGS...]",
+		    "                   [--burst] [--oversubscribe] [--] CMD [ARGS...]",
 	.summary = "run a command (and its children) as a group with GPU limits",
 	.description =
 	    "       Runs CMD with libcuslice preloaded, so CMD and every process it starts\n"
@@ -37,7 +37,8 @@ static const struct cli_command commands[] = {
 	    "\n"
 	    "       Environment given to CMD: CUSLICE_GROUP (--group, default \"run-PID\"),\n"
 	    "       CUSLICE_MEM_LIMIT (--mem), CUSLICE_CORE_LIMIT (--cores),\n"
-	    "       CUSLICE_CORE_MODE=burst (--burst), CUDA_VISIBLE_DEVICES (--gpu),\n"
+	    "       CUSLICE_CORE_MODE=burst (--burst), CUSLICE_MEM_MODE=oversubscribe\n"
+	    "       (--oversubscribe), CUDA_VISIBLE_DEVICES (--gpu),\n"
 	    "       CUSLICE_SOCKET (--socket), and LD_PRELOAD with libcuslice.so first (an\n"
 	    "       existing LD_PRELOAD is kept after it). Variables for options not given\n"
 	    "       pass through unchanged: an exported CUSLICE_MEM_LIMIT applies when --mem\n"
@@ -74,8 +75,12 @@ static const struct cli_command commands[] = {
 	    "              Group name: 1 to 63 characters of A-Z a-z 0-9 . _ -, not starting\n"
 	    "              with . or -. Processes with the same name share the quota.\n"
 	    "       --burst\n"
-	    "              Let the group use idle compute time above --cores.\n",
+	    "              Let the group use idle compute time above --cores.\n"
+	    "       --oversubscribe\n"
+	    "              cuMemAlloc becomes unified memory, paged to host RAM when the\n"
+	    "              GPU is full: --mem may pass the GPU (a size, or up to 1000%).\n",
 	.examples = "       cuslice run --mem 4GiB --cores 30 -- python train.py --epochs 3\n"
+		    "       cuslice run --oversubscribe --mem 150% -- jupyter lab\n"
 		    "       cuslice run --gpu 0,1 --mem 50% --group team-a ./serve\n",
     },
     {
@@ -107,9 +112,11 @@ static const struct cli_command commands[] = {
 	    "       (its group's limit there), CORES (the group's share of that GPU's time\n"
 	    "       in the last second), CORE-LIMIT and STATE (running or stopped; a\n"
 	    "       process using a GPU without libcuslice shows group \"-\" and state\n"
-	    "       \",unregistered\" appended). \"-\" means none. -o wide adds UID, the\n"
-	    "       GPU's UUID, CGROUP and the group's LABELS. With -o json: the reply of\n"
-	    "       GET /v1/processes.\n",
+	    "       \",unregistered\" appended). \"-\" means none. When a group oversubscribes\n"
+	    "       unified memory, RESIDENT follows MEM-LIMIT: of the group's managed memory\n"
+	    "       on that GPU, how much is resident there (the rest is in host RAM). -o wide\n"
+	    "       adds UID, the GPU's UUID, CGROUP and the group's LABELS. With -o json: the\n"
+	    "       reply of GET /v1/processes.\n",
 	.options = OPT_O,
 	.examples = "       cuslice ps\n       cuslice ps -o json | jq '.processes[].pid'\n",
     },
@@ -142,7 +149,8 @@ static const struct cli_command commands[] = {
 	.name = "set",
 	.run = cli_cmd_set,
 	.synopsis = "cuslice set GROUP [--mem SIZE|none] [--cores PCT|none] [--burst|--hard]\n"
-		    "                   [--required|--optional] [-o table|wide|json|yaml] [--no-headers]",
+		    "                   [--required|--optional] [--oversubscribe|--no-oversubscribe]\n"
+		    "                   [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "create or change a group's policy",
 	.description =
 	    "       Changes the policy cusliced keeps for GROUP (creating it: the group\n"
@@ -161,8 +169,13 @@ static const struct cli_command commands[] = {
 	    "              never (hard, the default).\n"
 	    "       --required, --optional\n"
 	    "              Whether the group's processes must reach cusliced: required means\n"
-	    "              they refuse GPU memory when the daemon is unreachable.\n" OPT_O,
+	    "              they refuse GPU memory when the daemon is unreachable.\n"
+	    "       --oversubscribe, --no-oversubscribe\n"
+	    "              memory_mode: the group's cuMemAlloc becomes unified memory and --mem\n"
+	    "              may pass the GPU (up to 1000%), or device memory (hard). Processes\n"
+	    "              read it when they start.\n" OPT_O,
 	.examples = "       cuslice set team-a --mem 16GiB --cores 40 --burst\n"
+		    "       cuslice set notebooks --oversubscribe --mem 150%\n"
 		    "       cuslice set team-a --mem none\n",
     },
     {

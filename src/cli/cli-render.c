@@ -376,25 +376,63 @@ static const cJSON *find_device(const cJSON *group, const char *uuid)
 	return NULL;
 }
 
+/* True when some group of the listing oversubscribes (its devices carry "unified_memory"). */
+static bool any_oversubscribing(const cJSON *groups)
+{
+	const cJSON *g, *d;
+
+	cJSON_ArrayForEach(g, cli_json_array(groups, cs_key_groups))
+	{
+		cJSON_ArrayForEach(d, cli_json_array(g, cs_key_devices))
+		{
+			if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(d, cs_key_unified_memory)))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* "RESIDENT/MANAGED" of a device's unified memory, "-" in hard mode. */
+static const char *fmt_um(const cJSON *dev, char *buf, size_t len)
+{
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(dev, cs_key_unified_memory);
+	char r[32], m[32];
+
+	if (!cJSON_IsObject(u))
+		return "-";
+	snprintf(buf, len, "%s/%s", cli_fmt_bytes(u, cs_key_resident, r, sizeof(r)),
+		 cli_fmt_bytes(u, cs_key_managed, m, sizeof(m)));
+	return buf;
+}
+
+/* RESIDENT is column PS_RESIDENT, shown only when a group oversubscribes unified memory. */
+#define PS_RESIDENT 6
+#define PS_COLUMNS 14
+
 int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus,
 		  const struct cli_view *v, FILE *f)
 {
-	static const struct column cols[] = {
+	static const struct column cols[PS_COLUMNS] = {
 	    {"GROUP", 0, false},	  {"PID", RIGHT, false},	{"NAME", 0, false},
 	    {"GPU", 0, false},		  {"MEM-USED", RIGHT, false},	{"MEM-LIMIT", RIGHT, false},
-	    {"CORES", RIGHT, false},	  {"CORE-LIMIT", RIGHT, false}, {"STATE", 0, false},
-	    {"UID", RIGHT, WIDE},	  {"UUID", 0, WIDE},		{"CGROUP", 0, WIDE},
-	    {"LABELS", 0, WIDE},
+	    {"RESIDENT", RIGHT, false},	  {"CORES", RIGHT, false},	{"CORE-LIMIT", RIGHT, false},
+	    {"STATE", 0, false},	  {"UID", RIGHT, WIDE},		{"UUID", 0, WIDE},
+	    {"CGROUP", 0, WIDE},	  {"LABELS", 0, WIDE},
 	};
+	struct column hard_cols[PS_COLUMNS - 1];
 	const cJSON *list = cli_json_array(processes, cs_key_processes), *p;
+	bool um = any_oversubscribing(groups);
 	struct cli_gpu_map map;
 	struct table t;
 	int e = 0;
 
 	if (!list)
 		return -EPROTO;
+	for (unsigned i = 0, k = 0; i < PS_COLUMNS; i++)
+		if (i != PS_RESIDENT)
+			hard_cols[k++] = cols[i];
 	cli_gpu_map_init(&map, gpus);
-	if (new_table(&t, cols, 13, true, v))
+	if (new_table(&t, um ? cols : hard_cols, um ? PS_COLUMNS : PS_COLUMNS - 1, true, v))
 		return -ENOMEM;
 	cJSON_ArrayForEach(p, list)
 	{
@@ -402,7 +440,7 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 		const cJSON *grp = find_group(groups, group);
 		const cJSON *gl = cli_json_array(p, cs_key_gpus), *pg;
 		const cJSON *reg = cJSON_GetObjectItemCaseSensitive(p, cs_key_registered);
-		char pid[32], uid[32], state[64], b[5][64], labels[1024];
+		char pid[32], uid[32], state[64], b[6][64], labels[1024];
 		int ngpu = gl ? cJSON_GetArraySize(gl) : 0;
 
 		fmt_int(p, cs_key_pid, pid, sizeof(pid));
@@ -417,13 +455,14 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 			pg = ngpu ? cJSON_GetArrayItem(gl, i) : NULL;
 			uuid = cli_json_str(pg, cs_key_uuid);
 			dev = find_device(grp, uuid);
-			const char *cells[] = {
+			const char *cells[PS_COLUMNS] = {
 			    group && *group ? group : "-",
 			    pid,
 			    str_or_dash(p, cs_key_name),
 			    cli_gpu_label(&map, uuid, b[0], sizeof(b[0])),
 			    cli_fmt_bytes(pg, cs_key_memory_used, b[1], sizeof(b[1])),
 			    cli_fmt_bytes(dev, cs_key_memory_limit, b[2], sizeof(b[2])),
+			    fmt_um(dev, b[5], sizeof(b[5])),
 			    fmt_pct1(dev, cs_key_core_used, b[3], sizeof(b[3])),
 			    fmt_pct_limit(dev, cs_key_core_limit, b[4], sizeof(b[4])),
 			    state,
@@ -432,7 +471,12 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 			    str_or_dash(p, cs_key_cgroup),
 			    fmt_labels(grp, labels, sizeof(labels)),
 			};
-			e = add_line(&t, cells);
+			const char *hard_cells[PS_COLUMNS - 1];
+
+			for (unsigned c = 0, k = 0; c < PS_COLUMNS; c++)
+				if (c != PS_RESIDENT)
+					hard_cells[k++] = cells[c];
+			e = add_line(&t, um ? cells : hard_cells);
 		}
 		if (e)
 			break;

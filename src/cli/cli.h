@@ -223,6 +223,9 @@ bool cli_http_not_admin(int err, const struct cli_reply *r);
  */
 
 /* A memory limit: a size (cs_size_parse forms) or a percentage "50%". */
+/* The same with percentages up to max_percent (1000 for an oversubscribing group). */
+int cli_parse_mem_upto(const char *opt, const char *s, unsigned max_percent, uint64_t *ret_bytes,
+		       double *ret_percent, char *err, size_t errlen);
 int cli_parse_mem(const char *opt, const char *s, uint64_t *ret_bytes, double *ret_percent,
 		  char *err, size_t errlen);
 /*
@@ -356,6 +359,7 @@ struct cli_policy_change {
 	bool cores_none;
 	double cores_percent;
 	int mode;     /* 0 keep, 1 hard, 2 burst */
+	int mem_mode; /* 0 keep, 1 hard, 2 oversubscribe (memory_mode) */
 	int required; /* 0 keep, 1 daemon_required true, 2 false */
 };
 
@@ -386,13 +390,15 @@ struct cli_run_opts {
 	const char *gpus;
 	const char *group; /* NULL: "run-<pid>" */
 	bool burst;
+	bool oversub;	    /* --oversubscribe: CUSLICE_MEM_MODE=oversubscribe */
 	const char *socket; /* to pass on as CUSLICE_SOCKET, or NULL */
 };
 
 /*
  * The environment of a run's command: `env` (a NULL-terminated environ) with
  * CUSLICE_GROUP (o->group or "run-<pid>"), CUSLICE_MEM_LIMIT,
- * CUSLICE_CORE_LIMIT, CUSLICE_CORE_MODE=burst, CUDA_VISIBLE_DEVICES and
+ * CUSLICE_CORE_LIMIT, CUSLICE_CORE_MODE=burst, CUSLICE_MEM_MODE=oversubscribe,
+ * CUDA_VISIBLE_DEVICES and
  * CUSLICE_SOCKET set for the options given (other variables, inherited
  * CUSLICE_* included, pass through), and `preload` put first in LD_PRELOAD
  * (once; the rest kept). Returns a malloc'd NULL-terminated array of

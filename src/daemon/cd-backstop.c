@@ -441,6 +441,41 @@ static void core_use(struct cusliced *d, struct cd_gpu_sample *gs, unsigned ngs,
 	}
 }
 
+/*
+ * Residency of oversubscribing groups, for listings (and the scheduler):
+ * on each GPU, what the members hold by NVML less the device memory they
+ * are charged (contexts, VMM, pools, arrays, kept allocations) is their
+ * managed memory resident there, at most what they hold as managed; the
+ * rest of it is evicted to host RAM. The counters are the region's, which
+ * members write: shown, never acted on.
+ */
+static void um_residency(struct cusliced *d, const struct cd_gpu_sample *gs, unsigned ngs,
+			 const struct pidmap *map)
+{
+	for (unsigned gi = 0; gi < d->ngroups; gi++) {
+		struct cd_group *g = d->groups[gi];
+
+		memset(g->um_resident, 0, sizeof(g->um_resident));
+		if (!g->h.g || atomic_load(&g->h.g->mem_mode) != CS_MEM_OVERSUBSCRIBE)
+			continue;
+		for (unsigned i = 0; i < ngs && i < CD_GPUS_MAX; i++) {
+			int dev = group_dev(g, gs[i].uuid);
+			uint64_t nvml = 0, device, managed;
+
+			if (dev < 0)
+				continue;
+			for (unsigned k = 0; k < gs[i].nprocs; k++)
+				if (map_find(map, gs[i].procs[k].pid) == g)
+					nvml += gs[i].procs[k].used;
+			device = atomic_load(&g->h.g->um[dev].device);
+			managed = atomic_load(&g->h.g->um[dev].managed);
+			g->um_resident[dev] = nvml > device ? nvml - device : 0;
+			if (g->um_resident[dev] > managed)
+				g->um_resident[dev] = managed;
+		}
+	}
+}
+
 /* d->gpus from a sample. Lock held. */
 static void gpus_store(struct cusliced *d, const struct cd_gpu_sample *gs, int ngs)
 {
@@ -493,6 +528,7 @@ void cd_backstop_tick(struct cusliced *d)
 		check_bypass(d, gs, (unsigned)ngs, &map);
 		core_use(d, gs, (unsigned)ngs, &map);
 		check_quota(d, gs, (unsigned)ngs, &map);
+		um_residency(d, gs, (unsigned)ngs, &map);
 		seen_prune(d);
 	}
 	pthread_mutex_unlock(&d->lock);

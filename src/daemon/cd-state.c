@@ -342,6 +342,13 @@ static void snap_group(struct cusliced *d, struct cd_group *g, struct cd_snap_gr
 			sd->over_memory = g->over_quota >> k & 1;
 			sd->over_compute = g->over_core >> k & 1;
 		}
+		sd->oversubscribe = atomic_load(&g->h.g->mem_mode) == CS_MEM_OVERSUBSCRIBE;
+		if (sd->oversubscribe) {
+			sd->um_managed = atomic_load(&g->h.g->um[i].managed);
+			/* The region may have changed since the tick: never more than is managed. */
+			sd->um_resident = g->um_resident[i] < sd->um_managed ? g->um_resident[i]
+									    : sd->um_managed;
+		}
 	}
 }
 

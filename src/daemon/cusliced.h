@@ -149,6 +149,10 @@ struct cd_snap_dev {
 	uint64_t throttled_ns;
 	bool over_memory;		/* the backstop finds the group over its memory limit here */
 	bool over_compute;		/* ... over its hard core limit, sustained */
+	/* oversubscribe mode (memory_mode): unified memory, else all 0 */
+	bool oversubscribe;
+	uint64_t um_managed;		/* bytes of memory_used that are managed memory */
+	uint64_t um_resident;		/* of those, resident on the GPU (NVML, last tick) */
 };
 
 struct cd_snap_group {

@@ -248,8 +248,10 @@ static void test_cli_usage_errors(void **state)
 	      "run", ARGS("run", "--group", "a b", "true"));
 	usage("cuslice set: missing GROUP", "set", ARGS("set", "--mem", "1G"));
 	usage("cuslice set: nothing to change: give --mem, --cores, --burst or --hard, --required "
-	      "or --optional",
+	      "or --optional, --oversubscribe or --no-oversubscribe",
 	      "set", ARGS("set", "train"));
+	usage("cuslice set: --oversubscribe and --no-oversubscribe exclude each other", "set",
+	      ARGS("set", "train", "--oversubscribe", "--no-oversubscribe"));
 	usage("cuslice set: --burst and --hard exclude each other", "set",
 	      ARGS("set", "train", "--burst", "--hard"));
 	usage("cuslice set: --required and --optional exclude each other", "set",
@@ -596,6 +598,17 @@ static void test_cli_set(void **state)
 	assert_string_equal(fake.req[0].body, "{\"memory_limit\":null,\"core_limit\":null,"
 					      "\"mode\":\"hard\",\"daemon_required\":false}");
 	expect_json(canned_group_train);
+
+	/* Oversubscription: memory_mode, and --mem past 100% left to the daemon to judge. */
+	fake_daemon_reset(&fake, listing);
+	expect_code(0, cli("--admin-socket", sock, "set", "train", "--oversubscribe", "--mem",
+			   "150%", "-o", "json"));
+	assert_string_equal(fake.req[0].body,
+			    "{\"memory_limit\":\"150%\",\"memory_mode\":\"oversubscribe\"}");
+	fake_daemon_reset(&fake, listing);
+	expect_code(0, cli("--admin-socket", sock, "set", "train", "--no-oversubscribe", "-o",
+			   "json"));
+	assert_string_equal(fake.req[0].body, "{\"memory_mode\":\"hard\"}");
 
 	fake_daemon_reset(&fake, listing);
 	expect_code(0, cli_env(ENV("CUSLICE_TOKEN=s3cret"), "--admin-socket", sock, "set", "train",

@@ -68,6 +68,36 @@ static const struct cli_view bare = {.no_headers = true};
 	"         - running,unregistered    0 GPU-99999999-0000-0000-0000-000000000000 /           "    \
 	"-\n"
 
+/* A group that oversubscribes gets RESIDENT (resident/managed of its GPU) after MEM-LIMIT. */
+static void test_cli_render_ps_resident(void **state)
+{
+	cJSON *p = parse(canned_processes), *g = parse(canned_groups), *gpus = parse(canned_gpus);
+	cJSON *dev, *um;
+	struct capture c;
+	const char *first;
+
+	(void)state;
+	dev = cJSON_GetArrayItem(
+	    cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "groups"), 0), "devices"), 0);
+	assert_non_null(dev);
+	um = cJSON_AddObjectToObject(dev, "unified_memory");
+	cJSON_AddNumberToObject(um, "managed", 6.0 * 1073741824);
+	cJSON_AddNumberToObject(um, "resident", 2.0 * 1073741824);
+	cJSON_AddNumberToObject(um, "evicted", 4.0 * 1073741824);
+	assert_int_equal(cli_render_ps(p, g, gpus, NULL, capture_start(&c)), 0);
+	assert_int_equal(fclose(c.f), 0);
+	first = strchr(c.text, '\n');
+	assert_non_null(first);
+	assert_non_null(strstr(c.text, "MEM-LIMIT          RESIDENT CORES"));
+	assert_non_null(strstr(first, " 8.00 GiB 2.00 GiB/6.00 GiB 29.5%"));
+	/* Another group's lines, in hard mode: "-". */
+	assert_non_null(strstr(first, "         -                 -  5.0%"));
+	free(c.text);
+	cJSON_Delete(p);
+	cJSON_Delete(g);
+	cJSON_Delete(gpus);
+}
+
 static void test_cli_render_status(void **state)
 {
 	cJSON *st = parse(canned_status);
@@ -359,7 +389,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_cli_render_status), cmocka_unit_test(test_cli_render_gpus),
-	    cmocka_unit_test(test_cli_render_ps),     cmocka_unit_test(test_cli_render_groups),
+	    cmocka_unit_test(test_cli_render_ps),
+	    cmocka_unit_test(test_cli_render_ps_resident),     cmocka_unit_test(test_cli_render_groups),
 	    cmocka_unit_test(test_cli_fmt),	      cmocka_unit_test(test_cli_top_frame),
 	    cmocka_unit_test(test_cli_yaml),	      cmocka_unit_test(test_cli_top_bypass_color),
 	    cmocka_unit_test(test_cli_render_groups_wide),

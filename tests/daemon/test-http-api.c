@@ -161,7 +161,8 @@ static void check_train(const cJSON *g)
 	assert_int_equal(cJSON_GetArraySize(devs), 2);
 	v = cJSON_GetArrayItem(devs, 0);
 	ASSERT_FIELDS(v, "uuid", "memory_used", "memory_limit", "core_limit", "core_used", "mode",
-		      "oom_denials", "throttled_seconds");
+		      "oom_denials", "throttled_seconds", "unified_memory");
+	assert_jnull(v, "unified_memory");
 	assert_str(v, "uuid", FAKE_GPU0_UUID);
 	assert_num(v, "memory_used", 1536.0 * 1024 * 1024);
 	assert_num(v, "memory_limit", 4.0 * FAKE_GIB);
@@ -206,6 +207,26 @@ static void test_http_api_groups(void **state)
 	assert_null(cd_api_render_groups(&fake.snap, "nosuch"));
 	assert_null(cd_api_find_group(&fake.snap, "nosuch"));
 	assert_ptr_equal(cd_api_find_group(&fake.snap, "pid-42"), &fake.groups[1]);
+}
+
+/* An oversubscribing group's device: its managed memory, resident and evicted. */
+static void test_http_api_unified_memory(void **state)
+{
+	struct cd_snap_dev *v = &fake.groups[0].dev[0];
+	const cJSON *u;
+	cJSON *j;
+
+	(void)state;
+	v->oversubscribe = true;
+	v->um_managed = 6ull << 30;
+	v->um_resident = 2ull << 30;
+	j = parse(cd_api_render_groups(&fake.snap, "train"));
+	u = field(cJSON_GetArrayItem(field(j, "devices"), 0), "unified_memory");
+	ASSERT_FIELDS(u, "managed", "resident", "evicted");
+	assert_num(u, "managed", 6.0 * FAKE_GIB);
+	assert_num(u, "resident", 2.0 * FAKE_GIB);
+	assert_num(u, "evicted", 4.0 * FAKE_GIB);
+	cJSON_Delete(j);
 }
 
 /* Exact integers beyond 2^53, percentages with 4 decimals, hostile strings. */
@@ -784,6 +805,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_http_api_status, setup),
 	    cmocka_unit_test_setup(test_http_api_gpus, setup),
 	    cmocka_unit_test_setup(test_http_api_groups, setup),
+	    cmocka_unit_test_setup(test_http_api_unified_memory, setup),
 	    cmocka_unit_test_setup(test_http_api_exact_numbers, setup),
 	    cmocka_unit_test_setup(test_http_api_processes, setup),
 	    cmocka_unit_test_setup(test_http_api_events, setup),

@@ -148,6 +148,32 @@ static void test_http_metrics_format(void **state)
 	free(t);
 }
 
+static void promtool_check(const char *text);
+
+/* Oversubscribing groups' unified memory; hard-mode groups have no such samples. */
+static void test_http_metrics_unified_memory(void **state)
+{
+	struct cd_snap_dev *v = &fake.groups[0].dev[0];
+	char *t;
+
+	(void)state;
+	v->oversubscribe = true;
+	v->um_managed = 6442450944ull;
+	v->um_resident = 2147483648ull;
+	t = cd_metrics_render(&fake.snap);
+	assert_non_null(t);
+	assert_line(t, "# TYPE cuslice_group_resident_bytes gauge");
+	assert_line(t, "cuslice_group_managed_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 6442450944");
+	assert_line(t, "cuslice_group_resident_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 2147483648");
+	assert_line(t, "cuslice_group_evicted_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 4294967296");
+	assert_no(t, "cuslice_group_managed_bytes{group=\"pid-42\"");
+	promtool_check(t);
+	free(t);
+}
+
 /* Runs promtool check metrics on text; skips when there is no promtool. */
 static void promtool_check(const char *text)
 {
@@ -262,6 +288,7 @@ int main(void)
 		cmocka_unit_test_setup(test_http_metrics_empty, setup),
 		cmocka_unit_test_setup(test_http_metrics_group_info, setup),
 		cmocka_unit_test_setup(test_http_metrics_slurm, setup),
+		cmocka_unit_test_setup(test_http_metrics_unified_memory, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -178,6 +178,23 @@ static bool add_ppm_percent(cJSON *o, const char *k, uint32_t ppm)
 	return cJSON_AddRawToObject(o, k, buf) != NULL;
 }
 
+/*
+ * "unified_memory": null in hard mode; oversubscribing, the managed bytes
+ * of memory_used and where they are: resident on the GPU, evicted to host
+ * RAM.
+ */
+static bool render_um(cJSON *o, const struct cd_snap_dev *v)
+{
+	cJSON *u;
+
+	if (!v->oversubscribe)
+		return cJSON_AddNullToObject(o, cs_key_unified_memory) != NULL;
+	u = cJSON_AddObjectToObject(o, cs_key_unified_memory);
+	return u && add_u64(u, cs_key_managed, v->um_managed) &&
+	       add_u64(u, cs_key_resident, v->um_resident) &&
+	       add_u64(u, cs_key_evicted, v->um_managed - v->um_resident);
+}
+
 static bool render_dev(cJSON *arr, const struct cd_snap_dev *v)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -197,7 +214,8 @@ static bool render_dev(cJSON *arr, const struct cd_snap_dev *v)
 		   o, cs_key_mode,
 		   cs_policy_mode_name(v->burst ? CS_POLICY_MODE_BURST : CS_POLICY_MODE_HARD)) &&
 	       add_u64(o, cs_key_oom_denials, v->oom_denials) &&
-	       add_real(o, cs_key_throttled_seconds, (double)v->throttled_ns / 1e9, 3);
+	       add_real(o, cs_key_throttled_seconds, (double)v->throttled_ns / 1e9, 3) &&
+	       render_um(o, v);
 }
 
 /* Fills o with GROUP (its policy without "members" for a tenant's own view). */

@@ -217,6 +217,9 @@ enum gd_metric {
 	GD_CORE_USED,
 	GD_THROTTLED,
 	GD_OOM,
+	GD_UM_MANAGED,
+	GD_UM_RESIDENT,
+	GD_UM_EVICTED,
 };
 
 static const struct {
@@ -234,6 +237,12 @@ static const struct {
 		      "Time the group's kernel launches waited for the compute limit, in seconds."},
     [GD_OOM] = {"cuslice_group_oom_denials_total", "counter",
 		"GPU memory allocations of the group refused by its limit."},
+    [GD_UM_MANAGED] = {"cuslice_group_managed_bytes", "gauge",
+		       "Oversubscribing groups: unified memory the group holds on the GPU, in bytes."},
+    [GD_UM_RESIDENT] = {"cuslice_group_resident_bytes", "gauge",
+			"Oversubscribing groups: of that, bytes resident on the GPU (by NVML)."},
+    [GD_UM_EVICTED] = {"cuslice_group_evicted_bytes", "gauge",
+		       "Oversubscribing groups: of that, bytes evicted to host memory."},
 };
 
 static void gd_value(FILE *f, enum gd_metric m, const struct cd_snap_dev *v)
@@ -257,6 +266,15 @@ static void gd_value(FILE *f, enum gd_metric m, const struct cd_snap_dev *v)
 	case GD_OOM:
 		fprintf(f, "%" PRIu64, v->oom_denials);
 		break;
+	case GD_UM_MANAGED:
+		fprintf(f, "%" PRIu64, v->um_managed);
+		break;
+	case GD_UM_RESIDENT:
+		fprintf(f, "%" PRIu64, v->um_resident);
+		break;
+	case GD_UM_EVICTED:
+		fprintf(f, "%" PRIu64, v->um_managed - v->um_resident);
+		break;
 	}
 }
 
@@ -267,6 +285,8 @@ static bool gd_present(enum gd_metric m, const struct cd_snap_dev *v)
 		return v->memory_limit != CS_LIMIT_NONE;
 	if (m == GD_CORE_LIMIT)
 		return v->core_limit_ppm != CS_CORE_NONE;
+	if (m == GD_UM_MANAGED || m == GD_UM_RESIDENT || m == GD_UM_EVICTED)
+		return v->oversubscribe;
 	return true;
 }
 
