@@ -163,12 +163,9 @@ static void test_http_metrics_unified_memory(void **state)
 	t = cd_metrics_render(&fake.snap);
 	assert_non_null(t);
 	assert_line(t, "# TYPE cuslice_group_resident_bytes gauge");
-	assert_line(t, "cuslice_group_managed_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 6442450944");
-	assert_line(t, "cuslice_group_resident_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 2147483648");
-	assert_line(t, "cuslice_group_evicted_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 4294967296");
+	assert_line(t, "cuslice_group_managed_bytes{group=\"train\"," DEV0 "} 6442450944");
+	assert_line(t, "cuslice_group_resident_bytes{group=\"train\"," DEV0 "} 2147483648");
+	assert_line(t, "cuslice_group_evicted_bytes{group=\"train\"," DEV0 "} 4294967296");
 	assert_no(t, "cuslice_group_managed_bytes{group=\"pid-42\"");
 	promtool_check(t);
 	free(t);
