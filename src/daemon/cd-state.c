@@ -411,6 +411,7 @@ int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
 	s->conns_http = d->admit.total[CD_CLASS_HTTP];
 	memcpy(s->conns_refused, d->conn_refused, sizeof(s->conns_refused));
 	s->events_suppressed = d->events.suppressed_total;
+	s->nvml = d->nvml_state;
 	cap = d->nprocs + d->nbypass;
 	s->gpus = calloc(d->ngpus ? d->ngpus : 1, sizeof(*s->gpus));
 	s->groups = calloc(d->ngroups ? d->ngroups : 1, sizeof(*s->groups));

@@ -189,6 +189,15 @@ enum cd_refused_reason {
 	CD_REFUSED_COUNT,
 };
 
+/* What the API (status, healthz) and the metrics show of NVML. In struct cusliced: lock held. */
+struct cd_nvml_state {
+	bool up;
+	unsigned attempts; /* opens tried since start */
+	double since;	   /* unix time of the last change (or of start) */
+	double next_try;   /* unix time of the next attempt while down, else 0 */
+	char reason[224];  /* why it is down; "" when up */
+};
+
 struct cd_snapshot {
 	pid_t pid;
 	uint64_t start_time;		/* unix seconds */
@@ -200,6 +209,7 @@ struct cd_snapshot {
 	unsigned conns_ipc, conns_http;	/* connections held now (IPC: sessions and undecided) */
 	uint64_t conns_refused[CD_PROTO_COUNT][CD_REFUSED_COUNT];
 	uint64_t events_suppressed;	/* events the per-peer rate limit dropped */
+	struct cd_nvml_state nvml;
 	unsigned ngpus;
 	struct cd_snap_gpu *gpus;
 	unsigned ngroups;
@@ -259,6 +269,8 @@ static inline void cd_label_metric_name(const char *key, char *out, size_t len)
 /* A deep copy of the daemon's view. 0 or -ENOMEM. */
 int cd_snapshot(struct cusliced *d, struct cd_snapshot *s);
 void cd_snapshot_free(struct cd_snapshot *s);
+/* NVML's state now (cd-nvml-state.c): a copy, for the health endpoint. */
+void cd_nvml_state_get(struct cusliced *d, struct cd_nvml_state *out);
 
 /* Events with seq > since, oldest first, at most max; returns how many. */
 unsigned cd_events(struct cusliced *d, uint64_t since, struct cd_event *out, unsigned max);

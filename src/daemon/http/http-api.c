@@ -111,6 +111,16 @@ static char *finish(cJSON *root, bool ok)
 
 /* ---- renderers ---- */
 
+/* "nvml": {"up", "attempts", "since", and while down "reason", "next_try"}. */
+static bool add_nvml(cJSON *root, const struct cd_nvml_state *n)
+{
+	cJSON *o = cJSON_AddObjectToObject(root, "nvml");
+
+	return o && add_bool(o, "up", n->up) && add_u64(o, "attempts", n->attempts) &&
+	       add_real(o, "since", n->since, 3) &&
+	       (n->up || (add_str(o, "reason", n->reason) && add_real(o, "next_try", n->next_try, 3)));
+}
+
 char *cd_api_render_status(const struct cd_snapshot *s)
 {
 	const struct cd_config *c = s->config;
@@ -127,7 +137,7 @@ char *cd_api_render_status(const struct cd_snapshot *s)
 	     (c ? ADD_FIELD(root, "metrics_listen", c->metrics_listen)
 		: add_str(root, "metrics_listen", "")) &&
 	     add_u64(root, "groups", s->ngroups) && add_u64(root, "processes", s->nprocs) &&
-	     add_u64(root, "gpus", s->ngpus);
+	     add_u64(root, "gpus", s->ngpus) && add_nvml(root, &s->nvml);
 	return finish(root, ok);
 }
 
@@ -334,13 +344,16 @@ char *cd_api_render_events(const struct cd_event *ev, unsigned n)
 	return finish(root, ok);
 }
 
-char *cd_api_render_healthz(void)
+char *cd_api_render_healthz(const struct cd_nvml_state *nvml)
 {
 	cJSON *root = cJSON_CreateObject();
 
 	if (!root)
 		return NULL;
-	return finish(root, add_str(root, "status", "ok") && add_str(root, "version", CD_VERSION));
+	/* Degraded, not failed: registration and quotas work without NVML. */
+	return finish(root, add_str(root, "status", nvml->up ? "ok" : "degraded") &&
+				add_str(root, "version", CD_VERSION) &&
+				add_str(root, "nvml", nvml->up ? "up" : "down"));
 }
 
 static const char *const how_names[] = {
@@ -753,7 +766,10 @@ void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct c
 	if (get && r == ROUTE_EVENTS) {
 		get_events(d, since, rep);
 	} else if (get && r == ROUTE_HEALTHZ) {
-		reply(rep, 200, cd_api_render_healthz());
+		struct cd_nvml_state nvml;
+
+		cd_nvml_state_get(d, &nvml);
+		reply(rep, 200, cd_api_render_healthz(&nvml));
 	} else if (get && r == ROUTE_SELF) {
 		if (!req->peer)
 			error_reply(rep, CD_API_ERR_INTERNAL, "internal error: no peer");

@@ -83,7 +83,7 @@ char *cd_api_render_processes(const struct cd_snapshot *s);
 char *cd_api_render_events(const struct cd_event *ev, unsigned n);
 
 /* GET /v1/healthz: {"status": "ok", "version"}. */
-char *cd_api_render_healthz(void);
+char *cd_api_render_healthz(const struct cd_nvml_state *nvml);
 /*
  * GET /v1/self: {"peer": {"pid","uid","gid","cgroup","pod"}, "placement":
  * {"asked","group","managed","how","message"}, "group": GROUP or null}. The

@@ -205,6 +205,12 @@ static void render(FILE *f, const struct cd_snapshot *s)
 	family(f, "cuslice_daemon_start_time_seconds", "gauge",
 	       "Unix time at which cusliced started, in seconds.");
 	fprintf(f, "cuslice_daemon_start_time_seconds %" PRIu64 "\n", s->start_time);
+	family(f, "cuslice_nvml_up", "gauge",
+	       "1 while NVML answers; 0 while it is retried (no GPU statistics, no backstop).");
+	fprintf(f, "cuslice_nvml_up %d\n", s->nvml.up ? 1 : 0);
+	family(f, "cuslice_nvml_open_attempts_total", "counter",
+	       "Attempts to open NVML since start (retried with backoff while it is down).");
+	fprintf(f, "cuslice_nvml_open_attempts_total %u\n", s->nvml.attempts);
 
 	family(f, "cuslice_gpu_memory_total_bytes", "gauge",
 	       "Physical memory of the GPU, in bytes.");

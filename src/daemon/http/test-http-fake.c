@@ -109,6 +109,7 @@ void fake_reset(void)
 		.groups = fake.groups,
 		.nprocs = 2,
 		.procs = fake.procs,
+		.nvml = {.up = true, .attempts = 1, .since = 1700000000},
 	};
 
 	add_event(1, "registered", "pid-42", 42, "pid 42 registered");
@@ -158,6 +159,14 @@ int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
 out:
 	pthread_mutex_unlock(&fake.lock);
 	return rc;
+}
+
+void cd_nvml_state_get(struct cusliced *d, struct cd_nvml_state *out)
+{
+	(void)d;
+	pthread_mutex_lock(&fake.lock);
+	*out = fake.snap.nvml;
+	pthread_mutex_unlock(&fake.lock);
 }
 
 void cd_snapshot_free(struct cd_snapshot *s)
