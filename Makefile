@@ -3,7 +3,7 @@ BUILD ?= build
 PREFIX ?= /usr/local
 MESON_OPTS ?=
 
-.PHONY: all deps deps-fuzz setup test compat demo bench install clean fuzz fresh-check
+.PHONY: all deps deps-fuzz setup test compat demo bench install deb deb-check clean fuzz fresh-check
 
 all: setup
 	ninja -C $(BUILD)
@@ -40,6 +40,12 @@ install: deps
 	meson configure $(BUILD)-install -Dprefix=$(abspath $(PREFIX)) >/dev/null
 	ninja -C $(BUILD)-install
 	meson install -C $(BUILD)-install --no-rebuild
+
+# Debian packages (debian/, docs/packaging.md) into $(BUILD)-deb/: cuslice
+# (daemon, CLI, unit), libcuslice, cusim, cuslice-slurm, cuslice-k8s.
+deb:
+	@scripts/deps.sh build deb
+	@scripts/make-deb.sh $(BUILD)-deb
 
 # Fuzzing (libFuzzer): every target is compiled on its own with clang (no Meson
 # build dir: each is one test file and the few pure sources it exercises) into
@@ -94,5 +100,15 @@ $(FUZZ_BUILD)/fuzz-%: $$(FUZZ_SRC_$$*) $(wildcard src/*/*.h src/daemon/http/*.h 
 fresh-check:
 	@scripts/fresh-check.sh
 
+# The packages installed, upgraded (to the same tree built as a newer
+# version) and removed in a fresh Debian 12 root (scripts/deb-test.sh), as
+# root; skipped with a message where fresh-check cannot run.
+deb-check:
+	@scripts/deps.sh build deb fresh
+	@CUSLICE_DEB_VERSION= scripts/make-deb.sh $(BUILD)-deb/v1
+	@CUSLICE_DEB_VERSION=$$(dpkg-parsechangelog -S Version)+check1 scripts/make-deb.sh $(BUILD)-deb/v2
+	@FRESH_FILES=$(BUILD)-deb FRESH_COMMANDS="sh scripts/deb-test.sh /root/files/v1 /root/files/v2" \
+		scripts/fresh-check.sh
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-install $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(BUILD)-install $(BUILD)-deb $(FUZZ_BUILD)
