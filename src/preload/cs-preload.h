@@ -155,6 +155,7 @@ struct cs_device {
 #define CS_MAX_ORDINALS CS_GROUP_MAX_DEVICES
 
 struct cs_state {
+	bool skipped;			/* opted out (cs-inject.c): set at load, then read only */
 	_Atomic int mode;		/* enum cs_mode, decided at load */
 	_Atomic int attach;		/* enum cs_attach */
 	char fail_reason[1280];		/* why FAIL_CLOSED (logged once) */
@@ -188,6 +189,13 @@ struct cs_state {
 };
 
 extern struct cs_state cs;
+
+/* ---- injection (cs-inject.c): run first at load ---- */
+
+/* Whether this program opted out of libcuslice (CUSLICE_DISABLE, the skip lists). */
+bool cs_inject_skipped(void);
+/* CUSLICE_[PREPEND_]{PATH,LD_PRELOAD,LD_LIBRARY_PATH} applied (single-threaded, not secure). */
+void cs_inject_repair_env(void);
 
 static inline enum cs_mode cs_mode(void)
 {
