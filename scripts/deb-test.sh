@@ -10,7 +10,8 @@
 #  1. install V1 on a root without systemd: the cuslice group comes from
 #     groupadd, the configuration is a conffile, the daemon starts with it
 #     (the socket's group is that group) and the CLI reads its status,
-#     NVML's state included; a process under libcuslice registers;
+#     NVML's state included; a process under libcuslice registers; a
+#     driver directory made by cuslice-driver-dir governs a program;
 #  2. install systemd, edit the configuration, upgrade to V2: the edit
 #     stays, systemd-sysusers runs, the installed unit verifies with
 #     systemd-analyze and rates at most 4.0;
@@ -99,12 +100,21 @@ for f in /usr/share/man/man8/cusliced.8.gz /usr/share/man/man1/cuslice.1.gz \
 	/usr/lib/sysusers.d/cuslice.conf /usr/lib/tmpfiles.d/cuslice.conf; do
 	[ -s "$f" ] || fail "$f missing"
 done
-zcat /usr/share/man/man8/cusliced.8.gz | grep -q 'backstop\\-interval' ||
+zcat /usr/share/man/man8/cusliced.8.gz | grep -q -e '--backstop-interval' ||
 	fail "cusliced(8) lacks the options of cusliced --help"
 ok "unit (ExecStart in /usr/sbin), conffile, man pages, sysusers.d, tmpfiles.d"
 /usr/sbin/cusliced --version >/dev/null || fail "cusliced --version"
 daemon_round
 ok "the installed daemon runs with the installed configuration; the CLI and libcuslice reach it"
+# The driver directory, on the installed cusim as the node's driver, no LD_PRELOAD.
+sim=$(dirname "$(ls /usr/lib/*/cuslice/sim/libcuda.so.1)")
+cuslice-driver-dir --cuda "$sim/libcuda.so.1" --nvml "$sim/libnvidia-ml.so.1" /opt/cuslice-driver \
+	>/dev/null || fail "cuslice-driver-dir"
+CUSIM_SHM_DIR=/tmp CUSLICE_DAEMON=off CUSLICE_MEM_LIMIT=300MiB LD_LIBRARY_PATH=/opt/cuslice-driver \
+	/usr/libexec/cuslice/cs-alloc --bytes 200MiB --count 2 --expect-oom >/tmp/alloc.log 2>&1 ||
+	{ cat /tmp/alloc.log >&2; fail "the driver directory did not govern cs-alloc"; }
+rm -rf /opt/cuslice-driver
+ok "cuslice-driver-dir: a -lcuda program governed through the installed shims"
 
 # ---- 2. systemd, a local edit, upgrade to V2 ----
 apt_install systemd

@@ -127,6 +127,8 @@ struct cs_dlsym_route {
 	void *answer;
 };
 struct cs_dlsym_route cs_dlsym_route(void *handle, const char *name);
+/* The exported dlsym itself (cs-dlsym-export.c), whatever "dlsym" binds to here. */
+void *cs_dlsym_export(void *handle, const char *name);
 
 /* ---- process state (cs-init.c) ---- */
 

@@ -78,13 +78,9 @@ fi
 # The library where any user may read it (the checkout may be in /root).
 cp "$lib" "$tmp/libcuslice.so"
 lib=$tmp/libcuslice.so
-# /etc as a farm of links to the real one (seen through $tmp/orig), plus ours.
-mkdir "$tmp/etc" "$tmp/orig"
-for f in /etc/* /etc/.[!.]*; do
-	[ -e "$f" ] || [ -L "$f" ] || continue
-	case ${f#/etc/} in ld.so.preload | cuslice) continue ;; esac
-	ln -s "$tmp/orig/${f#/etc/}" "$tmp/etc/${f#/etc/}"
-done
+# /etc as a farm of links to the real one, plus ours.
+. "$(dirname "$0")/private-etc.sh"
+private_etc "$tmp" ld.so.preload cuslice
 echo "$lib" >"$tmp/etc/ld.so.preload"
 mkdir "$tmp/etc/cuslice"
 printf '# programs left alone\n  printenv  # coreutils\n' >"$tmp/etc/cuslice/preload-skip"
@@ -92,12 +88,9 @@ cp /usr/bin/env "$tmp/env-suid"
 cp /usr/bin/env "$tmp/env-plain"
 chmod 4755 "$tmp/env-suid"
 
-# in_world CMD...: CMD with the farm as /etc, in a mount namespace of its own.
+# in_world CMD...: CMD with the farm as /etc.
 in_world() {
-	# shellcheck disable=SC2016 # expanded by the namespace's shell
-	unshare --mount --propagation private sh -c '
-		mount --bind /etc "$1/orig" && mount --bind "$1/etc" /etc || exit 99
-		shift; exec "$@"' sh "$tmp" "$@"
+	in_private_etc "$tmp" "$@"
 }
 
 out=$(in_world env -i /bin/sh -c 'cat /proc/self/maps' | grep -c "$(basename "$lib")" || true)
