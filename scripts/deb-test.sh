@@ -71,13 +71,25 @@ daemon_round() {
 		{ cat /tmp/status >&2; fail "cuslice status does not show NVML down"; }
 	[ "$(stat -c %G /run/cuslice/cusliced.sock)" = cuslice ] ||
 		fail "the registration socket's group is not cuslice"
-	# A process under libcuslice registers (on cusim's driver).
+	# A process under libcuslice registers (on cusim's driver) and is listed.
 	sim=$(dirname "$(ls /usr/lib/*/cuslice/sim/libcuda.so.1)")
 	CUSIM_SHM_DIR=/tmp LD_LIBRARY_PATH="$sim" CUSLICE_GROUP=pkg \
 		LD_PRELOAD=$(ls /usr/lib/*/libcuslice.so) /usr/libexec/cuslice/cs-alloc --bytes 1MiB \
-		>/tmp/alloc.log 2>&1 || { cat /tmp/alloc.log >&2; fail "cs-alloc under libcuslice"; }
-	cuslice events -o json | grep -q '"registered"' ||
-		fail "the process under libcuslice did not register"
+		--hold-until-signal >/tmp/alloc.log 2>&1 &
+	apid=$!
+	i=0
+	until grep -q '^ready' /tmp/alloc.log; do
+		i=$((i + 1))
+		if [ "$i" -gt 100 ] || ! kill -0 "$apid" 2>/dev/null; then
+			cat /tmp/alloc.log >&2
+			fail "cs-alloc under libcuslice"
+		fi
+		sleep 0.1
+	done
+	cuslice ps >/tmp/ps
+	kill -TERM "$apid"
+	wait "$apid" || { cat /tmp/alloc.log >&2; fail "cs-alloc exited with $?"; }
+	grep -q "^pkg  *$apid " /tmp/ps || { cat /tmp/ps >&2; fail "cuslice ps does not list it"; }
 	kill -TERM "$pid"
 	wait "$pid" || fail "cusliced exited with status $? on SIGTERM"
 }
