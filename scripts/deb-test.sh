@@ -78,7 +78,7 @@ daemon_round() {
 		--hold-until-signal >/tmp/alloc.log 2>&1 &
 	apid=$!
 	i=0
-	until grep -q '^ready' /tmp/alloc.log; do
+	until grep -qs '^ready' /tmp/alloc.log; do
 		i=$((i + 1))
 		if [ "$i" -gt 100 ] || ! kill -0 "$apid" 2>/dev/null; then
 			cat /tmp/alloc.log >&2
