@@ -47,7 +47,7 @@
 #include <unistd.h>
 
 #include "cs-group.h"
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 #include "sim-shared.h"
 
 #define SIM_GPUS "H100:8GiB"

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #include "bench-host.h"
 

@@ -30,7 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #define INSTR_N1 1000u
 #define INSTR_N2 3000u

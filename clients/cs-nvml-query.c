@@ -13,7 +13,7 @@
  *
  * Exit status: 0 success; 1 a required symbol or call failed (named); 2 usage.
  */
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #include <cjson/cJSON.h>
 #include <dlfcn.h>

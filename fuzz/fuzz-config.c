@@ -54,7 +54,7 @@ static void check_config(const struct cd_config *c, const char *text)
 		broken("backstop_interval outside 100 ms .. 1 h", text, "");
 	if (c->session_ttl_s > 86400)
 		broken("session_ttl over 24 h", text, "");
-	if (c->on_bypass < CD_ACTION_REPORT || c->on_bypass > CD_ACTION_KILL)
+	if (c->on_bypass < CS_POLICY_ACTION_REPORT || c->on_bypass > CS_POLICY_ACTION_KILL)
 		broken("on_bypass not an action", text, "");
 	if (c->log_level < 0 || c->log_level > 3)
 		broken("log_level out of range", text, "");

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: cs_limits_parse and cs_limits_resolve
- * (src/preload/cs-limits.c), which run inside every process libcuslice is
+ * (src/common/cs-limits.c), which run inside every process libcuslice is
  * loaded into, on CUSLICE_MEM_LIMIT / CUSLICE_CORE_LIMIT as people wrote them.
  *
  * Every input is parsed with each value-form set (sizes and percentages as

@@ -1,12 +1,13 @@
 #!/bin/sh
-# Runs libFuzzer targets for a bounded time each (make fuzz).
+# Runs libFuzzer targets for a bounded time each: `ninja fuzz` in a build set
+# up with -Dfuzz=true (make fuzz), which passes the targets of fuzz/meson.build.
 #
-#   fuzz/run.sh BUILD_DIR SECONDS NAME:MAX_LEN...
+#   FUZZ_SECONDS=N fuzz/run.sh BUILD_DIR NAME:MAX_LEN...
 #
 # BUILD_DIR/fuzz-NAME is run on its working corpus BUILD_DIR/corpus/NAME
 # (where it saves new inputs), seeded from fuzz/corpus/NAME (read only, kept
-# in git), with the dictionary fuzz/NAME.dict when there is one, for SECONDS,
-# inputs up to MAX_LEN bytes, 10 s per input at most.
+# in git), with the dictionary fuzz/NAME.dict when there is one, for
+# $FUZZ_SECONDS (default 60), inputs up to MAX_LEN bytes, 10 s per input at most.
 # Each run's output goes to BUILD_DIR/fuzz-NAME.log; a crash, leak, timeout
 # or broken invariant leaves BUILD_DIR/crash-NAME-* and prints the log's
 # tail. Every target runs even when an earlier one failed; the exit status
@@ -14,8 +15,8 @@
 set -u
 
 dir=$1
-seconds=$2
-shift 2
+seconds=${FUZZ_SECONDS:-60}
+shift
 src=$(dirname "$0")
 failed=""
 

@@ -49,7 +49,7 @@ int cli_cmd_status(struct cli *c, int argc, char **argv)
 
 	if (rc != CLI_CONTINUE)
 		return rc;
-	rc = cli_get_json(c, "/v1/status", &st);
+	rc = cli_get_json(c, cs_api_path(CS_API_STATUS), &st);
 	if (rc)
 		return rc;
 	if (c->output == CLI_OUTPUT_JSON)
@@ -57,7 +57,7 @@ int cli_cmd_status(struct cli *c, int argc, char **argv)
 	else
 		rc = cli_render_status(st, stdout);
 	cJSON_Delete(st);
-	return show("/v1/status", rc);
+	return show(cs_api_path(CS_API_STATUS), rc);
 }
 
 int cli_cmd_gpus(struct cli *c, int argc, char **argv)
@@ -67,7 +67,7 @@ int cli_cmd_gpus(struct cli *c, int argc, char **argv)
 
 	if (rc != CLI_CONTINUE)
 		return rc;
-	rc = cli_get_json(c, "/v1/gpus", &g);
+	rc = cli_get_json(c, cs_api_path(CS_API_GPUS), &g);
 	if (rc)
 		return rc;
 	if (c->output == CLI_OUTPUT_JSON)
@@ -75,7 +75,7 @@ int cli_cmd_gpus(struct cli *c, int argc, char **argv)
 	else
 		rc = cli_render_gpus(g, stdout);
 	cJSON_Delete(g);
-	return show("/v1/gpus", rc);
+	return show(cs_api_path(CS_API_GPUS), rc);
 }
 
 int cli_cmd_ps(struct cli *c, int argc, char **argv)
@@ -85,20 +85,21 @@ int cli_cmd_ps(struct cli *c, int argc, char **argv)
 
 	if (rc != CLI_CONTINUE)
 		return rc;
-	rc = cli_get_json(c, "/v1/processes", &procs);
+	rc = cli_get_json(c, cs_api_path(CS_API_PROCESSES), &procs);
 	if (rc)
 		return rc;
 	if (c->output == CLI_OUTPUT_JSON) {
 		rc = cli_json_print(procs, stdout);
 		cJSON_Delete(procs);
-		return show("/v1/processes", rc);
+		return show(cs_api_path(CS_API_PROCESSES), rc);
 	}
 	/* The limits and core shares are the groups'; GPU indices come from /v1/gpus. */
-	rc = cli_get_json(c, "/v1/groups", &groups);
+	rc = cli_get_json(c, cs_api_path(CS_API_GROUPS), &groups);
 	if (!rc)
-		rc = cli_get_json(c, "/v1/gpus", &gpus);
+		rc = cli_get_json(c, cs_api_path(CS_API_GPUS), &gpus);
 	if (!rc)
-		rc = show("/v1/processes", cli_render_ps(procs, groups, gpus, stdout));
+		rc =
+		    show(cs_api_path(CS_API_PROCESSES), cli_render_ps(procs, groups, gpus, stdout));
 	cJSON_Delete(procs);
 	cJSON_Delete(groups);
 	cJSON_Delete(gpus);
@@ -116,9 +117,9 @@ int cli_cmd_groups(struct cli *c, int argc, char **argv)
 	if (optind < argc) {
 		if (cli_parse_group("group", argv[optind], err, sizeof(err)) < 0)
 			return cli_usage(c, "%s", err);
-		snprintf(path, sizeof(path), "/v1/groups/%s", argv[optind]);
+		snprintf(path, sizeof(path), "%s%s", cs_api_path(CS_API_GROUP), argv[optind]);
 	} else {
-		snprintf(path, sizeof(path), "/v1/groups");
+		snprintf(path, sizeof(path), "%s", cs_api_path(CS_API_GROUPS));
 	}
 	rc = cli_get_json(c, path, &groups);
 	if (rc)
@@ -126,7 +127,7 @@ int cli_cmd_groups(struct cli *c, int argc, char **argv)
 	if (c->output == CLI_OUTPUT_JSON) {
 		rc = show(path, cli_json_print(groups, stdout));
 	} else {
-		rc = cli_get_json(c, "/v1/gpus", &gpus);
+		rc = cli_get_json(c, cs_api_path(CS_API_GPUS), &gpus);
 		if (!rc)
 			rc = show(path, cli_render_groups(groups, gpus, stdout));
 	}

@@ -12,10 +12,6 @@
 #include <string.h>
 #include <sys/un.h>
 
-#ifndef CS_VERSION
-#define CS_VERSION "0.0.0"
-#endif
-
 /* The daemon answers from memory; a reply this slow means something is wrong. */
 #define CALL_TIMEOUT_MS 10000L
 #define CONNECT_TIMEOUT_MS 3000L
@@ -190,7 +186,7 @@ static int describe(const struct cli *c, bool admin, int err, const struct cli_r
 		    const char *method, const char *path, char *buf, size_t len)
 {
 	const char *sock = admin ? c->admin_socket : c->socket;
-	const char *var = admin ? "CUSLICE_ADMIN_SOCKET" : "CUSLICE_SOCKET";
+	const char *var = cs_env_name(admin ? CS_ENV_ADMIN_SOCKET : CS_ENV_SOCKET);
 	const char *msg;
 
 	switch (err) {
@@ -252,17 +248,17 @@ static int describe(const struct cli *c, bool admin, int err, const struct cli_r
 
 const char *cli_error_code(const cJSON *reply)
 {
-	return cli_json_str(cJSON_GetObjectItemCaseSensitive(reply, "error"), "code");
+	return cli_json_str(cJSON_GetObjectItemCaseSensitive(reply, cs_key_error), cs_key_code);
 }
 
 const char *cli_error_message(const cJSON *reply)
 {
-	const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, "error");
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, cs_key_error);
 
 	/* {"error": "..."}: cusliced before issue 10. */
 	if (cJSON_IsString(e))
 		return e->valuestring;
-	return cli_json_str(e, "message");
+	return cli_json_str(e, cs_key_message);
 }
 
 int cli_describe(const struct cli *c, int err, const struct cli_reply *r, const char *method,

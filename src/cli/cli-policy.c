@@ -58,15 +58,17 @@ cJSON *cli_policy_body(const struct cli_policy_change *ch)
 	bool ok = p != NULL;
 
 	if (ok && ch->mem_set)
-		ok = put_member(p, "memory_limit", mem_value(ch));
+		ok = put_member(p, cs_key_memory_limit, mem_value(ch));
 	if (ok && ch->cores_set)
-		ok = put_member(p, "core_limit",
+		ok = put_member(p, cs_key_core_limit,
 				ch->cores_none ? cJSON_CreateNull()
 					       : cJSON_CreateNumber(ch->cores_percent));
 	if (ok && ch->mode)
-		ok = put_member(p, "mode", cJSON_CreateString(ch->mode == 2 ? "burst" : "hard"));
+		ok = put_member(p, cs_key_mode,
+				cJSON_CreateString(cs_policy_mode_name(
+				    ch->mode == 2 ? CS_POLICY_MODE_BURST : CS_POLICY_MODE_HARD)));
 	if (ok && ch->required)
-		ok = put_member(p, "daemon_required", cJSON_CreateBool(ch->required == 1));
+		ok = put_member(p, cs_key_daemon_required, cJSON_CreateBool(ch->required == 1));
 	if (!ok) {
 		cJSON_Delete(p);
 		return NULL;
@@ -85,7 +87,7 @@ int cli_policy_apply(const struct cli *c, const char *group, const struct cli_po
 	cJSON_Delete(policy);
 	if (!body)
 		return cli_fail(CLI_EXIT_FAIL, "out of memory");
-	snprintf(path, sizeof(path), "/v1/groups/%s", group);
+	snprintf(path, sizeof(path), "%s%s", cs_api_path(CS_API_GROUP), group);
 	e = cli_http(c, "PUT", path, body, &r);
 	cJSON_free(body);
 	if (quiet_unreachable && (e || cli_http_not_admin(e, &r))) {
@@ -187,7 +189,7 @@ int cli_cmd_set(struct cli *c, int argc, char **argv)
 	if (c->output == CLI_OUTPUT_JSON) {
 		rc = cli_json_print(group, stdout) ? cli_fail(CLI_EXIT_FAIL, "out of memory") : 0;
 	} else {
-		rc = cli_get_json(c, "/v1/gpus", &gpus);
+		rc = cli_get_json(c, cs_api_path(CS_API_GPUS), &gpus);
 		if (!rc && cli_render_groups(group, gpus, stdout) < 0)
 			rc = cli_fail(CLI_EXIT_FAIL,
 				      "cusliced's reply to PUT /v1/groups/%s lacks "
@@ -218,7 +220,7 @@ int cli_cmd_delete(struct cli *c, int argc, char **argv)
 		return cli_usage(c, "unexpected argument \"%s\"", argv[optind + 1]);
 	if (cli_parse_group("group", argv[optind], err, sizeof(err)) < 0)
 		return cli_usage(c, "%s", err);
-	snprintf(path, sizeof(path), "/v1/groups/%s", argv[optind]);
+	snprintf(path, sizeof(path), "%s%s", cs_api_path(CS_API_GROUP), argv[optind]);
 	e = cli_http(c, "DELETE", path, NULL, &r);
 	rc = e || r.status >= 300 ? cli_report(c, e, &r, "DELETE", path) : CLI_EXIT_OK;
 	cli_reply_free(&r);

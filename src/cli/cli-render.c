@@ -69,7 +69,7 @@ static char *fmt_util(const cJSON *g, char *buf, size_t len)
 {
 	double v;
 
-	if (cli_json_num(g, "utilization", &v))
+	if (cli_json_num(g, cs_key_utilization, &v))
 		snprintf(buf, len, "%.0f%%", v);
 	else
 		snprintf(buf, len, "-");
@@ -112,8 +112,8 @@ static const char *str_or_dash(const cJSON *o, const char *key)
  */
 static const char *fmt_labels(const cJSON *group, char *buf, size_t len)
 {
-	const cJSON *policy = cJSON_GetObjectItemCaseSensitive(group, "policy");
-	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, "labels"), *it;
+	const cJSON *policy = cJSON_GetObjectItemCaseSensitive(group, cs_key_policy);
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, cs_key_labels), *it;
 	const cJSON *set = cJSON_IsObject(labels) ? labels : NULL;
 	size_t o = 0;
 
@@ -139,11 +139,11 @@ void cli_gpu_map_init(struct cli_gpu_map *m, const cJSON *gpus_reply)
 	double idx;
 
 	m->n = 0;
-	cJSON_ArrayForEach(g, cli_json_array(gpus_reply, "gpus"))
+	cJSON_ArrayForEach(g, cli_json_array(gpus_reply, cs_key_gpus))
 	{
-		const char *uuid = cli_json_str(g, "uuid");
+		const char *uuid = cli_json_str(g, cs_key_uuid);
 
-		if (!uuid || !cli_json_num(g, "index", &idx) || m->n == 64)
+		if (!uuid || !cli_json_num(g, cs_key_index, &idx) || m->n == 64)
 			continue;
 		m->gpu[m->n].uuid = uuid;
 		m->gpu[m->n].index = (int)idx;
@@ -251,15 +251,15 @@ static char *fmt_count(const cJSON *o, const char *key, char *buf, size_t len)
 /* "up", or "down: REASON (N attempts, retrying)"; "-" from a daemon that does not say. */
 static const char *fmt_nvml(const cJSON *st, char *buf, size_t len)
 {
-	const cJSON *n = cJSON_GetObjectItemCaseSensitive(st, "nvml");
-	const char *why = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(n, "reason"));
+	const cJSON *n = cJSON_GetObjectItemCaseSensitive(st, cs_key_nvml);
+	const char *why = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(n, cs_key_reason));
 	double attempts = 0;
 
 	if (!cJSON_IsObject(n))
 		return "-";
-	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(n, "up")))
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(n, cs_key_up)))
 		return "up";
-	cli_json_num(n, "attempts", &attempts);
+	cli_json_num(n, cs_key_attempts, &attempts);
 	snprintf(buf, len, "down: %s (%.0f attempts, retrying)", why ? why : "?", attempts);
 	return buf;
 }
@@ -275,18 +275,18 @@ int cli_render_status(const cJSON *st, FILE *f)
 	if (!cJSON_IsObject(st))
 		return -EPROTO;
 	const char *rows[][2] = {
-	    {"version", str_or_dash(st, "version")},
-	    {"pid", fmt_int(st, "pid", b[0], sizeof(b[0]))},
-	    {"uptime", cli_json_num(st, "uptime_seconds", &up)
+	    {"version", str_or_dash(st, cs_key_version)},
+	    {"pid", fmt_int(st, cs_key_pid, b[0], sizeof(b[0]))},
+	    {"uptime", cli_json_num(st, cs_key_uptime_seconds, &up)
 			   ? cli_fmt_uptime(up, b[1], sizeof(b[1]))
 			   : "-"},
-	    {"socket", str_or_dash(st, "socket")},
-	    {"state directory", str_or_dash(st, "state_dir")},
-	    {"shm directory", str_or_dash(st, "shm_dir")},
-	    {"metrics", str_or_dash(st, "metrics_listen")},
-	    {"groups", fmt_count(st, "groups", b[2], sizeof(b[2]))},
-	    {"processes", fmt_count(st, "processes", b[3], sizeof(b[3]))},
-	    {"gpus", fmt_count(st, "gpus", b[4], sizeof(b[4]))},
+	    {"socket", str_or_dash(st, cs_key_socket)},
+	    {"state directory", str_or_dash(st, cs_key_state_dir)},
+	    {"shm directory", str_or_dash(st, cs_key_shm_dir)},
+	    {"metrics", str_or_dash(st, cs_key_metrics_listen)},
+	    {"groups", fmt_count(st, cs_key_groups, b[2], sizeof(b[2]))},
+	    {"processes", fmt_count(st, cs_key_processes, b[3], sizeof(b[3]))},
+	    {"gpus", fmt_count(st, cs_key_gpus, b[4], sizeof(b[4]))},
 	    {"nvml", fmt_nvml(st, nvml, sizeof(nvml))},
 	};
 
@@ -304,7 +304,7 @@ int cli_render_gpus(const cJSON *gpus, FILE *f)
 	    {"INDEX", RIGHT},	 {"UUID", 0},	       {"NAME", 0},
 	    {"MEM-USED", RIGHT}, {"MEM-TOTAL", RIGHT}, {"UTIL", RIGHT},
 	};
-	const cJSON *list = cli_json_array(gpus, "gpus"), *g;
+	const cJSON *list = cli_json_array(gpus, cs_key_gpus), *g;
 	struct libscols_table *t;
 	char b[4][64];
 	int e = 0;
@@ -317,11 +317,11 @@ int cli_render_gpus(const cJSON *gpus, FILE *f)
 	cJSON_ArrayForEach(g, list)
 	{
 		const char *cells[] = {
-		    fmt_int(g, "index", b[0], sizeof(b[0])),
-		    str_or_dash(g, "uuid"),
-		    str_or_dash(g, "name"),
-		    cli_fmt_bytes(g, "memory_used", b[1], sizeof(b[1])),
-		    cli_fmt_bytes(g, "memory_total", b[2], sizeof(b[2])),
+		    fmt_int(g, cs_key_index, b[0], sizeof(b[0])),
+		    str_or_dash(g, cs_key_uuid),
+		    str_or_dash(g, cs_key_name),
+		    cli_fmt_bytes(g, cs_key_memory_used, b[1], sizeof(b[1])),
+		    cli_fmt_bytes(g, cs_key_memory_total, b[2], sizeof(b[2])),
 		    fmt_util(g, b[3], sizeof(b[3])),
 		};
 		e = add_line(t, cells, 6);
@@ -338,9 +338,9 @@ static const cJSON *find_group(const cJSON *groups, const char *name)
 
 	if (!name)
 		return NULL;
-	cJSON_ArrayForEach(g, cli_json_array(groups, "groups"))
+	cJSON_ArrayForEach(g, cli_json_array(groups, cs_key_groups))
 	{
-		const char *n = cli_json_str(g, "name");
+		const char *n = cli_json_str(g, cs_key_name);
 
 		if (n && strcmp(n, name) == 0)
 			return g;
@@ -355,9 +355,9 @@ static const cJSON *find_device(const cJSON *group, const char *uuid)
 
 	if (!uuid)
 		return NULL;
-	cJSON_ArrayForEach(d, cli_json_array(group, "devices"))
+	cJSON_ArrayForEach(d, cli_json_array(group, cs_key_devices))
 	{
-		const char *u = cli_json_str(d, "uuid");
+		const char *u = cli_json_str(d, cs_key_uuid);
 
 		if (u && strcmp(u, uuid) == 0)
 			return d;
@@ -372,7 +372,7 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 	    {"MEM-USED", RIGHT},   {"MEM-LIMIT", RIGHT}, {"CORES", RIGHT},
 	    {"CORE-LIMIT", RIGHT}, {"STATE", 0},	 {"LABELS", 0},
 	};
-	const cJSON *list = cli_json_array(processes, "processes"), *p;
+	const cJSON *list = cli_json_array(processes, cs_key_processes), *p;
 	struct cli_gpu_map map;
 	struct libscols_table *t;
 	int e = 0;
@@ -385,15 +385,15 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 		return -ENOMEM;
 	cJSON_ArrayForEach(p, list)
 	{
-		const char *group = cli_json_str(p, "group");
+		const char *group = cli_json_str(p, cs_key_group);
 		const cJSON *grp = find_group(groups, group);
-		const cJSON *gl = cli_json_array(p, "gpus"), *pg;
-		const cJSON *reg = cJSON_GetObjectItemCaseSensitive(p, "registered");
+		const cJSON *gl = cli_json_array(p, cs_key_gpus), *pg;
+		const cJSON *reg = cJSON_GetObjectItemCaseSensitive(p, cs_key_registered);
 		char pid[32], state[64], b[5][64], labels[1024];
 		int ngpu = gl ? cJSON_GetArraySize(gl) : 0;
 
-		fmt_int(p, "pid", pid, sizeof(pid));
-		snprintf(state, sizeof(state), "%s%s", str_or_dash(p, "state"),
+		fmt_int(p, cs_key_pid, pid, sizeof(pid));
+		snprintf(state, sizeof(state), "%s%s", str_or_dash(p, cs_key_state),
 			 cJSON_IsFalse(reg) ? ",unregistered" : "");
 		/* One line per GPU the process uses; a process on none still gets one. */
 		for (int i = 0; i < (ngpu ? ngpu : 1) && !e; i++) {
@@ -401,16 +401,16 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 			const cJSON *dev;
 
 			pg = ngpu ? cJSON_GetArrayItem(gl, i) : NULL;
-			uuid = cli_json_str(pg, "uuid");
+			uuid = cli_json_str(pg, cs_key_uuid);
 			dev = find_device(grp, uuid);
 			const char *cells[] = {
 			    group && *group ? group : "-",
 			    pid,
 			    cli_gpu_label(&map, uuid, b[0], sizeof(b[0])),
-			    cli_fmt_bytes(pg, "memory_used", b[1], sizeof(b[1])),
-			    cli_fmt_bytes(dev, "memory_limit", b[2], sizeof(b[2])),
-			    fmt_pct1(dev, "core_used", b[3], sizeof(b[3])),
-			    fmt_pct_limit(dev, "core_limit", b[4], sizeof(b[4])),
+			    cli_fmt_bytes(pg, cs_key_memory_used, b[1], sizeof(b[1])),
+			    cli_fmt_bytes(dev, cs_key_memory_limit, b[2], sizeof(b[2])),
+			    fmt_pct1(dev, cs_key_core_used, b[3], sizeof(b[3])),
+			    fmt_pct_limit(dev, cs_key_core_limit, b[4], sizeof(b[4])),
 			    state,
 			    fmt_labels(grp, labels, sizeof(labels)),
 			};
@@ -424,32 +424,32 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 
 static int group_lines(struct libscols_table *t, const cJSON *g, const struct cli_gpu_map *map)
 {
-	const cJSON *devs = cli_json_array(g, "devices");
-	const cJSON *managed = cJSON_GetObjectItemCaseSensitive(g, "managed");
+	const cJSON *devs = cli_json_array(g, cs_key_devices);
+	const cJSON *managed = cJSON_GetObjectItemCaseSensitive(g, cs_key_managed);
 	int ndev = devs ? cJSON_GetArraySize(devs) : 0, e = 0;
 	char procs[32], b[7][64], labels[1024];
 
-	fmt_int(g, "processes", procs, sizeof(procs));
+	fmt_int(g, cs_key_processes, procs, sizeof(procs));
 	fmt_labels(g, labels, sizeof(labels));
 	for (int i = 0; i < (ndev ? ndev : 1) && !e; i++) {
 		const cJSON *d = ndev ? cJSON_GetArrayItem(devs, i) : NULL;
 		double thr;
 
-		if (cli_json_num(d, "throttled_seconds", &thr))
+		if (cli_json_num(d, cs_key_throttled_seconds, &thr))
 			snprintf(b[6], sizeof(b[6]), "%.1fs", thr);
 		else
 			snprintf(b[6], sizeof(b[6]), "-");
 		const char *cells[] = {
-		    str_or_dash(g, "name"),
+		    str_or_dash(g, cs_key_name),
 		    cJSON_IsTrue(managed) ? "yes" : "no",
 		    procs,
-		    cli_gpu_label(map, cli_json_str(d, "uuid"), b[0], sizeof(b[0])),
-		    cli_fmt_bytes(d, "memory_used", b[1], sizeof(b[1])),
-		    cli_fmt_bytes(d, "memory_limit", b[2], sizeof(b[2])),
-		    fmt_pct1(d, "core_used", b[3], sizeof(b[3])),
-		    fmt_pct_limit(d, "core_limit", b[4], sizeof(b[4])),
-		    str_or_dash(d, "mode"),
-		    fmt_int(d, "oom_denials", b[5], sizeof(b[5])),
+		    cli_gpu_label(map, cli_json_str(d, cs_key_uuid), b[0], sizeof(b[0])),
+		    cli_fmt_bytes(d, cs_key_memory_used, b[1], sizeof(b[1])),
+		    cli_fmt_bytes(d, cs_key_memory_limit, b[2], sizeof(b[2])),
+		    fmt_pct1(d, cs_key_core_used, b[3], sizeof(b[3])),
+		    fmt_pct_limit(d, cs_key_core_limit, b[4], sizeof(b[4])),
+		    str_or_dash(d, cs_key_mode),
+		    fmt_int(d, cs_key_oom_denials, b[5], sizeof(b[5])),
 		    b[6],
 		    labels[0] ? labels : "-",
 		};
@@ -465,13 +465,13 @@ int cli_render_groups(const cJSON *groups, const cJSON *gpus, FILE *f)
 	    {"MEM-USED", RIGHT}, {"MEM-LIMIT", RIGHT}, {"CORES", RIGHT},     {"CORE-LIMIT", RIGHT},
 	    {"MODE", 0},	 {"OOM", RIGHT},       {"THROTTLED", RIGHT}, {"LABELS", 0},
 	};
-	const cJSON *list = cli_json_array(groups, "groups"), *g;
+	const cJSON *list = cli_json_array(groups, cs_key_groups), *g;
 	struct cli_gpu_map map;
 	struct libscols_table *t;
 	int e = 0;
 
 	/* One GROUP object (GET/PUT /v1/groups/NAME) is a list of one. */
-	if (!list && !cli_json_str(groups, "name"))
+	if (!list && !cli_json_str(groups, cs_key_name))
 		return -EPROTO;
 	cli_gpu_map_init(&map, gpus);
 	t = new_table(cols, 12, true);

@@ -111,28 +111,29 @@ char **cli_run_env(const struct cli_run_opts *o, char *const *env, const char *p
 			old_preload = v + strlen("LD_PRELOAD=");
 			continue;
 		}
-		if (is_var(v, "CUSLICE_GROUP") || (o->mem && is_var(v, "CUSLICE_MEM_LIMIT")) ||
-		    (o->cores && is_var(v, "CUSLICE_CORE_LIMIT")) ||
-		    (o->burst && is_var(v, "CUSLICE_CORE_MODE")) ||
+		if (is_var(v, cs_env_name(CS_ENV_GROUP)) ||
+		    (o->mem && is_var(v, cs_env_name(CS_ENV_MEM_LIMIT))) ||
+		    (o->cores && is_var(v, cs_env_name(CS_ENV_CORE_LIMIT))) ||
+		    (o->burst && is_var(v, cs_env_name(CS_ENV_CORE_MODE))) ||
 		    (o->gpus && is_var(v, "CUDA_VISIBLE_DEVICES")) ||
-		    (o->socket && is_var(v, "CUSLICE_SOCKET")))
+		    (o->socket && is_var(v, cs_env_name(CS_ENV_SOCKET))))
 			continue;
 		out[n] = strdup(v);
 		e = out[n++] ? 0 : -ENOMEM;
 	}
 	snprintf(group, sizeof(group), "run-%ld", (long)pid);
 	if (!e)
-		e = add_var(out, &n, "CUSLICE_GROUP", o->group ? o->group : group);
+		e = add_var(out, &n, cs_env_name(CS_ENV_GROUP), o->group ? o->group : group);
 	if (!e && o->mem)
-		e = add_var(out, &n, "CUSLICE_MEM_LIMIT", o->mem);
+		e = add_var(out, &n, cs_env_name(CS_ENV_MEM_LIMIT), o->mem);
 	if (!e && o->cores)
-		e = add_var(out, &n, "CUSLICE_CORE_LIMIT", o->cores);
+		e = add_var(out, &n, cs_env_name(CS_ENV_CORE_LIMIT), o->cores);
 	if (!e && o->burst)
-		e = add_var(out, &n, "CUSLICE_CORE_MODE", "burst");
+		e = add_var(out, &n, cs_env_name(CS_ENV_CORE_MODE), "burst");
 	if (!e && o->gpus)
 		e = add_var(out, &n, "CUDA_VISIBLE_DEVICES", o->gpus);
 	if (!e && o->socket)
-		e = add_var(out, &n, "CUSLICE_SOCKET", o->socket);
+		e = add_var(out, &n, cs_env_name(CS_ENV_SOCKET), o->socket);
 	if (!e) {
 		out[n] = preload_var(preload, old_preload);
 		e = out[n++] ? 0 : -ENOMEM;
@@ -166,7 +167,7 @@ static bool usable(const char *path, char *buf, size_t len)
 
 int cli_find_preload(const char *self_exe, char *buf, size_t len, char *err, size_t errlen)
 {
-	const char *env = getenv("CUSLICE_PRELOAD");
+	const char *env = cs_env_get(CS_ENV_PRELOAD);
 	char installed[PATH_MAX] = "", dir[PATH_MAX];
 
 	if (env && *env) {
@@ -222,11 +223,11 @@ static int run_unprivileged(const struct cli *c, const char *group, const struct
 				c->socket, group, e == -EPROTO ? "unexpected reply" : strerror(-e));
 		return CLI_EXIT_OK;
 	}
-	pl = cJSON_GetObjectItemCaseSensitive(self, "placement");
-	how = cli_json_str(pl, "how");
-	placed = cli_json_str(pl, "group");
-	msg = cli_json_str(pl, "message");
-	if (how && strcmp(how, "refused") == 0) {
+	pl = cJSON_GetObjectItemCaseSensitive(self, cs_key_placement);
+	how = cli_json_str(pl, cs_key_how);
+	placed = cli_json_str(pl, cs_key_group);
+	msg = cli_json_str(pl, cs_key_message);
+	if (how && strcmp(how, cs_api_self_how_name(CS_API_SELF_REFUSED)) == 0) {
 		e = cli_fail(
 		    CLI_EXIT_FAIL,
 		    "%s; cusliced would refuse the command's processes (they fail closed): "
@@ -236,7 +237,7 @@ static int run_unprivileged(const struct cli *c, const char *group, const struct
 		cJSON_Delete(self);
 		return e;
 	}
-	if (how && strcmp(how, "unmanaged") == 0)
+	if (how && strcmp(how, cs_api_self_how_name(CS_API_SELF_UNMANAGED)) == 0)
 		fprintf(stderr,
 			"cuslice: note: group %s has no policy: the run uses %s, as an unmanaged "
 			"group\n",

@@ -25,7 +25,8 @@ int cli_self_get(const struct cli *c, const char *group, cJSON **ret)
 	int e;
 
 	*ret = NULL;
-	snprintf(path, sizeof(path), "/v1/self%s%s", group ? "?group=" : "", group ? group : "");
+	snprintf(path, sizeof(path), "%s%s%s", cs_api_path(CS_API_SELF), group ? "?group=" : "",
+		 group ? group : "");
 	e = cli_http_at(c, c->socket, "GET", path, NULL, &r);
 	if (e)
 		return e;
@@ -49,24 +50,25 @@ static const char *str_or_dash(const cJSON *o, const char *key)
 
 int cli_render_self(const cJSON *self, FILE *f)
 {
-	const cJSON *peer = cJSON_GetObjectItemCaseSensitive(self, "peer");
-	const cJSON *pl = cJSON_GetObjectItemCaseSensitive(self, "placement");
-	const cJSON *group = cJSON_GetObjectItemCaseSensitive(self, "group");
-	const char *how = cli_json_str(pl, "how");
+	const cJSON *peer = cJSON_GetObjectItemCaseSensitive(self, cs_key_peer);
+	const cJSON *pl = cJSON_GetObjectItemCaseSensitive(self, cs_key_placement);
+	const cJSON *group = cJSON_GetObjectItemCaseSensitive(self, cs_key_group);
+	const char *how = cli_json_str(pl, cs_key_how);
 	double uid, gid, pid;
 
 	if (!cJSON_IsObject(peer) || !cJSON_IsObject(pl) || !how)
 		return -EPROTO;
-	if (!cli_json_num(peer, "uid", &uid) || !cli_json_num(peer, "gid", &gid) ||
-	    !cli_json_num(peer, "pid", &pid))
+	if (!cli_json_num(peer, cs_key_uid, &uid) || !cli_json_num(peer, cs_key_gid, &gid) ||
+	    !cli_json_num(peer, cs_key_pid, &pid))
 		return -EPROTO;
 	fprintf(f, "uid        %.0f (gid %.0f)\n", uid, gid);
-	fprintf(f, "cgroup     %s\n", str_or_dash(peer, "cgroup"));
-	fprintf(f, "pod        %s\n", str_or_dash(peer, "pod"));
-	fprintf(f, "asked      %s\n", str_or_dash(pl, "asked"));
-	fprintf(f, "group      %s%s\n", str_or_dash(pl, "group"),
-		cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pl, "managed")) ? " (managed)" : "");
-	fprintf(f, "placement  %s: %s\n", how, str_or_dash(pl, "message"));
+	fprintf(f, "cgroup     %s\n", str_or_dash(peer, cs_key_cgroup));
+	fprintf(f, "pod        %s\n", str_or_dash(peer, cs_key_pod));
+	fprintf(f, "asked      %s\n", str_or_dash(pl, cs_key_asked));
+	fprintf(f, "group      %s%s\n", str_or_dash(pl, cs_key_group),
+		cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pl, cs_key_managed)) ? " (managed)"
+										   : "");
+	fprintf(f, "placement  %s: %s\n", how, str_or_dash(pl, cs_key_message));
 	if (!cJSON_IsObject(group))
 		return 0;
 	fputc('\n', f);
@@ -99,7 +101,8 @@ int cli_cmd_self(struct cli *c, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage(c, "unexpected argument \"%s\"", argv[optind]);
-	snprintf(path, sizeof(path), "/v1/self%s%s", group ? "?group=" : "", group ? group : "");
+	snprintf(path, sizeof(path), "%s%s%s", cs_api_path(CS_API_SELF), group ? "?group=" : "",
+		 group ? group : "");
 	rc = cli_get_json_registration(c, path, &self);
 	if (rc)
 		return rc;

@@ -107,20 +107,20 @@ static int gpu_rows(struct top_section *s, const cJSON *gpus)
 	struct top_row *r;
 	double idx, total, util;
 
-	cJSON_ArrayForEach(g, cli_json_array(gpus, "gpus"))
+	cJSON_ArrayForEach(g, cli_json_array(gpus, cs_key_gpus))
 	{
 		if (section_add(s, &r))
 			return -ENOMEM;
-		if (cli_json_num(g, "index", &idx))
+		if (cli_json_num(g, cs_key_index, &idx))
 			snprintf(r->col[0], sizeof(r->col[0]), "%.0f", idx);
 		else
 			snprintf(r->col[0], sizeof(r->col[0]), "-");
-		put_name(r->col[1], sizeof(r->col[1]), or_dash(cli_json_str(g, "name")),
+		put_name(r->col[1], sizeof(r->col[1]), or_dash(cli_json_str(g, cs_key_name)),
 			 GPU_NAME_COLS);
-		if (!cli_json_num(g, "memory_total", &total))
+		if (!cli_json_num(g, cs_key_memory_total, &total))
 			total = 0;
-		mem_cell(r, 0, g, "memory_used", "memory_total", 0);
-		if (cli_json_num(g, "utilization", &util)) {
+		mem_cell(r, 0, g, cs_key_memory_used, cs_key_memory_total, 0);
+		if (cli_json_num(g, cs_key_utilization, &util)) {
 			r->frac[1] = util / 100.0;
 			snprintf(r->text[1], sizeof(r->text[1]), "%.0f%%", util);
 		} else {
@@ -137,11 +137,11 @@ static double gpu_total(const cJSON *gpus, const char *uuid)
 	const cJSON *g;
 	double t;
 
-	cJSON_ArrayForEach(g, cli_json_array(gpus, "gpus"))
+	cJSON_ArrayForEach(g, cli_json_array(gpus, cs_key_gpus))
 	{
-		const char *u = cli_json_str(g, "uuid");
+		const char *u = cli_json_str(g, cs_key_uuid);
 
-		if (u && uuid && strcmp(u, uuid) == 0 && cli_json_num(g, "memory_total", &t))
+		if (u && uuid && strcmp(u, uuid) == 0 && cli_json_num(g, cs_key_memory_total, &t))
 			return t;
 	}
 	return 0;
@@ -153,26 +153,26 @@ static int group_rows(struct top_section *s, const cJSON *groups, const cJSON *g
 	const cJSON *g;
 
 	cli_gpu_map_init(&map, gpus);
-	cJSON_ArrayForEach(g, cli_json_array(groups, "groups"))
+	cJSON_ArrayForEach(g, cli_json_array(groups, cs_key_groups))
 	{
-		const cJSON *devs = cli_json_array(g, "devices");
+		const cJSON *devs = cli_json_array(g, cs_key_devices);
 		int ndev = devs ? cJSON_GetArraySize(devs) : 0;
 		double procs;
 
 		for (int i = 0; i < (ndev ? ndev : 1); i++) {
 			const cJSON *d = ndev ? cJSON_GetArrayItem(devs, i) : NULL;
-			const char *uuid = cli_json_str(d, "uuid");
+			const char *uuid = cli_json_str(d, cs_key_uuid);
 			struct top_row *r;
 			double used = 0, limit;
 			char u[16], l[16];
 
 			if (section_add(s, &r))
 				return -ENOMEM;
-			put_name(r->col[0], sizeof(r->col[0]), or_dash(cli_json_str(g, "name")),
-				 GROUP_NAME_COLS);
+			put_name(r->col[0], sizeof(r->col[0]),
+				 or_dash(cli_json_str(g, cs_key_name)), GROUP_NAME_COLS);
 			snprintf(r->col[1], sizeof(r->col[1]), "%s",
 				 cli_gpu_label(&map, uuid, u, sizeof(u)));
-			if (cli_json_num(g, "processes", &procs))
+			if (cli_json_num(g, cs_key_processes, &procs))
 				snprintf(r->col[2], sizeof(r->col[2]), "%.0f", procs);
 			else
 				snprintf(r->col[2], sizeof(r->col[2]), "-");
@@ -180,10 +180,11 @@ static int group_rows(struct top_section *s, const cJSON *groups, const cJSON *g
 				r->frac[0] = r->frac[1] = -1;
 				continue;
 			}
-			mem_cell(r, 0, d, "memory_used", "memory_limit", gpu_total(gpus, uuid));
+			mem_cell(r, 0, d, cs_key_memory_used, cs_key_memory_limit,
+				 gpu_total(gpus, uuid));
 			/* Compute: the share used against the limit, else against the whole GPU. */
-			cli_json_num(d, "core_used", &used);
-			if (cli_json_num(d, "core_limit", &limit)) {
+			cli_json_num(d, cs_key_core_used, &used);
+			if (cli_json_num(d, cs_key_core_limit, &limit)) {
 				r->frac[1] = frac_of(used, limit);
 				cli_fmt_percent(limit, l, sizeof(l));
 			} else {
@@ -278,13 +279,13 @@ static void trim_lines(char *s)
 static void header(FILE *f, const cJSON *st)
 {
 	double up, n;
-	const char *v = cli_json_str(st, "version");
+	const char *v = cli_json_str(st, cs_key_version);
 	char buf[32];
 
 	fprintf(f, "cuslice top - cusliced %s", v ? v : "?");
-	if (cli_json_num(st, "uptime_seconds", &up))
+	if (cli_json_num(st, cs_key_uptime_seconds, &up))
 		fprintf(f, ", up %s", cli_fmt_uptime(up, buf, sizeof(buf)));
-	static const char *const counts[] = {"groups", "processes", "gpus"};
+	const char *const counts[] = {cs_key_groups, cs_key_processes, cs_key_gpus};
 	for (int i = 0; i < 3; i++) {
 		const cJSON *c = cJSON_GetObjectItemCaseSensitive(st, counts[i]);
 
@@ -393,9 +394,9 @@ static void snapshot_take(const struct cli *c, struct snapshot *s)
 {
 	s->problem[0] = '\0';
 	s->code = CLI_EXIT_OK;
-	fetch(c, "/v1/status", &s->status, s->problem, sizeof(s->problem), &s->code);
-	fetch(c, "/v1/gpus", &s->gpus, s->problem, sizeof(s->problem), &s->code);
-	fetch(c, "/v1/groups", &s->groups, s->problem, sizeof(s->problem), &s->code);
+	fetch(c, cs_api_path(CS_API_STATUS), &s->status, s->problem, sizeof(s->problem), &s->code);
+	fetch(c, cs_api_path(CS_API_GPUS), &s->gpus, s->problem, sizeof(s->problem), &s->code);
+	fetch(c, cs_api_path(CS_API_GROUPS), &s->groups, s->problem, sizeof(s->problem), &s->code);
 }
 
 static void snapshot_free(struct snapshot *s)
@@ -411,9 +412,9 @@ static int print_json(const struct snapshot *s)
 	cJSON *o = cJSON_CreateObject();
 	int e = -ENOMEM;
 
-	if (o && cJSON_AddItemReferenceToObject(o, "status", s->status) &&
-	    cJSON_AddItemReferenceToObject(o, "gpus", s->gpus) &&
-	    cJSON_AddItemReferenceToObject(o, "groups", s->groups))
+	if (o && cJSON_AddItemReferenceToObject(o, cs_key_status, s->status) &&
+	    cJSON_AddItemReferenceToObject(o, cs_key_gpus, s->gpus) &&
+	    cJSON_AddItemReferenceToObject(o, cs_key_groups, s->groups))
 		e = cli_json_print(o, stdout);
 	cJSON_Delete(o);
 	return e ? cli_fail(CLI_EXIT_FAIL, "out of memory") : CLI_EXIT_OK;

@@ -34,14 +34,18 @@
 
 #include <cjson/cJSON.h>
 
+#include "cuslice/api.h"
+#include "cuslice/config.h"
+#include "cuslice/policy.h"
+
 /*
  * cusliced's two sockets: the registration socket, which every process
  * under libcuslice (and `run`'s command) registers on and where a user sees
  * its own view (`self`), and the admin socket, which serves everything
  * else, to administrators only.
  */
-#define CLI_DEFAULT_SOCKET "/run/cuslice/cusliced.sock"
-#define CLI_DEFAULT_ADMIN_SOCKET "/run/cuslice/admin/cusliced.sock"
+#define CLI_DEFAULT_SOCKET CS_DEFAULT_SOCKET
+#define CLI_DEFAULT_ADMIN_SOCKET CS_DEFAULT_ADMIN_SOCKET
 
 /* Exit codes: the contract with scripts (docs/cli.md, EXIT STATUS in --help). */
 enum cli_exit {

@@ -7,10 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef CS_VERSION
-#define CS_VERSION "0.0.0"
-#endif
-
 static int run_command(struct cli *c, const struct cli_command *cmd, int argc, char **argv)
 {
 	int rc;
@@ -32,12 +28,12 @@ int main(int argc, char **argv)
 	    {"version", no_argument, NULL, 'V'},
 	    {0},
 	};
-	const char *env_socket = getenv("CUSLICE_SOCKET");
-	const char *env_admin = getenv("CUSLICE_ADMIN_SOCKET");
+	const char *env_socket = cs_env_get(CS_ENV_SOCKET);
+	const char *env_admin = cs_env_get(CS_ENV_ADMIN_SOCKET);
 	struct cli c = {
 	    .socket = env_socket && *env_socket ? env_socket : CLI_DEFAULT_SOCKET,
 	    .admin_socket = env_admin && *env_admin ? env_admin : CLI_DEFAULT_ADMIN_SOCKET,
-	    .token = getenv("CUSLICE_TOKEN"),
+	    .token = cs_env_get(CS_ENV_TOKEN),
 	};
 	const struct cli_command *cmd;
 	int opt, rc;

@@ -175,22 +175,24 @@ static int signal_proc(pid_t pid, uint64_t start, int sig)
 static void act(struct cusliced *d, struct cd_seen *s, int action, const char *group,
 		const char *why)
 {
-	int sig = action == CD_ACTION_KILL ? SIGKILL : SIGSTOP;
-	const char *kind = action == CD_ACTION_KILL ? "killed" : "stopped";
+	int sig = action == CS_POLICY_ACTION_KILL ? SIGKILL : SIGSTOP;
+	const char *kind = action == CS_POLICY_ACTION_KILL ? "killed" : "stopped";
 	int e;
 
-	if (action == CD_ACTION_REPORT || !s || s->pid <= 1 || s->pid == d->pid)
+	if (action == CS_POLICY_ACTION_REPORT || !s || s->pid <= 1 || s->pid == d->pid)
 		return;
-	if ((action == CD_ACTION_KILL && s->killed) || (action == CD_ACTION_STOP && s->stopped))
+	if ((action == CS_POLICY_ACTION_KILL && s->killed) ||
+	    (action == CS_POLICY_ACTION_STOP && s->stopped))
 		return;
 	e = signal_proc(s->pid, s->start, sig);
-	if (action == CD_ACTION_KILL)
+	if (action == CS_POLICY_ACTION_KILL)
 		s->killed = true;
 	else
 		s->stopped = true;
 	if (e)
 		cs_log(CS_LOG_WARN, CD_LOG, "cannot %s pid %d (%s): %s",
-		       action == CD_ACTION_KILL ? "kill" : "stop", (int)s->pid, why, strerror(-e));
+		       action == CS_POLICY_ACTION_KILL ? "kill" : "stop", (int)s->pid, why,
+		       strerror(-e));
 	else
 		cd_event(d, kind, group, s->pid, "pid %d %s: %s", (int)s->pid, kind, why);
 }
@@ -198,7 +200,7 @@ static void act(struct cusliced *d, struct cd_seen *s, int action, const char *g
 /* The strictest on_violation among managed groups whose members name the process. */
 static int member_action(struct cusliced *d, const struct cd_peer *p)
 {
-	int a = CD_ACTION_REPORT;
+	int a = CS_POLICY_ACTION_REPORT;
 
 	for (unsigned i = 0; i < d->ngroups; i++) {
 		const struct cd_policy *pol = d->groups[i]->policy;
@@ -271,7 +273,8 @@ static void check_bypass(struct cusliced *d, struct cd_gpu_sample *gs, unsigned 
 				 "pid %d (uid %u, cgroup %.80s) holds %llu bytes on %s without "
 				 "registering with cusliced; action: %s",
 				 (int)np->pid, (unsigned)p.uid, p.cgroup[0] ? p.cgroup : "unknown",
-				 (unsigned long long)np->used, gs[i].uuid, cd_action_name(action));
+				 (unsigned long long)np->used, gs[i].uuid,
+				 cs_policy_action_name(action));
 			act(d, s, action, "", "it uses a GPU without registering with cusliced");
 		}
 	}
@@ -309,7 +312,7 @@ static void act_on_group(struct cusliced *d, struct cd_group *g, const struct cd
 	const struct cd_nvml_proc *v = busy ? gs->busy : gs->procs;
 	unsigned n = busy ? gs->nbusy : gs->nprocs;
 
-	if (!g->policy || g->policy->on_violation == CD_ACTION_REPORT)
+	if (!g->policy || g->policy->on_violation == CS_POLICY_ACTION_REPORT)
 		return;
 	for (unsigned k = 0; k < n; k++)
 		if (v[k].used && map_find(map, v[k].pid) == g)
@@ -349,8 +352,9 @@ static void check_quota(struct cusliced *d, struct cd_gpu_sample *gs, unsigned n
 			if (!(g->over_quota & bit)) {
 				g->over_quota |= bit;
 				cd_event(d, "over_quota", g->name, 0, "%s; action: %s", why,
-					 cd_action_name(g->policy ? g->policy->on_violation
-								  : CD_ACTION_REPORT));
+					 cs_policy_action_name(g->policy
+								   ? g->policy->on_violation
+								   : CS_POLICY_ACTION_REPORT));
 			}
 			act_on_group(d, g, &gs[i], map, false, why);
 		}
@@ -425,7 +429,7 @@ static void core_use(struct cusliced *d, struct cd_gpu_sample *gs, unsigned ngs,
 			if (!(g->over_core & bit)) {
 				g->over_core |= bit;
 				cd_event(d, "over_compute", g->name, 0, "%s; action: %s", why,
-					 cd_action_name(g->policy->on_violation));
+					 cs_policy_action_name(g->policy->on_violation));
 			}
 			act_on_group(d, g, &gs[i], map, true, why);
 		}

@@ -48,21 +48,7 @@ const char *const cd_config_keys[] = {
 
 #define NKEYS (sizeof(cd_config_keys) / sizeof(cd_config_keys[0]) - 1)
 
-static const char *const action_names[] = {"report", "stop", "kill"};
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
-
-const char *cd_action_name(int action)
-{
-	return action >= 0 && action <= CD_ACTION_KILL ? action_names[action] : "?";
-}
-
-int cd_action_parse(const char *name)
-{
-	for (int i = 0; i <= CD_ACTION_KILL; i++)
-		if (strcmp(name, action_names[i]) == 0)
-			return i;
-	return -1;
-}
 
 const char *cd_log_level_name(int level)
 {
@@ -74,12 +60,12 @@ void cd_config_defaults(struct cd_config *c)
 	memset(c, 0, sizeof(*c));
 	strcpy(c->socket, CD_DEFAULT_SOCKET);
 	strcpy(c->admin_socket, CD_DEFAULT_ADMIN_SOCKET);
-	strcpy(c->state_dir, "/var/lib/cuslice");
-	strcpy(c->shm_dir, "/dev/shm");
-	strcpy(c->metrics_listen, "127.0.0.1:9464");
+	strcpy(c->state_dir, CS_DEFAULT_STATE_DIR);
+	strcpy(c->shm_dir, CS_DEFAULT_SHM_DIR);
+	strcpy(c->metrics_listen, CS_DEFAULT_METRICS_LISTEN);
 	c->backstop_interval_ms = 1000;
 	c->session_ttl_s = 30;
-	c->on_bypass = CD_ACTION_REPORT;
+	c->on_bypass = CS_POLICY_ACTION_REPORT;
 	c->log_level = CS_LOG_INFO;
 	c->ipc_sessions_per_uid = CD_IPC_SESSIONS_PER_UID;
 	c->api_connections_per_uid = CD_API_CONNECTIONS_PER_UID;
@@ -419,7 +405,7 @@ int cd_config_set(struct cd_config *c, const char *key, const char *value, char 
 		return 0;
 	}
 	if (strcmp(key, "on_bypass") == 0) {
-		v = cd_action_parse(value);
+		v = cs_policy_action_parse(value);
 		if (v < 0)
 			return refuse(
 			    why, whylen, value,

@@ -372,15 +372,15 @@ char *cd_event_line(const struct cd_event *ev)
 	if (!o)
 		return NULL;
 	snprintf(num, sizeof(num), "%" PRIu64, ev->seq);
-	ok = cJSON_AddRawToObject(o, "seq", num) != NULL;
+	ok = cJSON_AddRawToObject(o, cs_key_seq, num) != NULL;
 	snprintf(num, sizeof(num), "%.3f", ev->time);
-	ok = ok && cJSON_AddRawToObject(o, "time", num) &&
-	     cJSON_AddStringToObject(o, "kind", ev->kind) &&
-	     cJSON_AddStringToObject(o, "group", ev->group) &&
-	     cJSON_AddNumberToObject(o, "pid", ev->pid) &&
-	     (ev->uid == CD_UID_NONE ? cJSON_AddNullToObject(o, "uid") != NULL
-				     : cJSON_AddNumberToObject(o, "uid", ev->uid) != NULL) &&
-	     cJSON_AddStringToObject(o, "message", ev->message);
+	ok = ok && cJSON_AddRawToObject(o, cs_key_time, num) &&
+	     cJSON_AddStringToObject(o, cs_key_kind, ev->kind) &&
+	     cJSON_AddStringToObject(o, cs_key_group, ev->group) &&
+	     cJSON_AddNumberToObject(o, cs_key_pid, ev->pid) &&
+	     (ev->uid == CD_UID_NONE ? cJSON_AddNullToObject(o, cs_key_uid) != NULL
+				     : cJSON_AddNumberToObject(o, cs_key_uid, ev->uid) != NULL) &&
+	     cJSON_AddStringToObject(o, cs_key_message, ev->message);
 	if (ok)
 		text = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
@@ -420,18 +420,18 @@ int cd_event_parse_line(const char *line, size_t len, struct cd_event *ev)
 	if (cd_json_check(line, len, err, sizeof(err)) != 0)
 		return -EINVAL;
 	o = cJSON_ParseWithLength(line, len);
-	seq = cJSON_GetObjectItemCaseSensitive(o, "seq");
-	time = cJSON_GetObjectItemCaseSensitive(o, "time");
-	pid = cJSON_GetObjectItemCaseSensitive(o, "pid");
-	uid = cJSON_GetObjectItemCaseSensitive(o, "uid");
+	seq = cJSON_GetObjectItemCaseSensitive(o, cs_key_seq);
+	time = cJSON_GetObjectItemCaseSensitive(o, cs_key_time);
+	pid = cJSON_GetObjectItemCaseSensitive(o, cs_key_pid);
+	uid = cJSON_GetObjectItemCaseSensitive(o, cs_key_uid);
 	ok = cJSON_IsObject(o) && cJSON_IsNumber(seq) && seq->valuedouble >= 1 &&
 	     seq->valuedouble < 9007199254740992.0 && seq->valuedouble == floor(seq->valuedouble) &&
 	     cJSON_IsNumber(time) && isfinite(time->valuedouble) && cJSON_IsNumber(pid) &&
 	     (cJSON_IsNull(uid) ||
 	      (cJSON_IsNumber(uid) && uid->valuedouble >= 0 && uid->valuedouble < 4294967295.0)) &&
-	     str_member(o, "kind", ev->kind, sizeof(ev->kind)) &&
-	     str_member(o, "group", ev->group, sizeof(ev->group)) &&
-	     str_member(o, "message", ev->message, sizeof(ev->message));
+	     str_member(o, cs_key_kind, ev->kind, sizeof(ev->kind)) &&
+	     str_member(o, cs_key_group, ev->group, sizeof(ev->group)) &&
+	     str_member(o, cs_key_message, ev->message, sizeof(ev->message));
 	if (ok) {
 		ev->seq = (uint64_t)seq->valuedouble;
 		ev->time = time->valuedouble;

@@ -58,10 +58,6 @@ int cd_config_load_token(struct cd_config *c, char *err, size_t errlen);
 /* The INI keys, in --help order, NULL-terminated. */
 extern const char *const cd_config_keys[];
 
-/* "report", "stop", "kill" (or "?"). */
-const char *cd_action_name(int action);
-/* CD_ACTION_* of a name, or -1. */
-int cd_action_parse(const char *name);
 /* "error", "warn", "info", "debug". */
 const char *cd_log_level_name(int level);
 
@@ -211,18 +207,16 @@ void cd_events_files_close(struct cd_ev_files *f);
 
 /* ---- policy (cd-policy.c, cd-policy-file.c) ---- */
 
-#define CD_MEMBERS_MAX 64 /* uids, gids each */
-#define CD_CGROUPS_MAX 16
-#define CD_CGROUP_LEN 256
-/* As many pods as one Kubernetes ResourceClaim may be reserved for. */
-#define CD_PODS_MAX 256
-#define CD_POD_UID_LEN 36 /* metadata.uid: a UUID (36) or a static pod's hash (32) */
+/* The policy's bounds and file are include/cuslice/policy.h's. */
+#define CD_MEMBERS_MAX CS_POLICY_MEMBERS_MAX
+#define CD_CGROUPS_MAX CS_POLICY_CGROUPS_MAX
+#define CD_CGROUP_LEN CS_POLICY_CGROUP_LEN
+#define CD_PODS_MAX CS_POLICY_PODS_MAX
+#define CD_POD_UID_LEN CS_POLICY_POD_UID_LEN
 #define CD_POLICIES_MAX 1024
-/* Largest policy text accepted (an API body, or the whole file's per-group object). */
-#define CD_POLICY_TEXT_MAX (64u * 1024)
-#define CD_POLICY_FILE "policy.json"
-/* The format of policy.json this daemon reads and writes ("version"). */
-#define CD_POLICY_FILE_VERSION 1
+#define CD_POLICY_TEXT_MAX CS_POLICY_TEXT_MAX
+#define CD_POLICY_FILE CS_POLICY_FILE
+#define CD_POLICY_FILE_VERSION CS_POLICY_FILE_VERSION
 #define CD_POLICY_FILE_MAX (16u * 1024 * 1024)
 
 /* Who belongs to a managed group. All empty: nobody by identity (the group is open: see cd_decide).
@@ -255,7 +249,7 @@ struct cd_policy {
 	bool burst;	       /* mode "burst" (else "hard") */
 	bool daemon_required;
 	struct cd_members members;
-	int on_violation; /* CD_ACTION_* */
+	int on_violation;		       /* CS_POLICY_ACTION_* */
 	struct cd_label labels[CD_LABELS_MAX]; /* in the order given */
 	unsigned nlabels;
 };

@@ -161,15 +161,17 @@ static void do_register(struct cusliced *d, struct cd_conn *c, const struct cs_i
 /* Handles one decoded message: 0, or -EPROTO to close the connection. */
 static int handle(struct cusliced *d, struct cd_conn *c, const struct cs_ipc_msg *m)
 {
-	if (!c->proc) {
-		if (m->h.type != CS_IPC_REGISTER)
-			return -EPROTO;
-		do_register(d, c, m);
-		return 0;
-	}
-	if (m->h.type != CS_IPC_PING)
+	uint32_t expected = c->proc ? CS_IPC_PING : CS_IPC_REGISTER;
+
+	if (m->h.type != expected) {
+		cs_log(CS_LOG_DEBUG, CD_LOG, "pid %d: IPC %s where %s was due: connection closed",
+		       (int)c->peer.pid, cs_ipc_type_name(m->h.type), cs_ipc_type_name(expected));
 		return -EPROTO;
-	reply(c, CS_IPC_PONG, m->h.seq, &m->u.ping);
+	}
+	if (!c->proc)
+		do_register(d, c, m);
+	else
+		reply(c, CS_IPC_PONG, m->h.seq, &m->u.ping);
 	return 0;
 }
 

@@ -47,20 +47,20 @@ static const char usage_text[] =
     "      --socket PATH        the registration socket, the only one tenants get:\n"
     "                           processes register there and may read their own\n"
     "                           view (GET /v1/healthz, /v1/self); mode 0660\n"
-    "                           (default /run/cuslice/cusliced.sock)\n"
+    "                           (default " CS_DEFAULT_SOCKET ")\n"
     "      --socket-group GROUP group owning it: name or gid (default: the daemon's\n"
     "                           group)\n"
     "      --admin-socket PATH  the admin socket: the whole API (policies, listings,\n"
     "                           events), in a directory of its own made root-only\n"
-    "                           (default /run/cuslice/admin/cusliced.sock)\n"
+    "                           (default " CS_DEFAULT_ADMIN_SOCKET ")\n"
     "      --admin-group GROUP  group that may reach the admin socket (its directory\n"
     "                           0750, the socket 0660; default: none, 0700/0600)\n"
     "      --state-dir DIR      where policies are stored, as policy.json\n"
-    "                           (default /var/lib/cuslice)\n"
+    "                           (default " CS_DEFAULT_STATE_DIR ")\n"
     "      --shm-dir DIR        ignored (regions are sealed memory files the daemon\n"
     "                           hands to its members; kept for old configurations)\n"
     "      --metrics-listen ADDR  Prometheus metrics on HOST:PORT ([::1]:PORT for\n"
-    "                           IPv6), or none (default 127.0.0.1:9464)\n"
+    "                           IPv6), or none (default " CS_DEFAULT_METRICS_LISTEN ")\n"
     "      --log-level LEVEL    error, warn, info (default) or debug\n"
     "      --token-file FILE    file holding a token that processes (CUSLICE_TOKEN)\n"
     "                           and API clients (Authorization: Bearer) must present\n"
@@ -191,7 +191,7 @@ static void configure(int argc, char **argv, struct cd_config *c)
 			fputs(usage_text, stdout);
 			exit(0);
 		case 'V':
-			printf(PROG " " CD_VERSION "\n");
+			printf(PROG " " CS_VERSION "\n");
 			exit(0);
 		case 0:
 			ov[nov].opt = longopts[idx].name;
@@ -447,7 +447,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	cs_log(CS_LOG_INFO, CD_LOG,
-	       "cusliced " CD_VERSION " ready: registration on %s, administration on %s "
+	       "cusliced " CS_VERSION " ready: registration on %s, administration on %s "
 	       "(policies in %s, metrics %s%s)",
 	       cfg.socket, cfg.admin_socket, cfg.state_dir, cfg.metrics_listen,
 	       cfg.token[0] ? ", token required" : "");

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "cs-log.h"
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #define UTIL_WINDOW_MAX_US 1000000ull
 

@@ -76,10 +76,11 @@ static int read_file(const char *path, size_t max, char **ret, size_t *len)
  */
 static int check_version(const cJSON *root, const char *path, char *err, size_t errlen)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "version");
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, cs_key_version);
 
 	for (const cJSON *it = root->child; it; it = it->next) {
-		if (strcmp(it->string, "version") != 0 && strcmp(it->string, "groups") != 0) {
+		if (strcmp(it->string, cs_key_version) != 0 &&
+		    strcmp(it->string, cs_key_groups) != 0) {
 			snprintf(err, errlen,
 				 "%s: unknown member \"%.64s\"; accepted: version, groups", path,
 				 it->string);
@@ -102,7 +103,7 @@ static int check_version(const cJSON *root, const char *path, char *err, size_t 
 	}
 	if (v->valuedouble != CD_POLICY_FILE_VERSION) {
 		snprintf(err, errlen,
-			 "%s: version %.0f is newer than this cusliced (" CD_VERSION
+			 "%s: version %.0f is newer than this cusliced (" CS_VERSION
 			 ") understands (%d): a newer cusliced wrote it; run that one, or restore "
 			 "a policy.json of version %d",
 			 path, v->valuedouble, CD_POLICY_FILE_VERSION, CD_POLICY_FILE_VERSION);
@@ -144,7 +145,7 @@ int cd_policy_load(const char *dir, struct cd_policy **ret, unsigned *n, char *e
 	}
 	root = cJSON_ParseWithLength(text, len);
 	free(text);
-	groups = root ? cJSON_GetObjectItemCaseSensitive(root, "groups") : NULL;
+	groups = root ? cJSON_GetObjectItemCaseSensitive(root, cs_key_groups) : NULL;
 	if (!root || !cJSON_IsObject(root) || !cJSON_IsObject(groups)) {
 		snprintf(err, errlen,
 			 "%s: not valid: expected a JSON object {\"version\": %d, \"groups\": "
@@ -231,8 +232,8 @@ static char *render(const struct cd_policy *const *ps, unsigned n)
 	char *text = NULL;
 	bool ok;
 
-	groups = root && cJSON_AddNumberToObject(root, "version", CD_POLICY_FILE_VERSION)
-		     ? cJSON_AddObjectToObject(root, "groups")
+	groups = root && cJSON_AddNumberToObject(root, cs_key_version, CD_POLICY_FILE_VERSION)
+		     ? cJSON_AddObjectToObject(root, cs_key_groups)
 		     : NULL;
 	ok = groups != NULL;
 	for (unsigned i = 0; ok && i < n; i++) {

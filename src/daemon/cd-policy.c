@@ -36,9 +36,9 @@ void cd_policy_init(struct cd_policy *p, const char *name)
 {
 	memset(p, 0, sizeof(*p));
 	snprintf(p->name, sizeof(p->name), "%s", name ? name : "");
-	snprintf(p->mem.var, sizeof(p->mem.var), "memory_limit");
-	snprintf(p->core.var, sizeof(p->core.var), "core_limit");
-	p->on_violation = CD_ACTION_REPORT;
+	snprintf(p->mem.var, sizeof(p->mem.var), "%s", cs_key_memory_limit);
+	snprintf(p->core.var, sizeof(p->core.var), "%s", cs_key_core_limit);
+	p->on_violation = CS_POLICY_ACTION_REPORT;
 }
 
 __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t len, const char *fmt, ...)
@@ -173,7 +173,7 @@ static int parse_limit(const char *field, const cJSON *v, bool core, struct cs_l
 		if (!value_text(it, core, text, sizeof(text)))
 			return fail(err, errlen, "%s.\"%s\": not a valid limit; accepted: %s",
 				    field, key_text(key, shown), forms);
-		if (strcmp(key, "default") == 0)
+		if (strcmp(key, cs_key_default) == 0)
 			snprintf(item, sizeof(item), "%s", text);
 		else if (strlen(key) < 48 && !strchr(key, ',') && !strchr(key, '='))
 			snprintf(item, sizeof(item), "%s=%s", key, text);
@@ -337,11 +337,13 @@ static int parse_members(const cJSON *v, struct cd_members *out, char *err, size
 			if (strcmp(o->string, it->string) == 0)
 				return fail(err, errlen, "members.%s: given twice",
 					    key_text(it->string, shown));
-		if (strcmp(it->string, "uids") == 0) {
-			e = parse_ids("uids", it, true, (unsigned *)m.uids, &m.nuids, err, errlen);
-		} else if (strcmp(it->string, "gids") == 0) {
-			e = parse_ids("gids", it, false, (unsigned *)m.gids, &m.ngids, err, errlen);
-		} else if (strcmp(it->string, "cgroups") == 0) {
+		if (strcmp(it->string, cs_key_uids) == 0) {
+			e = parse_ids(cs_key_uids, it, true, (unsigned *)m.uids, &m.nuids, err,
+				      errlen);
+		} else if (strcmp(it->string, cs_key_gids) == 0) {
+			e = parse_ids(cs_key_gids, it, false, (unsigned *)m.gids, &m.ngids, err,
+				      errlen);
+		} else if (strcmp(it->string, cs_key_cgroups) == 0) {
 			const cJSON *c;
 
 			e = 0;
@@ -365,7 +367,7 @@ static int parse_members(const cJSON *v, struct cd_members *out, char *err, size
 					    CD_CGROUP_LEN);
 				m.ncgroups++;
 			}
-		} else if (strcmp(it->string, "pods") == 0) {
+		} else if (strcmp(it->string, cs_key_pods) == 0) {
 			e = parse_pods(it, &m, err, errlen);
 		} else {
 			return fail(
@@ -498,32 +500,32 @@ int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err
 				e = fail(err, errlen, "%s: given twice", key_text(k, shown));
 		if (e)
 			break;
-		if (strcmp(k, "memory_limit") == 0) {
+		if (strcmp(k, cs_key_memory_limit) == 0) {
 			e = parse_limit(k, it, false, &tmp.mem, err, errlen);
-		} else if (strcmp(k, "core_limit") == 0) {
+		} else if (strcmp(k, cs_key_core_limit) == 0) {
 			e = parse_limit(k, it, true, &tmp.core, err, errlen);
 			if (!e && cs_limits_check_shares(&tmp.core, err, errlen) != 0)
 				e = -EINVAL;
-		} else if (strcmp(k, "mode") == 0) {
-			if (cJSON_IsString(it) && strcmp(it->valuestring, "hard") == 0)
-				tmp.burst = false;
-			else if (cJSON_IsString(it) && strcmp(it->valuestring, "burst") == 0)
-				tmp.burst = true;
+		} else if (strcmp(k, cs_key_mode) == 0) {
+			int m = cJSON_IsString(it) ? cs_policy_mode_parse(it->valuestring) : -1;
+
+			if (m >= 0)
+				tmp.burst = m == CS_POLICY_MODE_BURST;
 			else
 				e = fail(err, errlen,
 					 "mode: expected \"hard\" (never above the core limit) or "
 					 "\"burst\" (may use idle GPU time above it)");
-		} else if (strcmp(k, "daemon_required") == 0) {
+		} else if (strcmp(k, cs_key_daemon_required) == 0) {
 			if (cJSON_IsBool(it))
 				tmp.daemon_required = cJSON_IsTrue(it);
 			else
 				e = fail(err, errlen, "daemon_required: expected true or false");
-		} else if (strcmp(k, "members") == 0) {
+		} else if (strcmp(k, cs_key_members) == 0) {
 			e = parse_members(it, &tmp.members, err, errlen);
-		} else if (strcmp(k, "labels") == 0) {
+		} else if (strcmp(k, cs_key_labels) == 0) {
 			e = parse_labels(it, &tmp, err, errlen);
-		} else if (strcmp(k, "on_violation") == 0) {
-			int a = cJSON_IsString(it) ? cd_action_parse(it->valuestring) : -1;
+		} else if (strcmp(k, cs_key_on_violation) == 0) {
+			int a = cJSON_IsString(it) ? cs_policy_action_parse(it->valuestring) : -1;
 
 			if (a < 0)
 				e = fail(err, errlen,
@@ -589,7 +591,7 @@ static cJSON *limit_json(const struct cs_limits *l, bool core)
 		cJSON *v = rule_value(r, core);
 
 		if (r->key == CS_LIMIT_KEY_ALL)
-			snprintf(key, sizeof(key), "default");
+			snprintf(key, sizeof(key), "%s", cs_key_default);
 		else if (r->key == CS_LIMIT_KEY_ORDINAL)
 			snprintf(key, sizeof(key), "%d", r->ordinal);
 		else
@@ -651,20 +653,23 @@ char *cd_policy_to_json(const struct cd_policy *p)
 	bool ok;
 
 	/* Every item is owned by its parent as soon as it is added: one delete frees all. */
-	ok = o && add(o, "memory_limit", limit_json(&p->mem, false)) &&
-	     add(o, "core_limit", limit_json(&p->core, true)) &&
-	     add(o, "mode", cJSON_CreateString(p->burst ? "burst" : "hard")) &&
-	     add(o, "daemon_required", cJSON_CreateBool(p->daemon_required)) &&
-	     (m = cJSON_AddObjectToObject(o, "members")) != NULL &&
-	     add(m, "uids", ids_json((const unsigned *)p->members.uids, p->members.nuids)) &&
-	     add(m, "gids", ids_json((const unsigned *)p->members.gids, p->members.ngids)) &&
-	     (cg = cJSON_AddArrayToObject(m, "cgroups")) != NULL;
+	ok = o && add(o, cs_key_memory_limit, limit_json(&p->mem, false)) &&
+	     add(o, cs_key_core_limit, limit_json(&p->core, true)) &&
+	     add(o, cs_key_mode,
+		 cJSON_CreateString(
+		     cs_policy_mode_name(p->burst ? CS_POLICY_MODE_BURST : CS_POLICY_MODE_HARD))) &&
+	     add(o, cs_key_daemon_required, cJSON_CreateBool(p->daemon_required)) &&
+	     (m = cJSON_AddObjectToObject(o, cs_key_members)) != NULL &&
+	     add(m, cs_key_uids, ids_json((const unsigned *)p->members.uids, p->members.nuids)) &&
+	     add(m, cs_key_gids, ids_json((const unsigned *)p->members.gids, p->members.ngids)) &&
+	     (cg = cJSON_AddArrayToObject(m, cs_key_cgroups)) != NULL;
 	ok = ok && add_strings(cg, p->members.cgroups[0], sizeof(p->members.cgroups[0]),
 			       p->members.ncgroups);
-	ok = ok && (pods = cJSON_AddArrayToObject(m, "pods")) != NULL &&
+	ok = ok && (pods = cJSON_AddArrayToObject(m, cs_key_pods)) != NULL &&
 	     add_strings(pods, p->members.pods[0], sizeof(p->members.pods[0]), p->members.npods);
-	ok = ok && add(o, "on_violation", cJSON_CreateString(cd_action_name(p->on_violation)));
-	ok = ok && (lb = cJSON_AddObjectToObject(o, "labels")) != NULL;
+	ok = ok && add(o, cs_key_on_violation,
+		       cJSON_CreateString(cs_policy_action_name(p->on_violation)));
+	ok = ok && (lb = cJSON_AddObjectToObject(o, cs_key_labels)) != NULL;
 	for (unsigned i = 0; ok && i < p->nlabels; i++)
 		ok = add(lb, p->labels[i].key, cJSON_CreateString(p->labels[i].value));
 	if (ok)

@@ -73,8 +73,9 @@ void cd_state_free(struct cusliced *d)
 	pthread_mutex_destroy(&d->lock);
 }
 
-static void event_v(struct cusliced *d, const struct cd_tenant *t, const char *kind,
-		    const char *group, pid_t pid, const char *fmt, va_list ap)
+__attribute__((format(printf, 6, 0))) static void
+event_v(struct cusliced *d, const struct cd_tenant *t, const char *kind, const char *group,
+	pid_t pid, const char *fmt, va_list ap)
 {
 	char msg[256];
 
@@ -462,18 +463,18 @@ int cd_self(struct cusliced *d, const struct cd_peer *p, const char *asked, stru
 	n = cd_groups_policies(d, ps);
 	/* As a registration of this peer would be decided (cd-ipc.c). */
 	if (cd_decide(ps, n, p, asked, &dec) != 0) {
-		out->how = CD_SELF_REFUSED;
+		out->how = CS_API_SELF_REFUSED;
 		snprintf(out->reason, sizeof(out->reason), "%s", dec.reason);
 	} else if (dec.policy) {
 		out->managed = true;
-		out->how = strcmp(dec.group, asked) != 0	    ? CD_SELF_IDENTITY
-			   : cd_members_empty(&dec.policy->members) ? CD_SELF_OPEN
-								    : CD_SELF_MEMBER;
+		out->how = strcmp(dec.group, asked) != 0	    ? CS_API_SELF_IDENTITY
+			   : cd_members_empty(&dec.policy->members) ? CS_API_SELF_OPEN
+								    : CS_API_SELF_MEMBER;
 	} else {
-		out->how = asked[0] ? CD_SELF_UNMANAGED : CD_SELF_NONE;
+		out->how = asked[0] ? CS_API_SELF_UNMANAGED : CS_API_SELF_NONE;
 	}
 	free(ps);
-	if (out->how != CD_SELF_REFUSED && out->how != CD_SELF_NONE) {
+	if (out->how != CS_API_SELF_REFUSED && out->how != CS_API_SELF_NONE) {
 		snprintf(out->group, sizeof(out->group), "%s", dec.group);
 		g = cd_group_find(d, dec.group);
 		if (g) {

@@ -19,8 +19,9 @@
 #include <sys/types.h>
 
 #include "cs-group.h"
-
-#define CD_VERSION "0.1.0"
+#include "cuslice/api.h"
+#include "cuslice/config.h"
+#include "cuslice/policy.h"
 
 /*
  * The two sockets. Tenants (every process under libcuslice, in containers
@@ -29,8 +30,8 @@
  * /v1/self). The admin socket serves the whole API, in a root-only
  * directory never given to containers.
  */
-#define CD_DEFAULT_SOCKET "/run/cuslice/cusliced.sock"
-#define CD_DEFAULT_ADMIN_SOCKET "/run/cuslice/admin/cusliced.sock"
+#define CD_DEFAULT_SOCKET CS_DEFAULT_SOCKET
+#define CD_DEFAULT_ADMIN_SOCKET CS_DEFAULT_ADMIN_SOCKET
 
 /* Room for a tenant's key: "cgroup " and a cgroup path, or "pod " and a pod UID. */
 #define CD_TENANT_KEY_LEN 264
@@ -105,7 +106,7 @@ struct cd_config {
 	unsigned session_ttl_s;
 	unsigned ipc_sessions_per_uid;	  /* IPC sessions one uid may hold (root: 4 times) */
 	unsigned api_connections_per_uid; /* API connections one uid may hold (root: 4 times) */
-	int on_bypass;		/* CD_ACTION_* */
+	int on_bypass;			  /* CS_POLICY_ACTION_* */
 	int log_level;
 };
 
@@ -124,12 +125,6 @@ int cd_config_parse_ini(struct cd_config *c, const char *text, char *err, size_t
  * root-only). 0, or -EINVAL with a one-line message. Pure.
  */
 int cd_config_check(const struct cd_config *c, char *err, size_t errlen);
-
-enum cd_action {
-	CD_ACTION_REPORT = 0,
-	CD_ACTION_STOP = 1,
-	CD_ACTION_KILL = 2,
-};
 
 /* ---- snapshots (taken under the daemon's lock; owned by the caller) ---- */
 
@@ -238,11 +233,11 @@ struct cusliced;
  * A group's labels (policy field "labels": {KEY: VALUE}) are shown by the
  * API (in the stored policy), the CLI and the metrics. Keys are
  * [a-z0-9][a-z0-9._/-]{0,62}, values up to 253 printable ASCII characters,
- * at most CD_LABELS_MAX of them.
+ * at most CD_LABELS_MAX of them (include/cuslice/policy.h's bounds).
  */
-#define CD_LABELS_MAX 16
-#define CD_LABEL_KEY_MAX 63
-#define CD_LABEL_VALUE_MAX 253
+#define CD_LABELS_MAX CS_POLICY_LABELS_MAX
+#define CD_LABEL_KEY_MAX CS_POLICY_LABEL_KEY_MAX
+#define CD_LABEL_VALUE_MAX CS_POLICY_LABEL_VALUE_MAX
 /* Room for the longest metric label name: "label_" + a key + NUL. */
 #define CD_LABEL_METRIC_NAME_LEN (CD_LABEL_KEY_MAX + 7)
 
@@ -275,16 +270,6 @@ void cd_nvml_state_get(struct cusliced *d, struct cd_nvml_state *out);
 /* Events with seq > since, oldest first, at most max; returns how many. */
 unsigned cd_events(struct cusliced *d, uint64_t since, struct cd_event *out, unsigned max);
 
-/* How a peer's process would be placed (GET /v1/self, "placement"."how"). */
-enum cd_self_how {
-	CD_SELF_MEMBER,	   /* asked for a managed group whose members name it */
-	CD_SELF_IDENTITY,  /* a managed group's members name it: that group, whatever it asks */
-	CD_SELF_OPEN,	   /* asked for an open managed group (no members rules) */
-	CD_SELF_UNMANAGED, /* asked for a group without a policy */
-	CD_SELF_NONE,	   /* asked for nothing, and no policy names it: a group of its own */
-	CD_SELF_REFUSED,   /* asked for a managed group it is not a member of */
-};
-
 /*
  * A peer's own view (GET /v1/self): the group the daemon places a process
  * of this peer in when it registers asking for `asked` (its CUSLICE_GROUP,
@@ -293,7 +278,7 @@ enum cd_self_how {
  */
 struct cd_self {
 	char pod[40]; /* the peer's Kubernetes pod UID, "" when in none */
-	enum cd_self_how how;
+	enum cs_api_self_how how;	   /* include/cuslice/api.h */
 	char group[CS_GROUP_NAME_MAX + 1]; /* "" for NONE and REFUSED */
 	bool managed;
 	char reason[256]; /* REFUSED: why (as DENIED says it) */

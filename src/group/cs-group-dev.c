@@ -154,7 +154,9 @@ static bool other_bound_member(struct cs_group_handle *h)
  * The limit rule (cs-group.h) over device dev's memory limit (core false)
  * or compute share (core true; its flags become core_flags on a reset),
  * under the device lock. For both a larger value is looser, and none is
- * the largest of all.
+ * the largest of all. A managed group's limits are cusliced's alone
+ * (include/cuslice/region.h): -EPERM, nothing written, *ret_have the limit
+ * in force.
  */
 static int adopt(struct cs_group_handle *h, unsigned dev, bool core, uint64_t want,
 		 uint32_t core_flags, uint64_t *ret_have)
@@ -175,7 +177,9 @@ static int adopt(struct cs_group_handle *h, unsigned dev, bool core, uint64_t wa
 	if (r < 0)
 		return r;
 	have = core ? atomic_load(&d->core_limit) : atomic_load(&d->limit);
-	if (have <= want) {
+	if (atomic_load(&h->g->flags) & CS_GROUP_MANAGED) {
+		r = -EPERM;
+	} else if (have <= want) {
 		r = 0;
 	} else if (other_bound_member(h)) {
 		r = -EBUSY;

@@ -13,6 +13,8 @@
  */
 #include "cs-group.h"
 
+#include "cuslice/config.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -47,10 +49,10 @@ bool cs_group_name_valid(const char *name)
 
 const char *cs_group_default_dir(void)
 {
-	/* secure_getenv: a set-uid program must not be pointed at another directory. */
-	const char *d = secure_getenv("CUSLICE_SHM_DIR");
+	/* secure_getenv (config.h): a set-uid program must not be pointed at another directory. */
+	const char *d = cs_env_get(CS_ENV_SHM_DIR);
 
-	return d && *d ? d : "/dev/shm";
+	return d && *d ? d : CS_DEFAULT_SHM_DIR;
 }
 
 static uint64_t realtime_ns(void)

@@ -8,26 +8,31 @@
 
 #include "cs-group.h"
 
-_Static_assert(sizeof(struct cs_ipc_register) == 200, "register layout");
-_Static_assert(sizeof(struct cs_ipc_registered) == 80, "registered layout");
-_Static_assert(sizeof(struct cs_ipc_denied) == 264, "denied layout");
-_Static_assert(sizeof(struct cs_ipc_ping) == 8, "ping layout");
 _Static_assert(CS_IPC_NAME == CS_GROUP_NAME_MAX + 1, "group names fit");
 
 size_t cs_ipc_body_size(uint32_t type)
 {
 	switch (type) {
-	case CS_IPC_REGISTER:
-		return sizeof(struct cs_ipc_register);
-	case CS_IPC_REGISTERED:
-		return sizeof(struct cs_ipc_registered);
-	case CS_IPC_DENIED:
-		return sizeof(struct cs_ipc_denied);
-	case CS_IPC_PING:
-	case CS_IPC_PONG:
-		return sizeof(struct cs_ipc_ping);
+#define X(t, value, body, sender)                                                                  \
+	case CS_IPC_##t:                                                                           \
+		return sizeof(struct body);
+#include "cuslice/ipc-messages.def"
+#undef X
 	default:
 		return 0;
+	}
+}
+
+const char *cs_ipc_type_name(uint32_t type)
+{
+	switch (type) {
+#define X(t, value, body, sender)                                                                  \
+	case CS_IPC_##t:                                                                           \
+		return #t;
+#include "cuslice/ipc-messages.def"
+#undef X
+	default:
+		return "unknown";
 	}
 }
 

@@ -1,31 +1,8 @@
 /*
- * The wire protocol between libcuslice and cusliced: small fixed-layout
- * binary messages on the daemon's Unix socket (the same socket serves the
- * HTTP API; a connection whose first four bytes are CS_IPC_MAGIC speaks
- * this protocol).
- *
- * Every message is a 16-byte header followed by `length` bytes of body:
- *
- *     magic "CSL1" | u16 type | u16 flags (0) | u32 length | u32 seq
- *
- * little-endian. Bodies are fixed-size structs of their type (below); text
- * fields are NUL-padded and must hold a NUL. A message of an unknown type,
- * a length other than its type's, a body longer than CS_IPC_MAX_BODY, a
- * text without NUL or a group name that is not valid is malformed: the
- * receiver closes the connection. Decoding is pure and allocation-free, so
- * it is fuzzed on its own (fuzz/fuzz-ipc.c).
- *
- * Conversation (one connection per process, kept open for the process's
- * lifetime, so the daemon sees its death as end-of-file):
- *     client REGISTER  -> daemon REGISTERED (+ the region's descriptor) | DENIED
- *     client PING      -> daemon PONG        (any time after REGISTERED)
- * The client's identity is what the kernel says of the connection
- * (SO_PEERCRED, /proc/<pid>/cgroup), never what the body claims.
- *
- * REGISTERED carries, as SCM_RIGHTS ancillary data on its first byte, one
- * descriptor: a new open file description of the group's sealed region
- * (src/group/cs-group.h), the process's own, on which it locks the slot the
- * body names. A REGISTERED without exactly one descriptor is malformed.
+ * The codec of the libcuslice <-> cusliced wire protocol, whose messages and
+ * rules are the contract include/cuslice/ipc.h: encoding, decoding (pure and
+ * allocation-free, so it is fuzzed on its own: fuzz/fuzz-ipc.c) and the
+ * socket I/O that carries the region's descriptor.
  */
 #ifndef CS_IPC_H
 #define CS_IPC_H
@@ -33,71 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CS_IPC_MAGIC "CSL1"
-#define CS_IPC_VERSION 2u	/* 2: REGISTERED passes the region, names the slot */
-#define CS_IPC_HEADER 16u
-#define CS_IPC_MAX_BODY 1024u
-
-enum cs_ipc_type {
-	CS_IPC_REGISTER = 1,
-	CS_IPC_REGISTERED = 2,
-	CS_IPC_DENIED = 3,
-	CS_IPC_PING = 4,
-	CS_IPC_PONG = 5,
-};
-
-/* REGISTERED.flags */
-#define CS_IPC_MANAGED 1u	/* the daemon owns this group's policy */
-#define CS_IPC_REQUIRED 2u	/* the group's policy requires the daemon */
-
-#define CS_IPC_NAME 64		/* group name field (63 characters + NUL) */
-#define CS_IPC_TOKEN 128	/* shared token field */
-#define CS_IPC_REASON 256	/* refusal reason field */
-
-struct cs_ipc_header {
-	uint16_t type;
-	uint16_t flags;
-	uint32_t length;
-	uint32_t seq;
-};
-
-/* client -> daemon */
-struct cs_ipc_register {
-	uint32_t version;		/* CS_IPC_VERSION */
-	uint32_t reserved;
-	char group[CS_IPC_NAME];	/* the group the process asks for; "" = let the daemon decide */
-	char token[CS_IPC_TOKEN];	/* the shared token, "" if none */
-};
-
-/* daemon -> client, with the region's descriptor (SCM_RIGHTS) */
-struct cs_ipc_registered {
-	uint32_t version;
-	uint32_t flags;			/* CS_IPC_MANAGED, CS_IPC_REQUIRED */
-	uint32_t slot;			/* the process slot assigned to it, < CS_GROUP_MAX_PROCS */
-	uint32_t reserved;
-	char group[CS_IPC_NAME];	/* the group the process belongs to */
-};
-
-struct cs_ipc_denied {
-	uint32_t code;			/* an errno value: EACCES, EPERM, EINVAL */
-	uint32_t reserved;
-	char reason[CS_IPC_REASON];
-};
-
-struct cs_ipc_ping {
-	uint64_t nonce;
-};
-
-/* One decoded message. */
-struct cs_ipc_msg {
-	struct cs_ipc_header h;
-	union {
-		struct cs_ipc_register reg;
-		struct cs_ipc_registered ok;
-		struct cs_ipc_denied denied;
-		struct cs_ipc_ping ping;
-	} u;
-};
+#include "cuslice/ipc.h"
 
 /*
  * Encodes a message of `type` with body `body` (the struct of that type)
@@ -117,6 +30,8 @@ long cs_ipc_decode(const void *buf, size_t len, struct cs_ipc_msg *msg);
 
 /* The body size of a type, 0 for an unknown type. */
 size_t cs_ipc_body_size(uint32_t type);
+/* The name of a type ("REGISTER"), "unknown" for an unknown one: for messages. */
+const char *cs_ipc_type_name(uint32_t type);
 
 /*
  * Socket I/O that carries descriptors (SCM_RIGHTS); non-blocking

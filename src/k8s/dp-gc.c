@@ -113,7 +113,7 @@ static bool ours(const char *policy, const struct dp_endpoint *ep)
 {
 	cJSON *j = cJSON_Parse(policy);
 	const cJSON *r = cJSON_GetObjectItemCaseSensitive(
-	    cJSON_GetObjectItemCaseSensitive(j, "labels"), "k8s.resource");
+	    cJSON_GetObjectItemCaseSensitive(j, cs_key_labels), cs_label_k8s_resource);
 	bool yes = cJSON_IsString(r) && strcmp(r->valuestring, ep->res.name) == 0;
 
 	cJSON_Delete(j);

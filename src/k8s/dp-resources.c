@@ -263,25 +263,28 @@ char *dp_policy_allocated(const struct dp_resource *r, const struct dp_plan *p,
 	char ppm[32];
 	bool ok;
 
-	mem = cJSON_AddObjectToObject(j, "memory_limit");
+	mem = cJSON_AddObjectToObject(j, cs_key_memory_limit);
 	ok = mem && cJSON_AddNumberToObject(mem, p->uuid, (double)p->memory) &&
-	     cJSON_AddNumberToObject(mem, "default", 0);
+	     cJSON_AddNumberToObject(mem, cs_key_default, 0);
 	if (p->core_ppm) {
 		/* Percent with at most 4 decimals, exactly as the daemon parses it. */
 		snprintf(ppm, sizeof(ppm), "%u.%04u%%", p->core_ppm / 10000, p->core_ppm % 10000);
-		core = cJSON_AddObjectToObject(j, "core_limit");
+		core = cJSON_AddObjectToObject(j, cs_key_core_limit);
 		ok = ok && core && cJSON_AddStringToObject(core, p->uuid, ppm);
 	} else {
-		ok = ok && cJSON_AddNullToObject(j, "core_limit");
+		ok = ok && cJSON_AddNullToObject(j, cs_key_core_limit);
 	}
-	ok = ok && cJSON_AddStringToObject(j, "mode", o->burst ? "burst" : "hard") &&
-	     cJSON_AddTrueToObject(j, "daemon_required") &&
-	     cJSON_AddStringToObject(j, "on_violation", o->on_violation);
-	members = ok ? cJSON_AddObjectToObject(j, "members") : NULL;
-	pods = members ? cJSON_AddArrayToObject(members, "pods") : NULL;
+	ok = ok &&
+	     cJSON_AddStringToObject(
+		 j, cs_key_mode,
+		 cs_policy_mode_name(o->burst ? CS_POLICY_MODE_BURST : CS_POLICY_MODE_HARD)) &&
+	     cJSON_AddTrueToObject(j, cs_key_daemon_required) &&
+	     cJSON_AddStringToObject(j, cs_key_on_violation, o->on_violation);
+	members = ok ? cJSON_AddObjectToObject(j, cs_key_members) : NULL;
+	pods = members ? cJSON_AddArrayToObject(members, cs_key_pods) : NULL;
 	ok = pods && cJSON_AddItemToArray(pods, cJSON_CreateString(DP_UNBOUND_POD));
-	labels = ok ? cJSON_AddObjectToObject(j, "labels") : NULL;
-	ok = labels && cJSON_AddStringToObject(labels, "k8s.resource", r->name);
+	labels = ok ? cJSON_AddObjectToObject(j, cs_key_labels) : NULL;
+	ok = labels && cJSON_AddStringToObject(labels, cs_label_k8s_resource, r->name);
 	return ok ? print_and_delete(j) : (cJSON_Delete(j), NULL);
 }
 
@@ -292,14 +295,14 @@ char *dp_policy_bound(const struct dp_resource *r, const struct dp_plan *p,
 	bool ok;
 
 	(void)p;
-	members = cJSON_AddObjectToObject(j, "members");
-	pods = members ? cJSON_AddArrayToObject(members, "pods") : NULL;
+	members = cJSON_AddObjectToObject(j, cs_key_members);
+	pods = members ? cJSON_AddArrayToObject(members, cs_key_pods) : NULL;
 	ok = pods && cJSON_AddItemToArray(pods, cJSON_CreateString(b->pod_uid));
-	labels = ok ? cJSON_AddObjectToObject(j, "labels") : NULL;
-	ok = labels && cJSON_AddStringToObject(labels, "k8s.resource", r->name) &&
-	     cJSON_AddStringToObject(labels, "k8s.namespace", b->namespace_) &&
-	     cJSON_AddStringToObject(labels, "k8s.pod", b->pod) &&
-	     cJSON_AddStringToObject(labels, "k8s.container", b->container) &&
-	     cJSON_AddStringToObject(labels, "k8s.pod-uid", b->pod_uid);
+	labels = ok ? cJSON_AddObjectToObject(j, cs_key_labels) : NULL;
+	ok = labels && cJSON_AddStringToObject(labels, cs_label_k8s_resource, r->name) &&
+	     cJSON_AddStringToObject(labels, cs_label_k8s_namespace, b->namespace_) &&
+	     cJSON_AddStringToObject(labels, cs_label_k8s_pod, b->pod) &&
+	     cJSON_AddStringToObject(labels, cs_label_k8s_container, b->container) &&
+	     cJSON_AddStringToObject(labels, cs_label_k8s_pod_uid, b->pod_uid);
 	return ok ? print_and_delete(j) : (cJSON_Delete(j), NULL);
 }

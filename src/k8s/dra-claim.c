@@ -169,9 +169,9 @@ static int read_config(const cJSON *claim, const char *driver, struct dra_claim 
 			if (strcmp(f->string, "preload") == 0 && cJSON_IsBool(f)) {
 				c->preload = c->preload && cJSON_IsTrue(f);
 			} else if (strcmp(f->string, "mode") == 0 && cJSON_IsString(f) &&
-				   (strcmp(f->valuestring, "hard") == 0 ||
-				    strcmp(f->valuestring, "burst") == 0)) {
-				c->burst = strcmp(f->valuestring, "burst") == 0;
+				   cs_policy_mode_parse(f->valuestring) >= 0) {
+				c->burst =
+				    cs_policy_mode_parse(f->valuestring) == CS_POLICY_MODE_BURST;
 			} else {
 				snprintf(err, errlen,
 					 "claim %s/%s: opaque parameters: field \"%s\": "
@@ -300,8 +300,8 @@ int dra_claim_parse(const cJSON *claim, const char *uid, const char *driver, con
 
 static bool add_members_labels(cJSON *j, const struct dra_claim *c)
 {
-	cJSON *m = cJSON_AddObjectToObject(j, "members"), *pods, *labels;
-	bool ok = m && (pods = cJSON_AddArrayToObject(m, "pods")) != NULL;
+	cJSON *m = cJSON_AddObjectToObject(j, cs_key_members), *pods, *labels;
+	bool ok = m && (pods = cJSON_AddArrayToObject(m, cs_key_pods)) != NULL;
 
 	/* No pod reserved yet: nobody may join (the UID no pod has). */
 	if (ok && c->npods == 0)
@@ -309,12 +309,12 @@ static bool add_members_labels(cJSON *j, const struct dra_claim *c)
 		    pods, cJSON_CreateString("00000000-0000-0000-0000-000000000000"));
 	for (unsigned i = 0; ok && i < c->npods; i++)
 		ok = cJSON_AddItemToArray(pods, cJSON_CreateString(c->pods[i]));
-	labels = ok ? cJSON_AddObjectToObject(j, "labels") : NULL;
-	ok = labels && cJSON_AddStringToObject(labels, "k8s.namespace", c->ns) &&
-	     cJSON_AddStringToObject(labels, "k8s.claim", c->name) &&
-	     cJSON_AddStringToObject(labels, "k8s.claim-uid", c->uid);
+	labels = ok ? cJSON_AddObjectToObject(j, cs_key_labels) : NULL;
+	ok = labels && cJSON_AddStringToObject(labels, cs_label_k8s_namespace, c->ns) &&
+	     cJSON_AddStringToObject(labels, cs_label_k8s_claim, c->name) &&
+	     cJSON_AddStringToObject(labels, cs_label_k8s_claim_uid, c->uid);
 	if (ok && c->pod[0])
-		ok = cJSON_AddStringToObject(labels, "k8s.pod", c->pod) != NULL;
+		ok = cJSON_AddStringToObject(labels, cs_label_k8s_pod, c->pod) != NULL;
 	return ok;
 }
 
@@ -330,26 +330,29 @@ char *dra_claim_policy(const struct dra_claim *c, const struct k8s_common *commo
 {
 	cJSON *j = cJSON_CreateObject(), *mem, *core = NULL;
 	char pct[32];
-	bool ok = j && (mem = cJSON_AddObjectToObject(j, "memory_limit")) != NULL;
+	bool ok = j && (mem = cJSON_AddObjectToObject(j, cs_key_memory_limit)) != NULL;
 
 	for (unsigned i = 0; ok && i < c->nuse; i++)
 		ok = cJSON_AddNumberToObject(mem, c->use[i].uuid, (double)c->use[i].memory) != NULL;
 	/* Nothing anywhere else: a process that reaches another GPU cannot use it. */
-	ok = ok && cJSON_AddNumberToObject(mem, "default", 0);
+	ok = ok && cJSON_AddNumberToObject(mem, cs_key_default, 0);
 	for (unsigned i = 0; ok && i < c->nuse; i++) {
 		if (!c->use[i].core_ppm)
 			continue;
-		if (!core && !(core = cJSON_AddObjectToObject(j, "core_limit")))
+		if (!core && !(core = cJSON_AddObjectToObject(j, cs_key_core_limit)))
 			ok = false;
 		snprintf(pct, sizeof(pct), "%u.%04u%%", c->use[i].core_ppm / 10000,
 			 c->use[i].core_ppm % 10000);
 		ok = ok && cJSON_AddStringToObject(core, c->use[i].uuid, pct);
 	}
 	if (ok && !core)
-		ok = cJSON_AddNullToObject(j, "core_limit") != NULL;
-	ok = ok && cJSON_AddStringToObject(j, "mode", c->burst ? "burst" : "hard") &&
-	     cJSON_AddTrueToObject(j, "daemon_required") &&
-	     cJSON_AddStringToObject(j, "on_violation", common->on_violation) &&
+		ok = cJSON_AddNullToObject(j, cs_key_core_limit) != NULL;
+	ok = ok &&
+	     cJSON_AddStringToObject(
+		 j, cs_key_mode,
+		 cs_policy_mode_name(c->burst ? CS_POLICY_MODE_BURST : CS_POLICY_MODE_HARD)) &&
+	     cJSON_AddTrueToObject(j, cs_key_daemon_required) &&
+	     cJSON_AddStringToObject(j, cs_key_on_violation, common->on_violation) &&
 	     add_members_labels(j, c);
 	return finish(j, ok);
 }

@@ -58,7 +58,8 @@ void k8s_common_defaults(struct k8s_common *c)
 	snprintf(c->lib_container, sizeof(c->lib_container), "/opt/cuslice/lib/libcuslice.so");
 	c->preload = true;
 	c->injection = K8S_INJECT_ENVVAR;
-	snprintf(c->on_violation, sizeof(c->on_violation), "report");
+	snprintf(c->on_violation, sizeof(c->on_violation), "%s",
+		 cs_policy_action_name(CS_POLICY_ACTION_REPORT));
 	if (node)
 		snprintf(c->node_name, sizeof(c->node_name), "%s", node);
 	c->health_interval_ms = 5000;
@@ -112,8 +113,16 @@ int k8s_common_option(struct k8s_common *c, int ch, const char *arg, const char 
 {
 	static const char *const onoff[] = {"off", "on", NULL};
 	static const char *const inject[] = {"envvar", "cdi", "none", NULL};
-	static const char *const modes[] = {"hard", "burst", NULL};
-	static const char *const actions[] = {"report", "stop", "kill", NULL};
+	static const char *const modes[] = {
+#define X(id, value) value,
+	    CS_POLICY_MODES(X)
+#undef X
+		NULL};
+	static const char *const actions[] = {
+#define X(id, value) value,
+	    CS_POLICY_ACTIONS(X)
+#undef X
+		NULL};
 	char err[512];
 	int i;
 
@@ -355,12 +364,12 @@ void k8s_container_edits(const struct k8s_common *c, const char *group, const ch
 	for (unsigned i = 0; i < n && o < sizeof(out->gpus); i++)
 		o += (size_t)snprintf(out->gpus + o, sizeof(out->gpus) - o, "%s%s", i ? "," : "",
 				      uuids[i]);
-	env(out, "CUSLICE_GROUP", group);
-	env(out, "CUSLICE_SOCKET", c->container_socket);
-	env(out, "CUSLICE_DAEMON", "required");
+	env(out, cs_env_name(CS_ENV_GROUP), group);
+	env(out, cs_env_name(CS_ENV_SOCKET), c->container_socket);
+	env(out, cs_env_name(CS_ENV_DAEMON), "required");
 	env(out, "CUDA_VISIBLE_DEVICES", out->gpus);
 	if (c->shm_dir[0])
-		env(out, "CUSLICE_SHM_DIR", c->shm_dir);
+		env(out, cs_env_name(CS_ENV_SHM_DIR), c->shm_dir);
 	if (c->injection == K8S_INJECT_ENVVAR)
 		env(out, "NVIDIA_VISIBLE_DEVICES", out->gpus);
 

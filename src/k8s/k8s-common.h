@@ -12,6 +12,8 @@
 #include <stddef.h>
 
 #include "k8s-api.h"
+#include "cuslice/config.h"
+#include "cuslice/policy.h"
 
 enum k8s_injection {
 	K8S_INJECT_ENVVAR, /* NVIDIA_VISIBLE_DEVICES=<uuid> for the NVIDIA container runtime */
@@ -27,9 +29,9 @@ enum k8s_injection {
  * same: the chart's configuration does), seen in containers at libcuslice's
  * default path.
  */
-#define K8S_DEFAULT_CUSLICED "/run/cuslice/admin/cusliced.sock"
+#define K8S_DEFAULT_CUSLICED CS_DEFAULT_ADMIN_SOCKET
 #define K8S_DEFAULT_REGISTRATION_SOCKET "/run/cuslice/tenant/cusliced.sock"
-#define K8S_DEFAULT_CONTAINER_SOCKET "/run/cuslice/cusliced.sock"
+#define K8S_DEFAULT_CONTAINER_SOCKET CS_DEFAULT_SOCKET
 
 struct k8s_common {
 	char cusliced[108];	       /* cusliced's admin socket: the plugin's own API calls */

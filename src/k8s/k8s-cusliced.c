@@ -87,8 +87,9 @@ void k8s_cusliced_close(struct k8s_cusliced *c)
 void k8s_cusliced_error_text(const char *body, char *out, size_t len)
 {
 	cJSON *j = body ? cJSON_Parse(body) : NULL;
-	const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
-	const cJSON *m = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "message") : e;
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, cs_key_error);
+	const cJSON *m =
+	    cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, cs_key_message) : e;
 	size_t n;
 
 	if (cJSON_IsString(m))
@@ -191,12 +192,12 @@ int k8s_cusliced_gpus(struct k8s_cusliced *c, struct k8s_gpu *out, unsigned *n, 
 {
 	const cJSON *list, *g;
 	cJSON *j;
-	int e = get_json(c, "/v1/gpus", &j, err, errlen);
+	int e = get_json(c, cs_api_path(CS_API_GPUS), &j, err, errlen);
 
 	*n = 0;
 	if (e)
 		return e;
-	list = cJSON_GetObjectItemCaseSensitive(j, "gpus");
+	list = cJSON_GetObjectItemCaseSensitive(j, cs_key_gpus);
 	if (!cJSON_IsArray(list)) {
 		snprintf(err, errlen, "cusliced at %s: GET /v1/gpus: no \"gpus\" list", c->socket);
 		cJSON_Delete(j);
@@ -204,11 +205,11 @@ int k8s_cusliced_gpus(struct k8s_cusliced *c, struct k8s_gpu *out, unsigned *n, 
 	}
 	cJSON_ArrayForEach(g, list)
 	{
-		const cJSON *idx = cJSON_GetObjectItemCaseSensitive(g, "index");
-		const cJSON *uuid = cJSON_GetObjectItemCaseSensitive(g, "uuid");
-		const cJSON *name = cJSON_GetObjectItemCaseSensitive(g, "name");
-		const cJSON *mem = cJSON_GetObjectItemCaseSensitive(g, "memory_total");
-		const cJSON *health = cJSON_GetObjectItemCaseSensitive(g, "healthy");
+		const cJSON *idx = cJSON_GetObjectItemCaseSensitive(g, cs_key_index);
+		const cJSON *uuid = cJSON_GetObjectItemCaseSensitive(g, cs_key_uuid);
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(g, cs_key_name);
+		const cJSON *mem = cJSON_GetObjectItemCaseSensitive(g, cs_key_memory_total);
+		const cJSON *health = cJSON_GetObjectItemCaseSensitive(g, cs_key_healthy);
 		struct k8s_gpu *o = &out[*n];
 
 		if (*n == K8S_GPUS_MAX || !cJSON_IsNumber(idx) || !cJSON_IsString(uuid) ||
@@ -236,7 +237,7 @@ int k8s_cusliced_put_group(struct k8s_cusliced *c, const char *name, const char 
 	long st;
 	int e = 0;
 
-	snprintf(path, sizeof(path), "/v1/groups/%s", name);
+	snprintf(path, sizeof(path), "%s%s", cs_api_path(CS_API_GROUP), name);
 	st = request(c, "PUT", path, policy, &body, err, errlen);
 	if (st < 0)
 		return (int)st;
@@ -252,7 +253,7 @@ int k8s_cusliced_delete_group(struct k8s_cusliced *c, const char *name, char *er
 	long st;
 	int e = 0;
 
-	snprintf(path, sizeof(path), "/v1/groups/%s", name);
+	snprintf(path, sizeof(path), "%s%s", cs_api_path(CS_API_GROUP), name);
 	st = request(c, "DELETE", path, NULL, &body, err, errlen);
 	if (st < 0)
 		return (int)st;
@@ -271,11 +272,11 @@ int k8s_cusliced_get_policy(struct k8s_cusliced *c, const char *name, char **pol
 	int e;
 
 	*policy = NULL;
-	snprintf(path, sizeof(path), "/v1/groups/%s", name);
+	snprintf(path, sizeof(path), "%s%s", cs_api_path(CS_API_GROUP), name);
 	e = get_json(c, path, &j, err, errlen);
 	if (e)
 		return e;
-	p = cJSON_GetObjectItemCaseSensitive(j, "policy");
+	p = cJSON_GetObjectItemCaseSensitive(j, cs_key_policy);
 	if (cJSON_IsObject(p) && !(*policy = cJSON_PrintUnformatted(p)))
 		e = -ENOMEM;
 	cJSON_Delete(j);
@@ -296,19 +297,19 @@ int k8s_cusliced_group_names(struct k8s_cusliced *c, const char *prefix, char **
 	cJSON *j;
 	char **v = NULL;
 	unsigned k = 0;
-	int e = get_json(c, "/v1/groups", &j, err, errlen);
+	int e = get_json(c, cs_api_path(CS_API_GROUPS), &j, err, errlen);
 
 	*names = NULL;
 	*n = 0;
 	if (e)
 		return e;
-	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(j, "groups"))
+	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(j, cs_key_groups))
 	{
-		const cJSON *name = cJSON_GetObjectItemCaseSensitive(g, "name");
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(g, cs_key_name);
 		char **nv;
 
 		if (!cJSON_IsString(name) ||
-		    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "managed")) ||
+		    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, cs_key_managed)) ||
 		    strncmp(name->valuestring, prefix, strlen(prefix)) != 0)
 			continue;
 		nv = realloc(v, (k + 1) * sizeof(*v));

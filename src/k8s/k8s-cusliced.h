@@ -9,6 +9,9 @@
 #ifndef K8S_CUSLICED_H
 #define K8S_CUSLICED_H
 
+#include "cuslice/api.h"
+#include "cuslice/policy.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * Registration with cusliced, the node daemon, when it runs.
  *
  * At attach the process connects to the daemon's socket (CUSLICE_SOCKET,
- * default /run/cuslice/cusliced.sock) and sends REGISTER with the group it
+ * default CS_DEFAULT_SOCKET) and sends REGISTER with the group it
  * was given (CUSLICE_GROUP) and the shared token (CUSLICE_TOKEN). The daemon
  * decides from the kernel's word about the connection (SO_PEERCRED, the
  * peer's cgroup) which group the process belongs to, and answers DENIED, or
@@ -30,6 +30,8 @@
  *     malformed answer.
  * CUSLICE_DAEMON=required fails closed without a daemon; =off never asks
  * (the process is then unregistered: a bypass to a running daemon).
+ * Those four variables are read at load, with the rest of the configuration
+ * (cs_daemon_load_config); registration happens at attach.
  */
 #include "cs-preload.h"
 
@@ -46,11 +48,9 @@
 #include "cs-log.h"
 #include "cs-size.h"
 
-#define DEFAULT_SOCKET "/run/cuslice/cusliced.sock"
 /* How long one registration attempt may take before it counts as unanswered. */
 #define REGISTER_TIMEOUT_MS 2000
-/* CUSLICE_DAEMON_WAIT: default and largest value. */
-#define DEFAULT_WAIT_MS 10000
+/* CUSLICE_DAEMON_WAIT's largest value. */
 #define MAX_WAIT_MS 3600000
 /* Backoff between attempts while the daemon does not answer. */
 #define BACKOFF_FIRST_MS 20
@@ -72,11 +72,58 @@ static void sleep_ms(unsigned ms)
 		;
 }
 
+/* CUSLICE_DAEMON */
+enum daemon_use {
+	DAEMON_OFF,	 /* never ask */
+	DAEMON_OPTIONAL, /* register when a socket is there (the default) */
+	DAEMON_REQUIRED, /* fail closed without a daemon */
+};
+
+/* The daemon's part of the configuration, read once at load. */
+static struct {
+	enum daemon_use use;
+	uint64_t wait_ms;	  /* CUSLICE_DAEMON_WAIT */
+	char socket[4096];	  /* CUSLICE_SOCKET or the default (too long: fails at connect) */
+	char token[CS_IPC_TOKEN]; /* CUSLICE_TOKEN, "" none */
+} conf = {.use = DAEMON_OPTIONAL, .wait_ms = CS_DEFAULT_DAEMON_WAIT_MS};
+
+bool cs_daemon_load_config(void)
+{
+	const char *use = cs_env_get(CS_ENV_DAEMON), *wait = cs_env_get(CS_ENV_DAEMON_WAIT);
+	const char *socket = cs_env_get(CS_ENV_SOCKET), *token = cs_env_get(CS_ENV_TOKEN);
+
+	snprintf(conf.socket, sizeof(conf.socket), "%s",
+		 socket && *socket ? socket : CS_DEFAULT_SOCKET);
+	if (!use || strcmp(use, "optional") == 0) {
+		conf.use = DAEMON_OPTIONAL;
+	} else if (strcmp(use, "off") == 0) {
+		conf.use = DAEMON_OFF;
+	} else if (strcmp(use, "required") == 0) {
+		conf.use = DAEMON_REQUIRED;
+	} else {
+		cs_fail_closed("CUSLICE_DAEMON=\"%s\": accepted: off, optional (default), required",
+			       use);
+		return false;
+	}
+	if (conf.use == DAEMON_OFF)
+		return true;
+	if (wait && (cs_duration_parse(wait, &conf.wait_ms) != 0 || conf.wait_ms > MAX_WAIT_MS)) {
+		cs_fail_closed("CUSLICE_DAEMON_WAIT=\"%s\": expected a duration from 0 to 1h: %s, "
+			       "e.g. 10s, 500ms",
+			       wait, CS_DURATION_FORMS);
+		return false;
+	}
+	if (token && strlen(token) >= sizeof(conf.token)) {
+		cs_fail_closed("CUSLICE_TOKEN: longer than %zu characters", sizeof(conf.token) - 1);
+		return false;
+	}
+	snprintf(conf.token, sizeof(conf.token), "%s", token ? token : "");
+	return true;
+}
+
 const char *cs_daemon_socket(void)
 {
-	const char *p = getenv("CUSLICE_SOCKET");
-
-	return p && *p ? p : DEFAULT_SOCKET;
+	return conf.socket;
 }
 
 static int connect_daemon(const char *path)
@@ -157,38 +204,6 @@ static int recv_msg(int fd, struct cs_ipc_msg *msg, int *rfd, uint64_t deadline)
 	}
 }
 
-/* CUSLICE_DAEMON: off, optional (default) or required; -1 for anything else. */
-static int daemon_mode(const char **value)
-{
-	const char *v = getenv("CUSLICE_DAEMON");
-
-	*value = v;
-	if (!v || strcmp(v, "optional") == 0)
-		return 1;
-	if (strcmp(v, "off") == 0)
-		return 0;
-	if (strcmp(v, "required") == 0)
-		return 2;
-	return -1;
-}
-
-/* CUSLICE_DAEMON_WAIT in ms; false (failed closed) when malformed. */
-static bool daemon_wait(uint64_t *ms)
-{
-	const char *v = getenv("CUSLICE_DAEMON_WAIT");
-
-	*ms = DEFAULT_WAIT_MS;
-	if (!v)
-		return true;
-	if (cs_duration_parse(v, ms) != 0 || *ms > MAX_WAIT_MS) {
-		cs_fail_closed("CUSLICE_DAEMON_WAIT=\"%s\": expected a duration from 0 to 1h: %s, "
-			       "e.g. 10s, 500ms",
-			       v, CS_DURATION_FORMS);
-		return false;
-	}
-	return true;
-}
-
 /*
  * One attempt: REGISTER on a connected socket. 0 with the reply in *msg
  * and its descriptor in *rfd (REGISTERED); 1 DENIED (msg holds it); -errno
@@ -237,29 +252,17 @@ static bool denied_transient(uint32_t code)
 
 int cs_daemon_register(void)
 {
-	const char *path = cs_daemon_socket(), *mode_text;
+	const char *path = conf.socket;
 	struct cs_ipc_register reg = {.version = CS_IPC_VERSION};
-	const char *token = getenv("CUSLICE_TOKEN");
-	int mode = daemon_mode(&mode_text), fd, rfd, e;
+	uint64_t wait_ms = conf.wait_ms, deadline;
+	int fd, rfd, e;
 	unsigned backoff = BACKOFF_FIRST_MS, attempts = 0;
 	bool seen_socket = false; /* some attempt found a socket file there */
-	uint64_t wait_ms, deadline;
 	struct cs_ipc_msg msg;
 	char busy[CS_IPC_REASON] = "";
 
-	if (mode < 0) {
-		cs_fail_closed("CUSLICE_DAEMON=\"%s\": accepted: off, optional (default), required",
-			       mode_text);
-		return -1;
-	}
-	if (mode == 0)
+	if (conf.use == DAEMON_OFF)
 		return 1;
-	if (!daemon_wait(&wait_ms))
-		return -1;
-	if (token && strlen(token) >= sizeof(reg.token)) {
-		cs_fail_closed("CUSLICE_TOKEN: longer than %zu characters", sizeof(reg.token) - 1);
-		return -1;
-	}
 	/*
 	 * Always the name we run under: CUSLICE_GROUP, or the pid-<pid> default
 	 * that load_config exported, so that exec'd and forked children ask for
@@ -267,13 +270,13 @@ int cs_daemon_register(void)
 	 * this process wins anyway: the daemon decides.
 	 */
 	strcpy(reg.group, cs.group_name);
-	if (token)
-		strcpy(reg.token, token);
+	strcpy(reg.token, conf.token);
 	deadline = mono_ms() + wait_ms;
 	for (;;) {
 		attempts++;
 		fd = connect_daemon(path);
-		if ((fd == -ENOENT || fd == -ENOTDIR) && mode == 1 && attempts == 1) {
+		if ((fd == -ENOENT || fd == -ENOTDIR) && conf.use == DAEMON_OPTIONAL &&
+		    attempts == 1) {
 			cs_log(CS_LOG_INFO, CS_LOG_NAME, "no cusliced socket at %s: standalone",
 			       path);
 			return 1;

@@ -48,7 +48,7 @@
 
 #include "cs-log.h"
 
-#define SKIP_FILE "/etc/cuslice/preload-skip"
+#define SKIP_FILE CS_DEFAULT_PRELOAD_SKIP_FILE
 #define SKIP_FILE_MAX 16384
 #define VALUE_MAX 8192
 
@@ -104,8 +104,8 @@ static bool skip_file_lists(const char *name, const char *name2)
 
 bool cs_inject_skipped(void)
 {
-	const char *v = secure_getenv("CUSLICE_DISABLE");
-	const char *list = secure_getenv("CUSLICE_PRELOAD_SKIP");
+	const char *v = cs_env_get(CS_ENV_DISABLE);
+	const char *list = cs_env_get(CS_ENV_PRELOAD_SKIP);
 	const char *name = program_invocation_short_name;
 	char exe[PATH_MAX];
 	const char *exe_name = NULL;
@@ -118,6 +118,9 @@ bool cs_inject_skipped(void)
 		       "CUSLICE_DISABLE=\"%s\": accepted: 1 (leave this program alone) or 0; "
 		       "staying on",
 		       v);
+	/* Every program of the node comes here: one system call when nothing is listed. */
+	if (!list && access(SKIP_FILE, F_OK) != 0)
+		return false;
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n > 0) {
 		exe[n] = '\0';
@@ -185,18 +188,13 @@ static int prepend_missing(const char *have, const char *want, const char *seps,
 	return 1;
 }
 
-/* CUSLICE_<var> and CUSLICE_PREPEND_<var> applied to var. */
-static void repair(const char *var, const char *seps)
+/* CUSLICE_<var> (dflt) and CUSLICE_PREPEND_<var> (pre) applied to var. */
+static void repair(const char *var, enum cs_env dflt_id, enum cs_env pre_id, const char *seps)
 {
-	char dflt_name[64], pre_name[64], out[VALUE_MAX];
-	const char *dflt, *pre, *have;
+	const char *dflt = cs_env_get(dflt_id), *pre = cs_env_get(pre_id), *have = getenv(var);
+	char out[VALUE_MAX];
 	int r;
 
-	snprintf(dflt_name, sizeof(dflt_name), "CUSLICE_%s", var);
-	snprintf(pre_name, sizeof(pre_name), "CUSLICE_PREPEND_%s", var);
-	dflt = secure_getenv(dflt_name);
-	pre = secure_getenv(pre_name);
-	have = getenv(var);
 	if (dflt && *dflt && (!have || !*have)) {
 		setenv(var, dflt, 1);
 		have = getenv(var);
@@ -209,15 +207,20 @@ static void repair(const char *var, const char *seps)
 	else if (r < 0)
 		cs_log(CS_LOG_ERROR, CS_LOG_NAME,
 		       "%s: %s with %s in front would be longer than %d characters: left as it is",
-		       pre_name, var, pre, VALUE_MAX - 1);
+		       cs_env_name(pre_id), var, pre, VALUE_MAX - 1);
 }
 
 void cs_inject_repair_env(void)
 {
-	if (!secure_getenv("CUSLICE_PREPEND_PATH") && !secure_getenv("CUSLICE_PATH") &&
-	    !secure_getenv("CUSLICE_PREPEND_LD_PRELOAD") && !secure_getenv("CUSLICE_LD_PRELOAD") &&
-	    !secure_getenv("CUSLICE_PREPEND_LD_LIBRARY_PATH") &&
-	    !secure_getenv("CUSLICE_LD_LIBRARY_PATH"))
+	static const enum cs_env ids[] = {
+	    CS_ENV_PATH,	    CS_ENV_PREPEND_PATH,	    CS_ENV_LD_PRELOAD,
+	    CS_ENV_PREPEND_LD_PRELOAD, CS_ENV_LD_LIBRARY_PATH, CS_ENV_PREPEND_LD_LIBRARY_PATH,
+	};
+	bool any = false;
+
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+		any = any || cs_env_get(ids[i]);
+	if (!any)
 		return;
 	if (!single_threaded()) {
 		cs_log(CS_LOG_INFO, CS_LOG_NAME,
@@ -225,7 +228,7 @@ void cs_inject_repair_env(void)
 		       "it is (CUSLICE_PREPEND_* apply at process start)");
 		return;
 	}
-	repair("PATH", ":");
-	repair("LD_PRELOAD", ": ");
-	repair("LD_LIBRARY_PATH", ":");
+	repair("PATH", CS_ENV_PATH, CS_ENV_PREPEND_PATH, ":");
+	repair("LD_PRELOAD", CS_ENV_LD_PRELOAD, CS_ENV_PREPEND_LD_PRELOAD, ": ");
+	repair("LD_LIBRARY_PATH", CS_ENV_LD_LIBRARY_PATH, CS_ENV_PREPEND_LD_LIBRARY_PATH, ":");
 }

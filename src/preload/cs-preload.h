@@ -34,7 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nvml-abi.h"
+#include "cuslice/config.h"
+#include "cuslice/nvml-abi.h"
 #include "cs-group.h"
 #include "cs-limits.h"
 #include "cs-ptrmap.h"
@@ -393,7 +394,13 @@ static inline void cs_launch_gate(void)
  * or required but absent (the process failed closed).
  */
 int cs_daemon_register(void);
-/* The daemon's socket path (CUSLICE_SOCKET or the default). */
+/*
+ * Reads CUSLICE_SOCKET, CUSLICE_DAEMON, CUSLICE_DAEMON_WAIT and
+ * CUSLICE_TOKEN (at load, with the rest of the configuration). False when
+ * one is malformed: the process failed closed naming it.
+ */
+bool cs_daemon_load_config(void);
+/* The daemon's socket path (CUSLICE_SOCKET or the default), as read at load. */
 const char *cs_daemon_socket(void);
 /* Fork child: closes the parent's registration. */
 void cs_daemon_after_fork(void);

@@ -339,26 +339,26 @@ static int task_env(spank_t sp)
 	sp_amount_text(&st.slice.mem, mem, sizeof(mem));
 	sp_amount_text(&st.slice.cores, cores, sizeof(cores));
 	e |= spank_setenv(sp, "LD_PRELOAD", preload, 1);
-	e |= spank_setenv(sp, "CUSLICE_GROUP", st.step.name, 1);
-	e |= spank_setenv(sp, "CUSLICE_SOCKET", cfg.socket, 1);
+	e |= spank_setenv(sp, cs_env_name(CS_ENV_GROUP), st.step.name, 1);
+	e |= spank_setenv(sp, cs_env_name(CS_ENV_SOCKET), cfg.socket, 1);
 	/* The same values as the group's policy (which is what applies): for the job to read. */
 	if (st.slice.mem.set)
-		e |= spank_setenv(sp, "CUSLICE_MEM_LIMIT", mem, 1);
+		e |= spank_setenv(sp, cs_env_name(CS_ENV_MEM_LIMIT), mem, 1);
 	else
-		spank_unsetenv(sp, "CUSLICE_MEM_LIMIT");
+		spank_unsetenv(sp, cs_env_name(CS_ENV_MEM_LIMIT));
 	if (st.slice.cores.set)
-		e |= spank_setenv(sp, "CUSLICE_CORE_LIMIT", cores, 1);
+		e |= spank_setenv(sp, cs_env_name(CS_ENV_CORE_LIMIT), cores, 1);
 	else
-		spank_unsetenv(sp, "CUSLICE_CORE_LIMIT");
+		spank_unsetenv(sp, cs_env_name(CS_ENV_CORE_LIMIT));
 	if (st.slice.burst)
-		e |= spank_setenv(sp, "CUSLICE_CORE_MODE", "burst", 1);
+		e |= spank_setenv(sp, cs_env_name(CS_ENV_CORE_MODE), "burst", 1);
 	else
-		spank_unsetenv(sp, "CUSLICE_CORE_MODE");
+		spank_unsetenv(sp, cs_env_name(CS_ENV_CORE_MODE));
 	/* Registration needs the token when the daemon has one. */
 	if (st.daemon.token[0])
-		e |= spank_setenv(sp, "CUSLICE_TOKEN", st.daemon.token, 1);
+		e |= spank_setenv(sp, cs_env_name(CS_ENV_TOKEN), st.daemon.token, 1);
 	/* A step's processes register: they do not run standalone. */
-	spank_unsetenv(sp, "CUSLICE_DAEMON");
+	spank_unsetenv(sp, cs_env_name(CS_ENV_DAEMON));
 	return e ? -EIO : 0;
 }
 
@@ -471,9 +471,9 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 /* The first members.cgroups entry of a group's policy, or NULL. */
 static const char *group_rule(const cJSON *g)
 {
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(g, "policy");
-	const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "members");
-	const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "cgroups");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(g, cs_key_policy);
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, cs_key_members);
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, cs_key_cgroups);
 	const cJSON *first = cJSON_GetArrayItem(c, 0);
 
 	return cJSON_IsString(first) ? first->valuestring : NULL;
@@ -482,10 +482,10 @@ static const char *group_rule(const cJSON *g)
 /* Whether a group was made by this plugin: its policy has the label slurm.job. */
 static bool made_by_us(const cJSON *g)
 {
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(g, "policy");
-	const cJSON *l = cJSON_GetObjectItemCaseSensitive(p, "labels");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(g, cs_key_policy);
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(p, cs_key_labels);
 
-	return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(l, "slurm.job"));
+	return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(l, cs_label_slurm_job));
 }
 
 /*
@@ -508,20 +508,20 @@ static void epilog_release(uint32_t job)
 		have_mount = true;
 	free(text);
 	if (sp_daemon_init(&d, &cfg, msg, sizeof(msg)) < 0 ||
-	    sp_daemon_get(&d, "/v1/groups", &doc, msg, sizeof(msg)) < 0) {
+	    sp_daemon_get(&d, cs_api_path(CS_API_GROUPS), &doc, msg, sizeof(msg)) < 0) {
 		slurm_error(LOG "job %" PRIu32 " epilog: %s", job, msg);
 		return;
 	}
-	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(doc, "groups"))
+	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(doc, cs_key_groups))
 	{
-		const cJSON *n = cJSON_GetObjectItemCaseSensitive(g, "name");
+		const cJSON *n = cJSON_GetObjectItemCaseSensitive(g, cs_key_name);
 		const char *name = cJSON_IsString(n) ? n->valuestring : "";
 		const char *r = group_rule(g);
 		bool mine = sp_group_of_job(name, job), own = false;
 		struct stat sb;
 
 		if (strncmp(name, SP_GROUP_PREFIX, strlen(SP_GROUP_PREFIX)) != 0 ||
-		    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "managed")))
+		    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, cs_key_managed)))
 			continue;
 		if (have_mount &&
 		    sp_cgroup_own(&cfg, mount, name, dir, sizeof(dir), rule, sizeof(rule)) == 0)

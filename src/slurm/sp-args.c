@@ -26,7 +26,7 @@ static void defaults(struct sp_config *c, const char *library)
 	snprintf(c->admin_socket, sizeof(c->admin_socket), "%s", SP_DEFAULT_ADMIN_SOCKET);
 	/* A whole GPU's step may use the whole GPU, at any share of its time. */
 	c->default_mem = (struct sp_amount){.set = true, .percent = true, .ppm = 1000000};
-	c->on_violation = SP_ACTION_KILL;
+	c->on_violation = CS_POLICY_ACTION_KILL;
 	c->daemon_required = true;
 	c->batch_slice = true;
 	c->timeout_ms = SP_DEFAULT_TIMEOUT_MS;
@@ -128,23 +128,18 @@ static int one(struct sp_config *c, const char *key, const char *v, char *err, s
 			return sp_fail(err, len, "%s; or none", sub);
 		}
 	} else if (strcmp(key, "mode") == 0) {
-		if ((k = choice(v, "hard", "burst")) < 0)
+		if ((k = cs_policy_mode_parse(v)) < 0)
 			return sp_fail(
 			    err, len,
 			    "mode=%s: expected hard (never above the core limit) or burst "
 			    "(may use idle GPU time above it)",
 			    v);
-		c->burst = k;
+		c->burst = k == CS_POLICY_MODE_BURST;
 	} else if (strcmp(key, "on_violation") == 0) {
-		if (strcmp(v, "report") == 0)
-			c->on_violation = SP_ACTION_REPORT;
-		else if (strcmp(v, "stop") == 0)
-			c->on_violation = SP_ACTION_STOP;
-		else if (strcmp(v, "kill") == 0)
-			c->on_violation = SP_ACTION_KILL;
-		else
+		if ((k = cs_policy_action_parse(v)) < 0)
 			return sp_fail(err, len, "on_violation=%s: expected report, stop or kill",
 				       v);
+		c->on_violation = k;
 	} else if (strcmp(key, "daemon_required") == 0) {
 		if ((k = choice(v, "no", "yes")) < 0)
 			return sp_fail(err, len, "daemon_required=%s: expected yes or no", v);

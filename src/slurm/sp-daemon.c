@@ -25,10 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef CS_VERSION
-#define CS_VERSION "0.0.0"
-#endif
-
 /* Far above any reply (1,024 groups): a bound against a runaway peer. */
 #define MAX_REPLY (16u << 20)
 #define TOKEN_FILE_MAX 4096
@@ -367,11 +363,11 @@ void sp_reply_free(struct sp_reply *r)
 /* The daemon's message: {"error": "..."} or {"error": {"code": ..., "message": "..."}}. */
 static const char *error_message(const cJSON *j)
 {
-	const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, cs_key_error);
 
 	if (cJSON_IsString(e))
 		return e->valuestring;
-	e = cJSON_GetObjectItemCaseSensitive(e, "message");
+	e = cJSON_GetObjectItemCaseSensitive(e, cs_key_message);
 	return cJSON_IsString(e) ? e->valuestring : NULL;
 }
 
@@ -430,7 +426,7 @@ int sp_daemon_put_group(const struct sp_daemon *d, const char *name, const char 
 	char path[128];
 	int e;
 
-	snprintf(path, sizeof(path), "/v1/groups/%s", name);
+	snprintf(path, sizeof(path), "%s%s", cs_api_path(CS_API_GROUP), name);
 	e = expect(d, "PUT", path, body, 200, 200, &r, err, errlen);
 	if (!e)
 		sp_reply_free(&r);
@@ -443,7 +439,7 @@ int sp_daemon_delete_group(const struct sp_daemon *d, const char *name, char *er
 	char path[128];
 	int e;
 
-	snprintf(path, sizeof(path), "/v1/groups/%s", name);
+	snprintf(path, sizeof(path), "%s%s", cs_api_path(CS_API_GROUP), name);
 	e = expect(d, "DELETE", path, NULL, 204, 404, &r, err, errlen);
 	if (!e)
 		sp_reply_free(&r);
@@ -476,16 +472,16 @@ int sp_daemon_gpus(const struct sp_daemon *d, struct sp_gpu *gpus, unsigned max,
 {
 	const cJSON *g;
 	cJSON *doc;
-	int e = sp_daemon_get(d, "/v1/gpus", &doc, err, errlen);
+	int e = sp_daemon_get(d, cs_api_path(CS_API_GPUS), &doc, err, errlen);
 
 	if (e)
 		return e;
 	*n = 0;
-	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(doc, "gpus"))
+	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(doc, cs_key_gpus))
 	{
-		const cJSON *i = cJSON_GetObjectItemCaseSensitive(g, "index");
-		const cJSON *u = cJSON_GetObjectItemCaseSensitive(g, "uuid");
-		const cJSON *t = cJSON_GetObjectItemCaseSensitive(g, "memory_total");
+		const cJSON *i = cJSON_GetObjectItemCaseSensitive(g, cs_key_index);
+		const cJSON *u = cJSON_GetObjectItemCaseSensitive(g, cs_key_uuid);
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(g, cs_key_memory_total);
 
 		if (*n == max || !cJSON_IsNumber(i) || !cJSON_IsString(u) || !cJSON_IsNumber(t) ||
 		    i->valuedouble < 0 || i->valuedouble > 1e6 || t->valuedouble < 0 ||

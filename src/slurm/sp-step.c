@@ -393,7 +393,7 @@ static cJSON *limit_json(const struct sp_config *c, const struct sp_step *s,
 	o = cJSON_CreateObject();
 	if (!o)
 		return NULL;
-	if (!core && !add(o, "default", cJSON_CreateNumber(0)))
+	if (!core && !add(o, cs_key_default, cJSON_CreateNumber(0)))
 		goto fail;
 	for (unsigned i = 0; i < s->ngpus; i++)
 		if (!add(o, s->uuid[i], amount_json(v, core)))
@@ -404,18 +404,6 @@ fail:
 	return NULL;
 }
 
-static const char *action_name(enum sp_action a)
-{
-	switch (a) {
-	case SP_ACTION_STOP:
-		return "stop";
-	case SP_ACTION_KILL:
-		return "kill";
-	default:
-		return "report";
-	}
-}
-
 char *sp_policy_json(const struct sp_config *c, const struct sp_step *s, const struct sp_slice *sl,
 		     const struct sp_members *m)
 {
@@ -424,24 +412,27 @@ char *sp_policy_json(const struct sp_config *c, const struct sp_step *s, const s
 	bool ok;
 
 	/* Every item is owned by its parent once added: one delete frees all. */
-	ok = o && add(o, "memory_limit", limit_json(c, s, &sl->mem, false)) &&
-	     add(o, "core_limit", limit_json(c, s, &sl->cores, true)) &&
-	     add(o, "mode", cJSON_CreateString(sl->burst ? "burst" : "hard")) &&
-	     add(o, "daemon_required", cJSON_CreateBool(c->daemon_required)) &&
-	     add(o, "on_violation", cJSON_CreateString(action_name(c->on_violation))) &&
-	     (mem = cJSON_AddObjectToObject(o, "members")) != NULL;
+	ok = o && add(o, cs_key_memory_limit, limit_json(c, s, &sl->mem, false)) &&
+	     add(o, cs_key_core_limit, limit_json(c, s, &sl->cores, true)) &&
+	     add(o, cs_key_mode,
+		 cJSON_CreateString(cs_policy_mode_name(sl->burst ? CS_POLICY_MODE_BURST
+								  : CS_POLICY_MODE_HARD))) &&
+	     add(o, cs_key_daemon_required, cJSON_CreateBool(c->daemon_required)) &&
+	     add(o, cs_key_on_violation,
+		 cJSON_CreateString(cs_policy_action_name(c->on_violation))) &&
+	     (mem = cJSON_AddObjectToObject(o, cs_key_members)) != NULL;
 	if (ok && m->cgroup) {
-		ok = (rule = cJSON_AddArrayToObject(mem, "cgroups")) != NULL &&
+		ok = (rule = cJSON_AddArrayToObject(mem, cs_key_cgroups)) != NULL &&
 		     cJSON_AddItemToArray(rule, cJSON_CreateString(m->cgroup));
 	} else if (ok) {
-		ok = (rule = cJSON_AddArrayToObject(mem, "uids")) != NULL &&
+		ok = (rule = cJSON_AddArrayToObject(mem, cs_key_uids)) != NULL &&
 		     cJSON_AddItemToArray(rule, cJSON_CreateNumber((double)m->uid));
 	}
 	snprintf(job, sizeof(job), "%" PRIu32, s->job);
-	ok = ok && (lb = cJSON_AddObjectToObject(o, "labels")) != NULL &&
-	     add(lb, "slurm.job", cJSON_CreateString(job)) &&
-	     add(lb, "slurm.step", cJSON_CreateString(s->step_text)) &&
-	     (!s->user[0] || add(lb, "slurm.user", cJSON_CreateString(s->user)));
+	ok = ok && (lb = cJSON_AddObjectToObject(o, cs_key_labels)) != NULL &&
+	     add(lb, cs_label_slurm_job, cJSON_CreateString(job)) &&
+	     add(lb, cs_label_slurm_step, cJSON_CreateString(s->step_text)) &&
+	     (!s->user[0] || add(lb, cs_label_slurm_user, cJSON_CreateString(s->user)));
 	if (ok)
 		text = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);

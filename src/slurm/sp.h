@@ -35,14 +35,18 @@
 
 #include <cjson/cJSON.h>
 
+#include "cuslice/api.h"
+#include "cuslice/config.h"
+#include "cuslice/policy.h"
+
 /*
  * cusliced's two sockets: the registration socket, which the tasks are
  * given (CUSLICE_SOCKET), and the admin socket, which the plugin (root, in
  * slurmstepd and the epilog) uses for its own calls. Tasks never get the
  * admin socket: a job's process may register, never change a policy.
  */
-#define SP_DEFAULT_SOCKET "/run/cuslice/cusliced.sock"
-#define SP_DEFAULT_ADMIN_SOCKET "/run/cuslice/admin/cusliced.sock"
+#define SP_DEFAULT_SOCKET CS_DEFAULT_SOCKET
+#define SP_DEFAULT_ADMIN_SOCKET CS_DEFAULT_ADMIN_SOCKET
 #define SP_DEFAULT_CGROUP_DIR "cuslice" /* under the cgroup2 mount */
 #define SP_DEFAULT_TIMEOUT_MS 10000u
 #define SP_GROUP_PREFIX "slurm-"
@@ -65,12 +69,6 @@ struct sp_amount {
 	bool percent;	/* ppm is the value, else bytes */
 	uint64_t bytes; /* memory only */
 	uint32_t ppm;	/* parts per million of the GPU: 25% = 250000 */
-};
-
-enum sp_action {
-	SP_ACTION_REPORT = 0,
-	SP_ACTION_STOP,
-	SP_ACTION_KILL,
 };
 
 /* ---- messages (sp-step.c) ---- */
@@ -96,7 +94,7 @@ struct sp_config {
 	struct sp_amount default_mem;	/* steps with whole GPUs and no --gpu-mem */
 	struct sp_amount default_cores; /* ... and no --gpu-cores */
 	bool burst;			/* the mode when --gpu-burst is not given */
-	enum sp_action on_violation;
+	enum cs_policy_action on_violation;
 	bool daemon_required;
 	bool other_gpus_allowed;    /* the step's limits on every GPU, not 0 elsewhere */
 	bool batch_slice;	    /* the batch step gets a slice */

@@ -23,7 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 /* The share tolerance, percentage points: wide enough for a loaded 2-core machine. */
 #define CC_TOL 7.0

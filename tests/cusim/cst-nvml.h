@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 /* Asserts an nvmlReturn_t, printing both names on mismatch. */
 #define assert_nvml(expected, call) assert_nvml_((expected), (call), #call, __FILE__, __LINE__)

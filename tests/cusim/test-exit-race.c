@@ -8,7 +8,7 @@
  */
 #include "cst.h"
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "cst-nvml.h"
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 #include "sim-fault.h"
 #include "sim-shared.h"
 

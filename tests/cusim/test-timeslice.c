@@ -18,7 +18,7 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 #include "sim-shared.h"
 
 /* Kernel lengths used throughout: 5 ms, synchronized every 4 (20 ms queued at most). */

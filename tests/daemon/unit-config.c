@@ -100,7 +100,7 @@ static void test_config_defaults(void **state)
 	assert_int_equal(c.n_allow_gids, 0);
 	assert_int_equal(c.backstop_interval_ms, 1000);
 	assert_int_equal(c.session_ttl_s, 30);
-	assert_int_equal(c.on_bypass, CD_ACTION_REPORT);
+	assert_int_equal(c.on_bypass, CS_POLICY_ACTION_REPORT);
 	assert_int_equal(c.log_level, CS_LOG_INFO);
 	assert_int_equal(c.ipc_sessions_per_uid, 1024);
 	assert_int_equal(c.api_connections_per_uid, 32);
@@ -164,7 +164,7 @@ static void test_config_every_option(void **state)
 	assert_int_equal(c.allow_gids[1], 0);
 	assert_int_equal(c.backstop_interval_ms, 500);
 	assert_int_equal(c.session_ttl_s, 120);
-	assert_int_equal(c.on_bypass, CD_ACTION_KILL);
+	assert_int_equal(c.on_bypass, CS_POLICY_ACTION_KILL);
 }
 
 static void test_config_value_forms(void **state)
@@ -174,7 +174,7 @@ static void test_config_value_forms(void **state)
 	(void)state;
 	c = parse_ok("[daemon]\nmetrics_listen = none\non_bypass = stop\nlog_level = error\n");
 	assert_string_equal(c.metrics_listen, "none");
-	assert_int_equal(c.on_bypass, CD_ACTION_STOP);
+	assert_int_equal(c.on_bypass, CS_POLICY_ACTION_STOP);
 	assert_int_equal(c.log_level, CS_LOG_ERROR);
 	c = parse_ok("[daemon]\nmetrics_listen = 0.0.0.0:65535\nlog_level = warn\n");
 	assert_string_equal(c.metrics_listen, "0.0.0.0:65535");
@@ -204,7 +204,7 @@ static void test_config_value_forms(void **state)
 	assert_int_equal(c.api_connections_per_uid, 512);
 	/* inih: inline comments after " ;", blanks around '=' */
 	c = parse_ok("[daemon]\n  on_bypass=kill ; hard line\n");
-	assert_int_equal(c.on_bypass, CD_ACTION_KILL);
+	assert_int_equal(c.on_bypass, CS_POLICY_ACTION_KILL);
 }
 
 static void test_config_bad_values(void **state)
@@ -486,14 +486,14 @@ static void test_config_set(void **state)
 	assert_int_equal(cd_config_set(&c, "on_bypass", "explode", why, sizeof(why)), -EINVAL);
 	assert_string_equal(why, "\"explode\": expected report (log, event, metric), stop (also "
 				 "SIGSTOP) or kill (also SIGKILL)");
-	assert_int_equal(c.on_bypass, CD_ACTION_REPORT);
+	assert_int_equal(c.on_bypass, CS_POLICY_ACTION_REPORT);
 	/* Every key --help documents is one cd_config_set knows. */
 	for (unsigned i = 0; cd_config_keys[i]; i++)
 		assert_int_not_equal(cd_config_set(&c, cd_config_keys[i], "\x01", why, sizeof(why)),
 				     -ENOENT);
-	assert_string_equal(cd_action_name(CD_ACTION_STOP), "stop");
-	assert_int_equal(cd_action_parse("kill"), CD_ACTION_KILL);
-	assert_int_equal(cd_action_parse("KILL"), -1);
+	assert_string_equal(cs_policy_action_name(CS_POLICY_ACTION_STOP), "stop");
+	assert_int_equal(cs_policy_action_parse("kill"), CS_POLICY_ACTION_KILL);
+	assert_int_equal(cs_policy_action_parse("KILL"), -1);
 	assert_string_equal(cd_log_level_name(CS_LOG_WARN), "warn");
 }
 

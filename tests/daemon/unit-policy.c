@@ -133,7 +133,7 @@ static void test_policy_defaults(void **state)
 	assert_false(p.burst);
 	assert_false(p.daemon_required);
 	assert_true(cd_members_empty(&p.members));
-	assert_int_equal(p.on_violation, CD_ACTION_REPORT);
+	assert_int_equal(p.on_violation, CS_POLICY_ACTION_REPORT);
 	assert_int_equal(mem(&p, 0, UUID0, 80 * GIB), CS_LIMIT_NONE);
 	assert_int_equal(cd_policy_core_limit(&p, 0, UUID0), CS_CORE_NONE);
 	assert_string_equal(
@@ -214,7 +214,7 @@ static void test_policy_other_fields(void **state)
 		     " \"cgroups\": [\"/kubepods/pod1/\", \"/system.slice/job.service\"]}}");
 	assert_true(p.burst);
 	assert_true(p.daemon_required);
-	assert_int_equal(p.on_violation, CD_ACTION_KILL);
+	assert_int_equal(p.on_violation, CS_POLICY_ACTION_KILL);
 	assert_int_equal(p.members.nuids, 2);
 	assert_int_equal(p.members.uids[0], 1000);
 	assert_int_equal(p.members.uids[1], 0);
@@ -226,7 +226,7 @@ static void test_policy_other_fields(void **state)
 	assert_string_equal(p.members.cgroups[1], "/system.slice/job.service");
 	p = parse_ok("{\"members\": {\"cgroups\": [\"/\"]}, \"on_violation\": \"stop\"}");
 	assert_string_equal(p.members.cgroups[0], "/");
-	assert_int_equal(p.on_violation, CD_ACTION_STOP);
+	assert_int_equal(p.on_violation, CS_POLICY_ACTION_STOP);
 	p = parse_ok("{\"members\": null, \"mode\": \"hard\"}");
 	assert_true(cd_members_empty(&p.members));
 }
@@ -651,7 +651,7 @@ static void test_policy_file_refusals(void **state)
 				      "\"groups\": {NAME: POLICY, ...}}");
 	/* A newer daemon's file: refused, not half-read. */
 	load_fails("{\"version\": 2, \"groups\": {}}",
-		   "version 2 is newer than this cusliced (" CD_VERSION ") understands (1): a "
+		   "version 2 is newer than this cusliced (" CS_VERSION ") understands (1): a "
 		   "newer cusliced wrote it; run that one, or restore a policy.json of version 1");
 	load_fails("{\"version\": \"1\", \"groups\": {}}",
 		   "\"version\" is not a whole number from 1; this cusliced writes version 1");

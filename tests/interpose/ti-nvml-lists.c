@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #define CAP 16
 

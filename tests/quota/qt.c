@@ -3,7 +3,7 @@
  */
 #include "qt.h"
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -19,7 +19,7 @@
  */
 #include "qt.h"
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #include <fcntl.h>
 #include <pthread.h>

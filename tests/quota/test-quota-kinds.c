@@ -14,7 +14,7 @@
  */
 #include "qt.h"
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #include <stdio.h>
 #include <string.h>

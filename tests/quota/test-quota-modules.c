@@ -15,7 +15,7 @@
  */
 #include "qt.h"
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  */
 #include "qt.h"
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -74,7 +74,7 @@ static void test_slurm_args_defaults(void **state)
 	assert_int_equal(c.default_mem.ppm, 1000000);
 	assert_false(c.default_cores.set);
 	assert_false(c.burst);
-	assert_int_equal(c.on_violation, SP_ACTION_KILL);
+	assert_int_equal(c.on_violation, CS_POLICY_ACTION_KILL);
 	assert_true(c.daemon_required);
 	assert_false(c.other_gpus_allowed);
 	assert_true(c.batch_slice);
@@ -110,7 +110,7 @@ static void test_slurm_args_every_key(void **state)
 	assert_int_equal(c.default_mem.bytes, 40 * GIB);
 	assert_int_equal(c.default_cores.ppm, 500000);
 	assert_true(c.burst);
-	assert_int_equal(c.on_violation, SP_ACTION_REPORT);
+	assert_int_equal(c.on_violation, CS_POLICY_ACTION_REPORT);
 	assert_false(c.daemon_required);
 	assert_true(c.other_gpus_allowed);
 	assert_false(c.batch_slice);
@@ -119,7 +119,7 @@ static void test_slurm_args_every_key(void **state)
 	c = config("default_mem=none default_cores=none on_violation=stop");
 	assert_false(c.default_mem.set);
 	assert_false(c.default_cores.set);
-	assert_int_equal(c.on_violation, SP_ACTION_STOP);
+	assert_int_equal(c.on_violation, CS_POLICY_ACTION_STOP);
 }
 
 static void test_slurm_args_refusals(void **state)

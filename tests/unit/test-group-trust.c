@@ -122,6 +122,8 @@ static void test_trust_squat_by_other_user(void **state)
 		print_message("not root: cannot become another uid: skipped\n");
 		skip();
 	}
+	/* A directory anyone may write in, like /dev/shm (before the stranger looks). */
+	assert_int_equal(chmod(tmpdir, 01777), 0);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -135,7 +137,6 @@ static void test_trust_squat_by_other_user(void **state)
 		cs_group_close(&s);
 		_exit(0);
 	}
-	assert_int_equal(chmod(tmpdir, 01777), 0);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	region_path(path, sizeof(path), "squat");
@@ -403,6 +404,39 @@ static void test_trust_limit_rule(void **state)
 	cs_group_close(&r);
 }
 
+/*
+ * A managed group's limits are cusliced's alone (include/cuslice/region.h):
+ * a member's wish, tighter or looser, writes nothing there.
+ */
+static void test_trust_managed_limits(void **state)
+{
+	struct cs_group_handle r, me;
+	uint64_t have = 0;
+	uint32_t core = 0;
+
+	(void)state;
+	assert_int_equal(cs_group_create_sealed(&r, "gm"), 0);
+	assert_int_equal(cs_group_device(&r, UUID_A, 8 * GiB, 2 * GiB), 0);
+	atomic_store(&r.g->dev[0].core_limit, 400000);
+	atomic_store(&r.g->flags, CS_GROUP_MANAGED);
+	assert_int_equal(cs_group_attach_fd(&me, reopen(&r), "gm"), 0);
+	assert_int_equal(cs_group_register_slot(&me, 0), 0);
+	assert_int_equal(cs_group_adopt_limit(&me, 0, GiB, &have), -EPERM);
+	assert_int_equal(have, 2 * GiB);
+	assert_int_equal(cs_group_adopt_limit(&me, 0, CS_LIMIT_NONE, &have), -EPERM);
+	assert_int_equal(atomic_load(&r.g->dev[0].limit), 2 * GiB);
+	assert_int_equal(cs_group_adopt_core(&me, 0, 100000, CS_CORE_BURST, &core), -EPERM);
+	assert_int_equal(core, 400000);
+	assert_int_equal(atomic_load(&r.g->dev[0].core_limit), 400000);
+	assert_int_equal(atomic_load(&r.g->dev[0].core_flags), 0);
+	/* Unmanaged again (the policy deleted): the member's rule applies. */
+	atomic_store(&r.g->flags, 0);
+	assert_int_equal(cs_group_adopt_limit(&me, 0, GiB, &have), 1);
+	assert_int_equal(atomic_load(&r.g->dev[0].limit), GiB);
+	cs_group_close(&me);
+	cs_group_close(&r);
+}
+
 /* The same rule on a standalone region an earlier run left behind. */
 static void test_trust_standalone_leftover(void **state)
 {
@@ -433,6 +467,7 @@ int main(void)
 		cmocka_unit_test(test_trust_attach_refuses_unsealed),
 		cmocka_unit_test(test_trust_assigned_slots),
 		cmocka_unit_test(test_trust_limit_rule),
+		cmocka_unit_test(test_trust_managed_limits),
 		cmocka_unit_test(test_trust_standalone_leftover),
 	};
 

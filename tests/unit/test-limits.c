@@ -1,4 +1,4 @@
-/* Unit tests of src/preload/cs-limits.c: CUSLICE_MEM_LIMIT / CUSLICE_CORE_LIMIT parsing. */
+/* Unit tests of src/common/cs-limits.c: CUSLICE_MEM_LIMIT / CUSLICE_CORE_LIMIT parsing. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>

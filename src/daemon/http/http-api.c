@@ -114,11 +114,12 @@ static char *finish(cJSON *root, bool ok)
 /* "nvml": {"up", "attempts", "since", and while down "reason", "next_try"}. */
 static bool add_nvml(cJSON *root, const struct cd_nvml_state *n)
 {
-	cJSON *o = cJSON_AddObjectToObject(root, "nvml");
+	cJSON *o = cJSON_AddObjectToObject(root, cs_key_nvml);
 
-	return o && add_bool(o, "up", n->up) && add_u64(o, "attempts", n->attempts) &&
-	       add_real(o, "since", n->since, 3) &&
-	       (n->up || (add_str(o, "reason", n->reason) && add_real(o, "next_try", n->next_try, 3)));
+	return o && add_bool(o, cs_key_up, n->up) && add_u64(o, cs_key_attempts, n->attempts) &&
+	       add_real(o, cs_key_since, n->since, 3) &&
+	       (n->up || (add_str(o, cs_key_reason, n->reason) &&
+			  add_real(o, cs_key_next_try, n->next_try, 3)));
 }
 
 char *cd_api_render_status(const struct cd_snapshot *s)
@@ -129,15 +130,18 @@ char *cd_api_render_status(const struct cd_snapshot *s)
 
 	if (!root)
 		return NULL;
-	ok = add_str(root, "version", CD_VERSION) && add_i64(root, "pid", s->pid) &&
-	     add_real(root, "uptime_seconds", s->uptime_seconds, 3) &&
-	     (c ? ADD_FIELD(root, "socket", c->socket) : add_str(root, "socket", "")) &&
-	     (c ? ADD_FIELD(root, "state_dir", c->state_dir) : add_str(root, "state_dir", "")) &&
-	     (c ? ADD_FIELD(root, "shm_dir", c->shm_dir) : add_str(root, "shm_dir", "")) &&
-	     (c ? ADD_FIELD(root, "metrics_listen", c->metrics_listen)
-		: add_str(root, "metrics_listen", "")) &&
-	     add_u64(root, "groups", s->ngroups) && add_u64(root, "processes", s->nprocs) &&
-	     add_u64(root, "gpus", s->ngpus) && add_nvml(root, &s->nvml);
+	ok =
+	    add_str(root, cs_key_version, CS_VERSION) && add_i64(root, cs_key_pid, s->pid) &&
+	    add_real(root, cs_key_uptime_seconds, s->uptime_seconds, 3) &&
+	    (c ? ADD_FIELD(root, cs_key_socket, c->socket) : add_str(root, cs_key_socket, "")) &&
+	    (c ? ADD_FIELD(root, cs_key_state_dir, c->state_dir)
+	       : add_str(root, cs_key_state_dir, "")) &&
+	    (c ? ADD_FIELD(root, cs_key_shm_dir, c->shm_dir) : add_str(root, cs_key_shm_dir, "")) &&
+	    (c ? ADD_FIELD(root, cs_key_metrics_listen, c->metrics_listen)
+	       : add_str(root, cs_key_metrics_listen, "")) &&
+	    add_u64(root, cs_key_groups, s->ngroups) &&
+	    add_u64(root, cs_key_processes, s->nprocs) && add_u64(root, cs_key_gpus, s->ngpus) &&
+	    add_nvml(root, &s->nvml);
 	return finish(root, ok);
 }
 
@@ -149,7 +153,7 @@ char *cd_api_render_gpus(const struct cd_snapshot *s)
 
 	if (!root)
 		return NULL;
-	arr = cJSON_AddArrayToObject(root, "gpus");
+	arr = cJSON_AddArrayToObject(root, cs_key_gpus);
 	ok = arr != NULL;
 	for (unsigned i = 0; ok && i < s->ngpus; i++) {
 		const struct cd_snap_gpu *g = &s->gpus[i];
@@ -160,10 +164,11 @@ char *cd_api_render_gpus(const struct cd_snapshot *s)
 			cJSON_Delete(o);
 			break;
 		}
-		ok = add_i64(o, "index", g->index) && ADD_FIELD(o, "uuid", g->uuid) &&
-		     ADD_FIELD(o, "name", g->name) && add_u64(o, "memory_total", g->memory_total) &&
-		     add_u64(o, "memory_used", g->memory_used) &&
-		     add_u64(o, "utilization", g->utilization);
+		ok = add_i64(o, cs_key_index, g->index) && ADD_FIELD(o, cs_key_uuid, g->uuid) &&
+		     ADD_FIELD(o, cs_key_name, g->name) &&
+		     add_u64(o, cs_key_memory_total, g->memory_total) &&
+		     add_u64(o, cs_key_memory_used, g->memory_used) &&
+		     add_u64(o, cs_key_utilization, g->utilization);
 	}
 	return finish(root, ok);
 }
@@ -192,14 +197,18 @@ static bool render_dev(cJSON *arr, const struct cd_snap_dev *v)
 		cJSON_Delete(o);
 		return false;
 	}
-	return ADD_FIELD(o, "uuid", v->uuid) && add_u64(o, "memory_used", v->memory_used) &&
-	       (v->memory_limit == CS_LIMIT_NONE ? cJSON_AddNullToObject(o, "memory_limit") != NULL
-						 : add_u64(o, "memory_limit", v->memory_limit)) &&
-	       add_ppm_percent(o, "core_limit", v->core_limit_ppm) &&
-	       add_real(o, "core_used", v->core_used * 100.0, 2) &&
-	       add_str(o, "mode", v->burst ? "burst" : "hard") &&
-	       add_u64(o, "oom_denials", v->oom_denials) &&
-	       add_real(o, "throttled_seconds", (double)v->throttled_ns / 1e9, 3);
+	return ADD_FIELD(o, cs_key_uuid, v->uuid) &&
+	       add_u64(o, cs_key_memory_used, v->memory_used) &&
+	       (v->memory_limit == CS_LIMIT_NONE
+		    ? cJSON_AddNullToObject(o, cs_key_memory_limit) != NULL
+		    : add_u64(o, cs_key_memory_limit, v->memory_limit)) &&
+	       add_ppm_percent(o, cs_key_core_limit, v->core_limit_ppm) &&
+	       add_real(o, cs_key_core_used, v->core_used * 100.0, 2) &&
+	       add_str(
+		   o, cs_key_mode,
+		   cs_policy_mode_name(v->burst ? CS_POLICY_MODE_BURST : CS_POLICY_MODE_HARD)) &&
+	       add_u64(o, cs_key_oom_denials, v->oom_denials) &&
+	       add_real(o, cs_key_throttled_seconds, (double)v->throttled_ns / 1e9, 3);
 }
 
 /* Fills o with GROUP (its policy without "members" for a tenant's own view). */
@@ -207,22 +216,22 @@ static bool render_group(cJSON *o, const struct cd_snap_group *g, bool strip_mem
 {
 	cJSON *policy = NULL, *devs;
 
-	if (!ADD_FIELD(o, "name", g->name) || !add_bool(o, "managed", g->managed))
+	if (!ADD_FIELD(o, cs_key_name, g->name) || !add_bool(o, cs_key_managed, g->managed))
 		return false;
 	/* The core stores the policy it validated; one it cannot parse back shows as null. */
 	if (g->policy_json)
 		policy = cJSON_Parse(g->policy_json);
 	if (policy && strip_members)
-		cJSON_DeleteItemFromObjectCaseSensitive(policy, "members");
+		cJSON_DeleteItemFromObjectCaseSensitive(policy, cs_key_members);
 	if (!policy)
 		policy = cJSON_CreateNull();
-	if (!policy || !cJSON_AddItemToObject(o, "policy", policy)) {
+	if (!policy || !cJSON_AddItemToObject(o, cs_key_policy, policy)) {
 		cJSON_Delete(policy);
 		return false;
 	}
-	if (!add_u64(o, "processes", g->processes))
+	if (!add_u64(o, cs_key_processes, g->processes))
 		return false;
-	devs = cJSON_AddArrayToObject(o, "devices");
+	devs = cJSON_AddArrayToObject(o, cs_key_devices);
 	if (!devs)
 		return false;
 	for (unsigned i = 0; i < g->ndev && i < CS_GROUP_MAX_DEVICES; i++)
@@ -257,7 +266,7 @@ char *cd_api_render_groups(const struct cd_snapshot *s, const char *name)
 	root = cJSON_CreateObject();
 	if (!root)
 		return NULL;
-	arr = cJSON_AddArrayToObject(root, "groups");
+	arr = cJSON_AddArrayToObject(root, cs_key_groups);
 	ok = arr != NULL;
 	for (unsigned i = 0; ok && i < s->ngroups; i++) {
 		cJSON *o = cJSON_CreateObject();
@@ -281,11 +290,11 @@ static bool render_proc(cJSON *arr, const struct cd_snap_proc *p)
 		return false;
 	}
 	/* An unregistered process (one that bypassed libcuslice) has group "". */
-	if (!add_i64(o, "pid", p->pid) || !ADD_FIELD(o, "group", p->group) ||
-	    !add_u64(o, "uid", p->uid) || !add_bool(o, "registered", p->registered) ||
-	    !ADD_FIELD(o, "cgroup", p->cgroup))
+	if (!add_i64(o, cs_key_pid, p->pid) || !ADD_FIELD(o, cs_key_group, p->group) ||
+	    !add_u64(o, cs_key_uid, p->uid) || !add_bool(o, cs_key_registered, p->registered) ||
+	    !ADD_FIELD(o, cs_key_cgroup, p->cgroup))
 		return false;
-	gpus = cJSON_AddArrayToObject(o, "gpus");
+	gpus = cJSON_AddArrayToObject(o, cs_key_gpus);
 	if (!gpus)
 		return false;
 	for (unsigned i = 0; i < p->ngpu && i < sizeof(p->gpu) / sizeof(p->gpu[0]); i++) {
@@ -295,11 +304,13 @@ static bool render_proc(cJSON *arr, const struct cd_snap_proc *p)
 			cJSON_Delete(gj);
 			return false;
 		}
-		if (!ADD_FIELD(gj, "uuid", p->gpu[i].uuid) ||
-		    !add_u64(gj, "memory_used", p->gpu[i].memory_used))
+		if (!ADD_FIELD(gj, cs_key_uuid, p->gpu[i].uuid) ||
+		    !add_u64(gj, cs_key_memory_used, p->gpu[i].memory_used))
 			return false;
 	}
-	return add_str(o, "state", p->stopped ? "stopped" : "running");
+	return add_str(o, cs_key_state,
+		       cs_api_process_state_name(p->stopped ? CS_API_PROCESS_STOPPED
+							    : CS_API_PROCESS_RUNNING));
 }
 
 char *cd_api_render_processes(const struct cd_snapshot *s)
@@ -309,7 +320,7 @@ char *cd_api_render_processes(const struct cd_snapshot *s)
 
 	if (!root)
 		return NULL;
-	arr = cJSON_AddArrayToObject(root, "processes");
+	arr = cJSON_AddArrayToObject(root, cs_key_processes);
 	ok = arr != NULL;
 	for (unsigned i = 0; ok && i < s->nprocs; i++)
 		ok = render_proc(arr, &s->procs[i]);
@@ -323,7 +334,7 @@ char *cd_api_render_events(const struct cd_event *ev, unsigned n)
 
 	if (!root)
 		return NULL;
-	arr = cJSON_AddArrayToObject(root, "events");
+	arr = cJSON_AddArrayToObject(root, cs_key_events);
 	ok = arr != NULL;
 	for (unsigned i = 0; ok && i < n; i++) {
 		const struct cd_event *e = &ev[i];
@@ -334,12 +345,12 @@ char *cd_api_render_events(const struct cd_event *ev, unsigned n)
 			cJSON_Delete(o);
 			break;
 		}
-		ok = add_u64(o, "seq", e->seq) && add_real(o, "time", e->time, 3) &&
-		     ADD_FIELD(o, "kind", e->kind) && ADD_FIELD(o, "group", e->group) &&
-		     add_i64(o, "pid", e->pid) &&
-		     (e->uid == CD_UID_NONE ? cJSON_AddNullToObject(o, "uid") != NULL
-					    : add_u64(o, "uid", e->uid)) &&
-		     ADD_FIELD(o, "message", e->message);
+		ok = add_u64(o, cs_key_seq, e->seq) && add_real(o, cs_key_time, e->time, 3) &&
+		     ADD_FIELD(o, cs_key_kind, e->kind) && ADD_FIELD(o, cs_key_group, e->group) &&
+		     add_i64(o, cs_key_pid, e->pid) &&
+		     (e->uid == CD_UID_NONE ? cJSON_AddNullToObject(o, cs_key_uid) != NULL
+					    : add_u64(o, cs_key_uid, e->uid)) &&
+		     ADD_FIELD(o, cs_key_message, e->message);
 	}
 	return finish(root, ok);
 }
@@ -351,52 +362,47 @@ char *cd_api_render_healthz(const struct cd_nvml_state *nvml)
 	if (!root)
 		return NULL;
 	/* Degraded, not failed: registration and quotas work without NVML. */
-	return finish(root, add_str(root, "status", nvml->up ? "ok" : "degraded") &&
-				add_str(root, "version", CD_VERSION) &&
-				add_str(root, "nvml", nvml->up ? "up" : "down"));
+	return finish(root,
+		      add_str(root, cs_key_status, nvml->up ? CS_API_HEALTHY : CS_API_DEGRADED) &&
+			  add_str(root, cs_key_version, CS_VERSION) &&
+			  add_str(root, cs_key_nvml, nvml->up ? "up" : "down"));
 }
-
-static const char *const how_names[] = {
-    [CD_SELF_MEMBER] = "member", [CD_SELF_IDENTITY] = "identity",
-    [CD_SELF_OPEN] = "open",	 [CD_SELF_UNMANAGED] = "unmanaged",
-    [CD_SELF_NONE] = "none",	 [CD_SELF_REFUSED] = "refused",
-};
 
 /* The one line of "placement"."message": what happens to a process of this peer. */
 static void how_message(const char *asked, const struct cd_self *s, char *buf, size_t len)
 {
 	switch (s->how) {
-	case CD_SELF_MEMBER:
+	case CS_API_SELF_MEMBER:
 		snprintf(buf, len,
 			 "group %s is managed and its members rules name you: its policy "
 			 "applies",
 			 s->group);
 		break;
-	case CD_SELF_IDENTITY:
+	case CS_API_SELF_IDENTITY:
 		snprintf(buf, len,
 			 "group %s's members rules name you: your processes run in it%s%s%s, "
 			 "under its policy",
 			 s->group, asked[0] ? " whatever they ask for (asked: " : "",
 			 asked[0] ? asked : "", asked[0] ? ")" : "");
 		break;
-	case CD_SELF_OPEN:
+	case CS_API_SELF_OPEN:
 		snprintf(buf, len,
 			 "group %s is managed and open to every process that asks for "
 			 "it: its policy applies",
 			 s->group);
 		break;
-	case CD_SELF_UNMANAGED:
+	case CS_API_SELF_UNMANAGED:
 		snprintf(buf, len,
 			 "group %s has no policy: your processes share it on the limits of their "
 			 "environment (CUSLICE_MEM_LIMIT, CUSLICE_CORE_LIMIT)",
 			 s->group);
 		break;
-	case CD_SELF_NONE:
+	case CS_API_SELF_NONE:
 		snprintf(buf, len,
 			 "no policy names you: a process that asks for no group (CUSLICE_GROUP) "
 			 "runs in a group of its own (pid-PID) on the limits of its environment");
 		break;
-	case CD_SELF_REFUSED:
+	case CS_API_SELF_REFUSED:
 		snprintf(buf, len, "%s: such a process is refused (it fails closed)", s->reason);
 		break;
 	}
@@ -410,60 +416,57 @@ char *cd_api_render_self(const struct cd_peer *p, const char *asked, const struc
 
 	if (!root)
 		return NULL;
-	peer = cJSON_AddObjectToObject(root, "peer");
-	pl = cJSON_AddObjectToObject(root, "placement");
-	ok = peer && pl && add_i64(peer, "pid", p->pid) && add_u64(peer, "uid", p->uid) &&
-	     add_u64(peer, "gid", p->gid) && ADD_FIELD(peer, "cgroup", p->cgroup) &&
-	     (s->pod[0] ? ADD_FIELD(peer, "pod", s->pod)
-			: cJSON_AddNullToObject(peer, "pod") != NULL);
+	peer = cJSON_AddObjectToObject(root, cs_key_peer);
+	pl = cJSON_AddObjectToObject(root, cs_key_placement);
+	ok = peer && pl && add_i64(peer, cs_key_pid, p->pid) && add_u64(peer, cs_key_uid, p->uid) &&
+	     add_u64(peer, cs_key_gid, p->gid) && ADD_FIELD(peer, cs_key_cgroup, p->cgroup) &&
+	     (s->pod[0] ? ADD_FIELD(peer, cs_key_pod, s->pod)
+			: cJSON_AddNullToObject(peer, cs_key_pod) != NULL);
 	how_message(asked, s, msg, sizeof(msg));
-	ok =
-	    ok &&
-	    (asked[0] ? add_str(pl, "asked", asked) : cJSON_AddNullToObject(pl, "asked") != NULL) &&
-	    (s->group[0] ? ADD_FIELD(pl, "group", s->group)
-			 : cJSON_AddNullToObject(pl, "group") != NULL) &&
-	    add_bool(pl, "managed", s->managed) && add_str(pl, "how", how_names[s->how]) &&
-	    add_str(pl, "message", msg);
+	ok = ok &&
+	     (asked[0] ? add_str(pl, cs_key_asked, asked)
+		       : cJSON_AddNullToObject(pl, cs_key_asked) != NULL) &&
+	     (s->group[0] ? ADD_FIELD(pl, cs_key_group, s->group)
+			  : cJSON_AddNullToObject(pl, cs_key_group) != NULL) &&
+	     add_bool(pl, cs_key_managed, s->managed) &&
+	     add_str(pl, cs_key_how, cs_api_self_how_name(s->how)) &&
+	     add_str(pl, cs_key_message, msg);
 	if (ok && s->known) {
-		g = cJSON_AddObjectToObject(root, "group");
+		g = cJSON_AddObjectToObject(root, cs_key_group);
 		ok = g && render_group(g, &s->snap, true);
 	} else if (ok) {
-		ok = cJSON_AddNullToObject(root, "group") != NULL;
+		ok = cJSON_AddNullToObject(root, cs_key_group) != NULL;
 	}
 	return finish(root, ok);
 }
 
 /* ---- routing ---- */
 
-enum route {
-	ROUTE_NONE,
-	ROUTE_STATUS,
-	ROUTE_GPUS,
-	ROUTE_GROUPS,
-	ROUTE_GROUP,
-	ROUTE_PROCESSES,
-	ROUTE_EVENTS,
-	ROUTE_HEALTHZ,
-	ROUTE_SELF,
-};
+/*
+ * The routes: the endpoints of include/cuslice/api-endpoints.def, and
+ * ROUTE_NONE for a path that names none.
+ */
+#define ROUTE_NONE CS_API_ENDPOINT_COUNT
+#define ROUTE_STATUS CS_API_STATUS
+#define ROUTE_GPUS CS_API_GPUS
+#define ROUTE_GROUPS CS_API_GROUPS
+#define ROUTE_GROUP CS_API_GROUP
+#define ROUTE_PROCESSES CS_API_PROCESSES
+#define ROUTE_EVENTS CS_API_EVENTS
+#define ROUTE_HEALTHZ CS_API_HEALTHZ
+#define ROUTE_SELF CS_API_SELF
+typedef enum cs_api_endpoint route_t;
 
-/* Allow header value per route: what each path accepts. */
-static const char *const allowed[] = {
-    [ROUTE_STATUS] = "GET, HEAD",    [ROUTE_GPUS] = "GET, HEAD",
-    [ROUTE_GROUPS] = "GET, HEAD",    [ROUTE_GROUP] = "GET, HEAD, PUT, DELETE",
-    [ROUTE_PROCESSES] = "GET, HEAD", [ROUTE_EVENTS] = "GET, HEAD",
-    [ROUTE_HEALTHZ] = "GET, HEAD",   [ROUTE_SELF] = "GET, HEAD",
-};
-
+/* What each path accepts (the Allow header), and whether the registration socket serves it. */
+#define WHERE_ADMIN false
+#define WHERE_TENANT true
 static const struct {
-	const char *path;
-	enum route r;
-	bool tenant; /* served on the registration socket too */
-} fixed_routes[] = {
-    {"/v1/status", ROUTE_STATUS, false}, {"/v1/gpus", ROUTE_GPUS, false},
-    {"/v1/groups", ROUTE_GROUPS, false}, {"/v1/processes", ROUTE_PROCESSES, false},
-    {"/v1/events", ROUTE_EVENTS, false}, {"/v1/healthz", ROUTE_HEALTHZ, true},
-    {"/v1/self", ROUTE_SELF, true},
+	const char *allow;
+	bool tenant;
+} routes[] = {
+#define X(id, path, methods, where) [CS_API_##id] = {methods, WHERE_##where},
+#include "cuslice/api-endpoints.def"
+#undef X
 };
 
 static bool get_method(const char *m)
@@ -471,30 +474,42 @@ static bool get_method(const char *m)
 	return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
 }
 
+/* Whether a route's path is a prefix for a NAME (CS_API_GROUP's "/v1/groups/"). */
+static bool takes_name(route_t r)
+{
+	const char *p = cs_api_path(r);
+
+	return p[0] && p[strlen(p) - 1] == '/';
+}
+
 bool cd_api_tenant_request(const char *method, const char *target, size_t n)
 {
 	if (!get_method(method))
 		return false;
-	for (size_t i = 0; i < sizeof(fixed_routes) / sizeof(fixed_routes[0]); i++)
-		if (fixed_routes[i].tenant && cd_http_target_is(target, n, fixed_routes[i].path))
+	for (route_t r = 0; r < ROUTE_NONE; r++)
+		if (routes[r].tenant && !takes_name(r) &&
+		    cd_http_target_is(target, n, cs_api_path(r)))
 			return true;
 	return false;
 }
 
 /* The route of path; for /v1/groups/NAME, *name points at NAME inside path. */
-static enum route match(const char *path, const char **name)
+static route_t match(const char *path, const char **name)
 {
-	static const char prefix[] = "/v1/groups/";
-
-	for (size_t i = 0; i < sizeof(fixed_routes) / sizeof(fixed_routes[0]); i++)
-		if (strcmp(path, fixed_routes[i].path) == 0)
-			return fixed_routes[i].r;
-	/* Any NAME without '/' routes here; names that are not valid are 404 (GET,
+	for (route_t r = 0; r < ROUTE_NONE; r++)
+		if (!takes_name(r) && strcmp(path, cs_api_path(r)) == 0)
+			return r;
+	/* Any NAME without '/' routes there; names that are not valid are 404 (GET,
 	 * DELETE) or 400 (PUT) in the handler. */
-	if (strncmp(path, prefix, sizeof(prefix) - 1) == 0 && path[sizeof(prefix) - 1] &&
-	    !strchr(path + sizeof(prefix) - 1, '/')) {
-		*name = path + sizeof(prefix) - 1;
-		return ROUTE_GROUP;
+	for (route_t r = 0; r < ROUTE_NONE; r++) {
+		const char *prefix = cs_api_path(r);
+		size_t n = strlen(prefix);
+
+		if (takes_name(r) && strncmp(path, prefix, n) == 0 && path[n] &&
+		    !strchr(path + n, '/')) {
+			*name = path + n;
+			return r;
+		}
 	}
 	return ROUTE_NONE;
 }
@@ -571,8 +586,7 @@ static void get_events(struct cusliced *d, const char *since_text, struct cd_api
 }
 
 /* GET of a whole-snapshot endpoint. */
-static void get_snapshot(struct cusliced *d, enum route r, const char *name,
-			 struct cd_api_reply *rep)
+static void get_snapshot(struct cusliced *d, route_t r, const char *name, struct cd_api_reply *rep)
 {
 	struct cd_snapshot s;
 	int rc;
@@ -666,8 +680,8 @@ static void delete_group(struct cusliced *d, const char *name, struct cd_api_rep
  * Sets *value to the parameter's value (NULL when absent); false after
  * failing rep.
  */
-static bool check_params(const struct cd_api_request *req, enum route r, bool get,
-			 const char **value, struct cd_api_reply *rep)
+static bool check_params(const struct cd_api_request *req, route_t r, bool get, const char **value,
+			 struct cd_api_reply *rep)
 {
 	const char *takes = !get		? NULL
 			    : r == ROUTE_EVENTS ? "since"
@@ -727,7 +741,7 @@ static void get_self(struct cusliced *d, const struct cd_peer *peer, const char 
 void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct cd_api_reply *rep)
 {
 	const char *name = NULL, *since;
-	enum route r = match(req->path ? req->path : "", &name);
+	route_t r = match(req->path ? req->path : "", &name);
 	bool get = get_method(req->method);
 
 	memset(rep, 0, sizeof(*rep));
@@ -737,13 +751,7 @@ void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct c
 	 * method, header or path reaches another endpoint from there.
 	 */
 	if (!req->peer || req->peer->door != CD_DOOR_ADMIN) {
-		size_t i = 0;
-
-		while (r != ROUTE_NONE && i < sizeof(fixed_routes) / sizeof(fixed_routes[0]) &&
-		       !(fixed_routes[i].r == r && fixed_routes[i].tenant))
-			i++;
-		if (r == ROUTE_NONE || !get ||
-		    i == sizeof(fixed_routes) / sizeof(fixed_routes[0])) {
+		if (r == ROUTE_NONE || !get || !routes[r].tenant) {
 			error_reply(
 			    rep, CD_API_ERR_ADMIN_ONLY,
 			    "%.16s %.200s: served on cusliced's admin socket (%.100s) only, "
@@ -784,9 +792,9 @@ void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct c
 	} else if (r == ROUTE_GROUP && strcmp(req->method, "DELETE") == 0) {
 		delete_group(d, name, rep);
 	} else {
-		rep->allow = allowed[r];
+		rep->allow = routes[r].allow;
 		error_reply(rep, CD_API_ERR_METHOD_NOT_ALLOWED,
 			    "%.200s: method %.16s not allowed (allowed: %s)", req->path,
-			    req->method, allowed[r]);
+			    req->method, routes[r].allow);
 	}
 }

@@ -48,9 +48,9 @@ char *cd_api_error(enum cd_api_err e, const char *fmt, ...)
 		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
 			*p = '?';
 	root = cJSON_CreateObject();
-	err = root ? cJSON_AddObjectToObject(root, "error") : NULL;
-	text = err && cJSON_AddStringToObject(err, "code", cd_api_err_code(e)) &&
-			cJSON_AddStringToObject(err, "message", msg)
+	err = root ? cJSON_AddObjectToObject(root, cs_key_error) : NULL;
+	text = err && cJSON_AddStringToObject(err, cs_key_code, cd_api_err_code(e)) &&
+		       cJSON_AddStringToObject(err, cs_key_message, msg)
 		   ? cJSON_PrintUnformatted(root)
 		   : NULL;
 	cJSON_Delete(root);

@@ -70,7 +70,7 @@ static void group_dev_labels(FILE *f, const struct cd_snap_group *g, const struc
 static void group_info(FILE *f, const struct cd_snap_group *g)
 {
 	cJSON *policy = g->policy_json ? cJSON_Parse(g->policy_json) : NULL;
-	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, "labels"), *it;
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, cs_key_labels), *it;
 	const cJSON *set = cJSON_IsObject(labels) ? labels : NULL;
 	char name[CD_LABEL_METRIC_NAME_LEN];
 	unsigned n = 0;

@@ -117,8 +117,8 @@ static uint64_t now_ms(void)
 }
 
 /* MHD's own messages (protocol errors of clients, mostly): debug level only,
- * so a hostile client cannot flood the log. */
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+ * so a hostile client cannot flood the log. fmt is libmicrohttpd's. */
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char buf[256];
 	size_t n;

@@ -23,7 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 #include "sim-fault.h"
 #include "sim-pci.h"
 #include "sim-shared.h"

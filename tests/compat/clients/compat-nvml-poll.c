@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 /* What nvtop refuses to start without (its required dlsym list). */
 static const char *const required[] = {

@@ -11,7 +11,7 @@
  * Each record of pid P at index i says i + 1 in its size fields, so a test
  * can tell records apart. Only what the test uses is here.
  */
-#include "nvml-abi.h"
+#include "cuslice/nvml-abi.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

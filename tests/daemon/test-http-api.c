@@ -105,7 +105,7 @@ static void test_http_api_status(void **state)
 	j = parse(cd_api_render_status(&fake.snap));
 	ASSERT_FIELDS(j, "version", "pid", "uptime_seconds", "socket", "state_dir", "shm_dir",
 		      "metrics_listen", "groups", "processes", "gpus", "nvml");
-	assert_str(j, "version", CD_VERSION);
+	assert_str(j, "version", CS_VERSION);
 	assert_num(j, "pid", 4242);
 	assert_num(j, "uptime_seconds", 12.5);
 	assert_str(j, "socket", "/tmp/t/cusliced.sock");
@@ -643,7 +643,7 @@ static void test_http_api_healthz(void **state)
 		j = parse(rep.body);
 		ASSERT_FIELDS(j, "status", "version", "nvml");
 		assert_str(j, "status", "ok");
-		assert_str(j, "version", CD_VERSION);
+		assert_str(j, "version", CS_VERSION);
 		assert_str(j, "nvml", "up");
 		cJSON_Delete(j);
 	}

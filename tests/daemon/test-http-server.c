@@ -164,7 +164,7 @@ static void test_http_server_get(void **state)
 	assert_int_equal(r->status, 200);
 	assert_has(r, "Content-Type: application/json\r\n");
 	assert_non_null(r->body);
-	assert_non_null(strstr(r->body, "\"version\":\"" CD_VERSION "\",\"pid\":4242,"));
+	assert_non_null(strstr(r->body, "\"version\":\"" CS_VERSION "\",\"pid\":4242,"));
 
 	api("GET /v1/events?since=2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
 	assert_int_equal(r->status, 200);

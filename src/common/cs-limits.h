@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Same token sequence as cs-group.h, so either header may come first. */
+/* Same token sequence as include/cuslice/region.h, so either header may come first. */
 #ifndef CS_LIMIT_NONE
 #define CS_LIMIT_NONE UINT64_MAX
 #endif

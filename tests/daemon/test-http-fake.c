@@ -313,14 +313,14 @@ int cd_self(struct cusliced *d, const struct cd_peer *p, const char *asked, stru
 	if (strncmp(p->cgroup, "/kubepods/besteffort/pod", 24) == 0)
 		snprintf(out->pod, sizeof(out->pod), "%.36s", p->cgroup + 24);
 	if (!asked[0]) {
-		out->how = CD_SELF_NONE;
+		out->how = CS_API_SELF_NONE;
 	} else if (strcmp(asked, "secret") == 0) {
-		out->how = CD_SELF_REFUSED;
+		out->how = CS_API_SELF_REFUSED;
 		snprintf(out->reason, sizeof(out->reason), "group secret: pid %d is not a member",
 			 (int)p->pid);
 	} else if (strcmp(asked, "train") == 0) {
 		pthread_mutex_lock(&fake.lock);
-		out->how = CD_SELF_MEMBER;
+		out->how = CS_API_SELF_MEMBER;
 		out->managed = true;
 		out->known = true;
 		snprintf(out->group, sizeof(out->group), "train");
@@ -329,7 +329,7 @@ int cd_self(struct cusliced *d, const struct cd_peer *p, const char *asked, stru
 		    fake.groups[0].policy_json ? strdup(fake.groups[0].policy_json) : NULL;
 		pthread_mutex_unlock(&fake.lock);
 	} else {
-		out->how = CD_SELF_UNMANAGED;
+		out->how = CS_API_SELF_UNMANAGED;
 		snprintf(out->group, sizeof(out->group), "%s", asked);
 	}
 	return 0;

@@ -1,0 +1,94 @@
+/*
+ * cuslice's configuration that more than one program shares: the version,
+ * the defaults every component assumes of the others (where cusliced's
+ * sockets and the group regions are), and the environment variables
+ * through which the CLI, the Kubernetes and Slurm plugins configure
+ * libcuslice in the processes they start.
+ *
+ * Where each piece is read:
+ *   libcuslice  the CS_ENV_VARS marked LIB, once, at load (src/preload/cs-init.c;
+ *               the opt-out and the environment repair first, cs-inject.c),
+ *               through cs_env_get
+ *   cusliced    its INI file and flags (src/daemon/cd-config.c, docs/cusliced.md);
+ *               the defaults below
+ *   cuslice     CUSLICE_SOCKET, CUSLICE_ADMIN_SOCKET, CUSLICE_TOKEN, CUSLICE_PRELOAD
+ *               (src/cli/cuslice.c, cli-run.c); flags override them
+ *   plugins     their own files (src/k8s, src/slurm); they write the LIB variables
+ *               into the environments of the processes they start
+ */
+#ifndef CUSLICE_CONFIG_H
+#define CUSLICE_CONFIG_H
+
+#include <stdlib.h>
+
+#include "cuslice/xenum.h"
+
+/* meson.build's project(version:), given to every compilation. */
+#ifndef CS_VERSION
+#error "CS_VERSION is defined by meson.build (project version)"
+#endif
+
+/*
+ * cusliced's registration socket (every tenant is given it) and admin
+ * socket (a root-only directory never given to containers).
+ */
+#define CS_DEFAULT_SOCKET "/run/cuslice/cusliced.sock"
+#define CS_DEFAULT_ADMIN_SOCKET "/run/cuslice/admin/cusliced.sock"
+/* Where group regions live: cusliced's shm_dir, libcuslice's standalone groups. */
+#define CS_DEFAULT_SHM_DIR "/dev/shm"
+/* cusliced's state (policy.json, events). */
+#define CS_DEFAULT_STATE_DIR "/var/lib/cuslice"
+/* cusliced's Prometheus listener. */
+#define CS_DEFAULT_METRICS_LISTEN "127.0.0.1:9464"
+/* Programs node-wide preloading leaves alone, one name per line (docs/injection.md). */
+#define CS_DEFAULT_PRELOAD_SKIP_FILE "/etc/cuslice/preload-skip"
+/* How long libcuslice waits for a daemon whose socket exists but does not answer. */
+#define CS_DEFAULT_DAEMON_WAIT_MS 10000
+
+/*
+ * The environment variables: X(ID, name, how read, readers).
+ *   PLAIN   getenv: a value that can only narrow what the process may do
+ *           (limits, a group name the daemon checks anyway) or is the
+ *           caller's own business
+ *   SECURE  secure_getenv: a path the process would create files in or
+ *           trust, which a set-uid program must not take from its caller
+ * LIB: libcuslice reads it (at load); CLI: the cuslice CLI reads it.
+ */
+#define CS_ENV_VARS(X)                                                                             \
+	X(CS_ENV_GROUP, "CUSLICE_GROUP", PLAIN, LIB)                                               \
+	X(CS_ENV_MEM_LIMIT, "CUSLICE_MEM_LIMIT", PLAIN, LIB)                                       \
+	X(CS_ENV_CORE_LIMIT, "CUSLICE_CORE_LIMIT", PLAIN, LIB)                                     \
+	X(CS_ENV_CORE_MODE, "CUSLICE_CORE_MODE", PLAIN, LIB)                                       \
+	X(CS_ENV_SHM_DIR, "CUSLICE_SHM_DIR", SECURE, LIB)                                          \
+	X(CS_ENV_CTX_MEM, "CUSLICE_CTX_MEM", PLAIN, LIB)                                           \
+	X(CS_ENV_LOG_LEVEL, "CUSLICE_LOG_LEVEL", PLAIN, LIB)                                       \
+	X(CS_ENV_SOCKET, "CUSLICE_SOCKET", SECURE, LIB | CLI)                                      \
+	X(CS_ENV_DAEMON, "CUSLICE_DAEMON", PLAIN, LIB)                                             \
+	X(CS_ENV_DAEMON_WAIT, "CUSLICE_DAEMON_WAIT", PLAIN, LIB)                                   \
+	X(CS_ENV_TOKEN, "CUSLICE_TOKEN", PLAIN, LIB | CLI)                                         \
+	X(CS_ENV_ADMIN_SOCKET, "CUSLICE_ADMIN_SOCKET", PLAIN, CLI)                                 \
+	X(CS_ENV_PRELOAD, "CUSLICE_PRELOAD", PLAIN, CLI)                                           \
+	X(CS_ENV_DISABLE, "CUSLICE_DISABLE", SECURE, LIB)                                          \
+	X(CS_ENV_PRELOAD_SKIP, "CUSLICE_PRELOAD_SKIP", SECURE, LIB)                                \
+	X(CS_ENV_PATH, "CUSLICE_PATH", SECURE, LIB)                                                \
+	X(CS_ENV_PREPEND_PATH, "CUSLICE_PREPEND_PATH", SECURE, LIB)                                \
+	X(CS_ENV_LD_PRELOAD, "CUSLICE_LD_PRELOAD", SECURE, LIB)                                    \
+	X(CS_ENV_PREPEND_LD_PRELOAD, "CUSLICE_PREPEND_LD_PRELOAD", SECURE, LIB)                    \
+	X(CS_ENV_LD_LIBRARY_PATH, "CUSLICE_LD_LIBRARY_PATH", SECURE, LIB)                          \
+	X(CS_ENV_PREPEND_LD_LIBRARY_PATH, "CUSLICE_PREPEND_LD_LIBRARY_PATH", SECURE, LIB)
+CS_XENUM(cs_env, CS_ENV_COUNT, CS_ENV_VARS)
+
+/* A variable's value as the table says to read it; NULL when unset. */
+static inline const char *cs_env_get(enum cs_env v)
+{
+#define CS_ENV_SECURE_ITEM(id, name, how, who) [id] = CS_ENV_HOW_##how,
+	enum { CS_ENV_HOW_PLAIN, CS_ENV_HOW_SECURE };
+	static const unsigned char how[] = {CS_ENV_VARS(CS_ENV_SECURE_ITEM)};
+#undef CS_ENV_SECURE_ITEM
+
+	if ((unsigned)v >= CS_ENV_COUNT)
+		return NULL;
+	return how[v] == CS_ENV_HOW_SECURE ? secure_getenv(cs_env_name(v)) : getenv(cs_env_name(v));
+}
+
+#endif

@@ -1,0 +1,208 @@
+/*
+ * The group region: the shared-memory contract between every process of a
+ * cuslice group (libcuslice inside the user's programs) and cusliced.
+ *
+ * One region per group holds, per GPU, the group's limits and what the group
+ * is charged, per process what that process holds (so a dead process's usage
+ * can be given back), and the compute controller's pacing state. The code
+ * that reads and writes it is src/group (cs-group.h); this header is the
+ * layout and the rules every writer follows.
+ *
+ * Version. The layout is fixed-width (no pointers, no raw enums) and
+ * versioned: magic CS_GROUP_MAGIC, CS_GROUP_VERSION and the struct's size are
+ * checked on open; a region of another layout is refused (-EPROTO), never
+ * read. A change of layout bumps CS_GROUP_VERSION (its history is beside it).
+ *
+ * Who creates it. With cusliced: the daemon only, as a sealed memfd handed to
+ * each registered member over its socket (include/cuslice/ipc.h). Standalone:
+ * the first member, as <CUSLICE_SHM_DIR>/cuslice-group-<name> (mode 0600).
+ *
+ * Who writes what. Every field may have been written by a hostile member of
+ * the group: readers bound what they read, and the daemon never believes a
+ * slot's numbers for anything but that slot's own group.
+ *
+ *   field                           written by
+ *   ------------------------------  ---------------------------------------------
+ *   header (magic .. name)          the creator, before anyone else maps it
+ *   flags                           cusliced only (CS_GROUP_MANAGED, ..._REQUIRED)
+ *   proc_hwm                        whoever registers a slot (members; cusliced)
+ *   dev[].state, uuid, total        whoever claims the entry, under
+ *                                   CS_GROUP_LOCK_DEVICES (members; cusliced)
+ *   dev[].limit, core_limit,        managed group (flags & CS_GROUP_MANAGED):
+ *     core_flags                    cusliced only, from the policy; libcuslice
+ *                                   never writes them there (cs_group_adopt_*
+ *                                   refuse, -EPERM). Otherwise members, by the
+ *                                   limit rule (cs_group_adopt_limit), and the
+ *                                   claimer of a new entry
+ *   dev[].used, oom_denials         members charging and giving back; cusliced
+ *                                   when it reclaims a slot or resets the group
+ *   dev[].ctx_kib                   members (the last context footprint measured)
+ *   dev[].gate                      the compute controller (a member holding
+ *                                   CS_GROUP_LOCK_CONTROLLER); launches close a
+ *                                   paced gate they find without credit
+ *   dev[].busy_ns, ctl_beat_ns      the compute controller
+ *   dev[].throttled_ns              launches that waited at the gate
+ *   proc[slot]                      its owner; whoever reclaims it once dead
+ *                                   (standalone: any member; sealed: cusliced)
+ *   core[].credit_ns                the controller adds, launches take
+ *   core[].cost_ns                  the controller
+ *   core_proc[slot][].launches      the slot's owner
+ *   core_proc[slot][].cost_ns       the controller (the owner resets it at bind)
+ *
+ * Locks are OFD write locks on bytes of the region's file: byte `slot` for a
+ * process slot (the kernel drops it when the owner dies), and the three
+ * CS_GROUP_LOCK_* bytes past them.
+ */
+#ifndef CUSLICE_REGION_H
+#define CUSLICE_REGION_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CS_GROUP_MAX_DEVICES 32
+#define CS_GROUP_MAX_PROCS 1024
+#define CS_GROUP_NAME_MAX 63		/* characters, without the NUL */
+#define CS_LIMIT_NONE UINT64_MAX
+#define CS_GROUP_UUID_LEN 48		/* buffer size for "GPU-..." + NUL */
+
+#define CS_GROUP_MAGIC "CSGP"		/* first 4 bytes of the file */
+/* 2: compute fields in the device entries; 3: slot flags; 4: compute pacing */
+#define CS_GROUP_VERSION 4u
+
+/* The accepted form of a group name, for error messages. */
+#define CS_GROUP_NAME_FORMS "1 to 63 characters of [A-Za-z0-9._-], not starting with '.' or '-'"
+
+/* File name of a group's region inside the directory. */
+#define CS_GROUP_FILE_PREFIX "cuslice-group-"
+
+/* Byte offsets of the OFD locks (past the slot bytes 0..CS_GROUP_MAX_PROCS-1). */
+#define CS_GROUP_LOCK_REGISTER CS_GROUP_MAX_PROCS
+#define CS_GROUP_LOCK_DEVICES (CS_GROUP_MAX_PROCS + 1)
+#define CS_GROUP_LOCK_CONTROLLER (CS_GROUP_MAX_PROCS + 2)
+
+/* cs_group.flags, written by the daemon */
+#define CS_GROUP_MANAGED 1u		/* cusliced owns this group's policy */
+#define CS_GROUP_DAEMON_REQUIRED 2u	/* members must reach cusliced, or fail closed */
+
+/* cs_group_dev.core_limit: no compute limit. Otherwise a share in parts per million. */
+#define CS_CORE_NONE UINT32_MAX
+#define CS_CORE_PPM 1000000u
+/* cs_group_dev.core_flags */
+#define CS_CORE_BURST 1u		/* may use idle device time above the limit */
+
+/* cs_group_dev.gate: what a launch on the device does (a futex word). */
+#define CS_GATE_OPEN 0u			/* no compute limit: it goes */
+#define CS_GATE_CLOSED 1u		/* it waits until the controller opens or paces the gate */
+#define CS_GATE_PACED 2u		/* it takes its cost from core[].credit_ns; with none left it
+					   closes the gate and waits */
+
+/* cs_group_dev.state */
+#define CS_GROUP_DEV_FREE 0u
+#define CS_GROUP_DEV_CLAIMING 1u	/* being written by a holder of CS_GROUP_LOCK_DEVICES */
+#define CS_GROUP_DEV_READY 2u
+
+/* cs_group_proc.state */
+#define CS_GROUP_PROC_FREE 0u
+#define CS_GROUP_PROC_LIVE 1u		/* registered; alive while its lock byte is held */
+
+/* cs_group_proc.flags */
+#define CS_GROUP_PROC_BOUND 1u		/* its devices are mapped and their limits adopted */
+
+/* One GPU, keyed by UUID (processes may number GPUs differently). */
+struct cs_group_dev {
+	_Atomic uint32_t state;		/* CS_GROUP_DEV_* */
+	char uuid[CS_GROUP_UUID_LEN];	/* NUL-terminated; immutable once READY */
+	uint32_t pad0;
+	uint64_t total;			/* physical bytes; immutable once READY */
+	_Atomic uint64_t limit;		/* bytes, CS_LIMIT_NONE = none; may change at run time */
+	_Atomic uint64_t used;		/* bytes charged to the group on this GPU */
+	_Atomic uint64_t oom_denials;	/* allocations refused by the quota */
+	/* compute: written by the controller (cs-core-ctl.h), read by launches */
+	_Atomic uint32_t core_limit;	/* share of device time, ppm; CS_CORE_NONE = none */
+	_Atomic uint32_t core_flags;	/* CS_CORE_* */
+	_Atomic uint32_t gate;		/* CS_GATE_*: what launches do (a futex word) */
+	/*
+	 * The last context footprint a member measured on this GPU, KiB (0:
+	 * none yet): what a member reserves before its first context here.
+	 */
+	_Atomic uint32_t ctx_kib;
+	_Atomic uint64_t busy_ns;	/* device time the group used, as measured */
+	_Atomic uint64_t throttled_ns;	/* time the group's launches waited at the gate */
+	_Atomic uint64_t ctl_beat_ns;	/* the controller's last tick, CLOCK_MONOTONIC; 0 none */
+} __attribute__((aligned(64)));
+
+/* One process of the group. Written by its owner only, except by a reclaimer once it died. */
+struct cs_group_proc {
+	_Atomic uint32_t state;		/* CS_GROUP_PROC_* */
+	int32_t pid;			/* getpid() of the owner */
+	uint64_t pidns;			/* st_ino of /proc/self/ns/pid */
+	int32_t outer_pid;		/* first NSpid entry of /proc/self/status (pid in /proc's namespace) */
+	int32_t nspid_depth;		/* number of NSpid entries (1: in /proc's namespace) */
+	uint64_t proc_dev;		/* st_dev of "/proc" as the owner saw it */
+	uint64_t start_ns;		/* CLOCK_REALTIME at registration */
+	char comm[16];			/* the owner's thread name at registration */
+	_Atomic uint32_t flags;		/* CS_GROUP_PROC_* flags */
+	uint32_t pad0;
+	_Atomic uint64_t used[CS_GROUP_MAX_DEVICES];	/* bytes this process holds, per group device */
+} __attribute__((aligned(64)));
+
+/*
+ * Compute pacing of one group device, beside dev[] (version 4; src/preload/
+ * cs-core.c): the device time the group may still launch. Every launch takes
+ * its estimated cost from credit_ns; the controller adds the limit's share
+ * of the elapsed time and corrects the estimates from what NVML measured.
+ */
+struct cs_group_core {
+	_Atomic int64_t credit_ns;	/* may go below 0 by one launch's cost (and corrections) */
+	/*
+	 * What a launch costs from a process the controller has not measured
+	 * yet: the group's typical cost, 0 when unknown (CS_CORE_BOOT_COST_NS).
+	 */
+	_Atomic uint64_t cost_ns;
+	uint64_t reserved[6];
+} __attribute__((aligned(64)));
+
+/* One process's launches on one group device and their measured cost (version 4). */
+struct cs_group_core_proc {
+	_Atomic uint64_t launches;	/* launches that took credit; written by the process */
+	_Atomic uint64_t cost_ns;	/* device time one launch costs, as the controller measured it;
+					   0 not yet */
+};
+
+struct cs_group {
+	char magic[4];			/* CS_GROUP_MAGIC, no NUL */
+	uint32_t version;		/* CS_GROUP_VERSION */
+	uint32_t size;			/* sizeof(struct cs_group) */
+	uint32_t pad0;
+	uint64_t created_ns;		/* CLOCK_REALTIME at creation */
+	_Atomic uint32_t proc_hwm;	/* slots [proc_hwm, MAX) were never used: scans stop there */
+	uint32_t pad1;
+	char name[CS_GROUP_NAME_MAX + 1];	/* the group name, NUL-terminated */
+	_Atomic uint32_t flags;		/* CS_GROUP_MANAGED, CS_GROUP_DAEMON_REQUIRED */
+	uint32_t pad2;
+	uint64_t reserved[19];
+	struct cs_group_dev dev[CS_GROUP_MAX_DEVICES];
+	struct cs_group_proc proc[CS_GROUP_MAX_PROCS];
+	/* Compute pacing (version 4): per device, and per process slot and device. */
+	struct cs_group_core core[CS_GROUP_MAX_DEVICES];
+	struct cs_group_core_proc core_proc[CS_GROUP_MAX_PROCS][CS_GROUP_MAX_DEVICES];
+};
+
+_Static_assert(sizeof(struct cs_group_dev) == 128, "device entry layout");
+_Static_assert(sizeof(struct cs_group_proc) == 320, "process slot layout");
+_Static_assert(offsetof(struct cs_group_proc, used) == 64, "process slot layout");
+_Static_assert(offsetof(struct cs_group, dev) == 256, "group header layout");
+_Static_assert(sizeof(struct cs_group_core) == 64, "pacing entry layout");
+_Static_assert(sizeof(struct cs_group_core_proc) == 16, "process pacing layout");
+_Static_assert(offsetof(struct cs_group, core) ==
+		   256 + 128 * CS_GROUP_MAX_DEVICES + 320 * CS_GROUP_MAX_PROCS,
+	       "group layout");
+_Static_assert(sizeof(struct cs_group) == 256 + 128 * CS_GROUP_MAX_DEVICES +
+					  320 * CS_GROUP_MAX_PROCS + 64 * CS_GROUP_MAX_DEVICES +
+					  16 * CS_GROUP_MAX_DEVICES * CS_GROUP_MAX_PROCS,
+	       "group layout");
+/* Other processes update the counters too: they must be plain lock-free words. */
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "lock-free atomics");
+
+#endif
