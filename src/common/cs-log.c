@@ -9,9 +9,14 @@
 
 int cs_log_threshold = CS_LOG_WARN;
 
-static const char *const level_names[] = {"error", "warning", "info", "debug"};
+static const char *const level_words[] = {
+#define X(level, name, word) [level] = word,
+    CS_LOG_LEVELS(X)
+#undef X
+};
 /* syslog priorities (LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG) by level. */
-static const char *const journal_prefix[] = {"<3>", "<4>", "<6>", "<7>"};
+static const char *const journal_prefix[CS_LOG_LEVEL_COUNT] = {
+    [CS_LOG_ERROR] = "<3>", [CS_LOG_WARN] = "<4>", [CS_LOG_INFO] = "<6>", [CS_LOG_DEBUG] = "<7>"};
 
 /*
  * Whether stderr is systemd's journal stream: $JOURNAL_STREAM names the
@@ -48,7 +53,7 @@ void cs_log_write(int level, const char *component, const char *fmt, ...)
 		level = CS_LOG_ERROR;
 	/* journald reads the "<N>" prefix as the line's priority and strips it. */
 	n = snprintf(buf, sizeof(buf), "%s%s: %s: ", stderr_is_journal() ? journal_prefix[level] : "",
-		     component, level_names[level]);
+		     component, level_words[level]);
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		n = 0;
 	va_start(ap, fmt);

@@ -58,9 +58,6 @@ int cd_config_load_token(struct cd_config *c, char *err, size_t errlen);
 /* The INI keys, in --help order, NULL-terminated. */
 extern const char *const cd_config_keys[];
 
-/* "error", "warn", "info", "debug". */
-const char *cd_log_level_name(int level);
-
 /* ---- JSON text from outside (cd-json.c) ---- */
 
 /*
@@ -139,7 +136,7 @@ struct cd_events {
 unsigned cd_events_burst(bool privileged);
 unsigned cd_events_rate(bool privileged);
 
-/* The class of an event kind. */
+/* The class of an event kind (CS_EVENT_KINDS); a kind not listed there: enforcement. */
 enum cd_event_class cd_event_class_of(const char *kind);
 /* "enforcement", "refusal", "ordinary": the files' names. */
 const char *cd_event_class_name(enum cd_event_class c);
@@ -366,6 +363,8 @@ enum cd_pidns cd_pid_pidns(pid_t pid);
 int cd_pid_creds(pid_t pid, struct cd_peer *p);
 /* 'R', 'S', 'T', ... (field 3 of /proc/PID/stat), 0 when gone. */
 char cd_pid_state(pid_t pid);
+/* The process's name (/proc/PID/comm, the process's own to set) into buf; "" when gone. */
+void cd_pid_comm(pid_t pid, char *buf, size_t len);
 /*
  * The lowest process-slot byte (< CS_GROUP_MAX_PROCS) that descriptor fd of
  * pid holds an OFD write lock on, from /proc/PID/fdinfo/FD's "lock:" lines
@@ -631,6 +630,10 @@ struct cusliced {
 
 	pthread_mutex_t lock; /* guards everything below */
 	uint64_t bypass_total, refused_total, registrations_total;
+	uint64_t over_memory_total, over_compute_total; /* over_quota, over_compute events */
+	uint64_t backstop_ok_ms;      /* last good NVML sample (cd_now_ms), 0 never */
+	double backstop_ok_real;      /* the same, unix seconds */
+	uint64_t backstop_failures;   /* NVML samples that failed */
 	struct cd_events events;
 	struct cd_group **groups;
 	unsigned ngroups, groups_cap;
@@ -689,13 +692,13 @@ void cd_state_free(struct cusliced *d);
  * PID namespace); for pid 0 the API peer's (cd_event_actor), else nobody's.
  * Lock held.
  */
-__attribute__((format(printf, 5, 6))) void
-cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, const char *fmt, ...);
+__attribute__((format(printf, 5, 6))) void cd_event(struct cusliced *d, enum cs_event_kind kind,
+						    const char *group, pid_t pid, const char *fmt,
+						    ...);
 /* cd_event with the tenant known (a peer's). Lock held. */
-__attribute__((format(printf, 6, 7))) void cd_event_tenant(struct cusliced *d,
-							   const struct cd_tenant *t,
-							   const char *kind, const char *group,
-							   pid_t pid, const char *fmt, ...);
+__attribute__((format(printf, 6, 7))) void
+cd_event_tenant(struct cusliced *d, const struct cd_tenant *t, enum cs_event_kind kind,
+		const char *group, pid_t pid, const char *fmt, ...);
 /* Once a second: the events' "suppressed" summaries that are due. Lock held. */
 void cd_events_second(struct cusliced *d);
 /* Writes the events recorded since the last call to their files. Loop thread, lock NOT held. */

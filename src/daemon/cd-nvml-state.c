@@ -33,7 +33,7 @@ static void down(struct cusliced *d, const char *why, bool first)
 		snprintf(d->nvml_state.reason, sizeof(d->nvml_state.reason), "%s", why);
 		d->nvml_state.since = cd_now_real();
 		/* One event per distinct reason, not one per attempt. */
-		cd_event(d, "nvml_down", "", 0,
+		cd_event(d, CS_EVENT_NVML_DOWN, "", 0,
 			 "NVML is not available (%s): no GPU statistics and no backstop; "
 			 "retrying with backoff",
 			 why);
@@ -62,18 +62,11 @@ static void up(struct cusliced *d, struct cd_nvml *n)
 	d->nvml_state.next_try = 0;
 	d->nvml_state.since = cd_now_real();
 	if (attempts > 1)
-		cd_event(d, "nvml_up", "", 0, "NVML is up after %u attempts: backstop on",
+		cd_event(d, CS_EVENT_NVML_UP, "", 0, "NVML is up after %u attempts: backstop on",
 			 attempts);
 	pthread_mutex_unlock(&d->lock);
 	if (attempts > 1)
 		cs_log(CS_LOG_INFO, CD_LOG, "NVML is up after %u attempts: backstop on", attempts);
-}
-
-void cd_nvml_state_get(struct cusliced *d, struct cd_nvml_state *out)
-{
-	pthread_mutex_lock(&d->lock);
-	*out = d->nvml_state;
-	pthread_mutex_unlock(&d->lock);
 }
 
 void cd_nvml_start(struct cusliced *d)

@@ -11,38 +11,22 @@
  */
 #include "cs-preload.h"
 
-#include "cs-log.h"
-
 /* Pitched rows are aligned to 512 bytes on current GPUs (and in cusim). */
 #define PITCH_ALIGN 512u
 
-/* Reserves `bytes` on the current context's device: CUDA_SUCCESS, or the error to return. */
-static CUresult begin(uint64_t bytes, unsigned *gdev)
+/* Undoes an allocation the table cannot hold (cs_track_undo_fn). */
+static void undo_v2(uint64_t ptr, uint64_t size, void *arg)
 {
-	CUresult r = cs_current_gdev(gdev);
-
-	if (r != CUDA_SUCCESS)
-		return r;
-	return cs_reserve(*gdev, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	(void)size;
+	(void)arg;
+	CS_REAL(cuMemFree_v2)(ptr);
 }
 
-/*
- * After the driver's answer r: remember the new range, or give the
- * reservation back. undo frees the range when it cannot be remembered.
- */
-static CUresult finish(CUresult r, CUdeviceptr ptr, unsigned gdev, uint64_t bytes,
-		       CUresult (*undo)(CUdeviceptr))
+static void undo_v1(uint64_t ptr, uint64_t size, void *arg)
 {
-	if (r != CUDA_SUCCESS) {
-		cs_uncharge(gdev, bytes);
-		return r;
-	}
-	if (CS_LIKELY(cs_ptrmap_insert(&cs.map, CS_PTR_DEVICE, ptr, bytes, gdev, 0)))
-		return CUDA_SUCCESS;
-	undo(ptr);
-	cs_uncharge(gdev, bytes);
-	cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: allocation refused");
-	return CUDA_ERROR_OUT_OF_MEMORY;
+	(void)size;
+	(void)arg;
+	CS_REAL(cuMemFree)((CUdeviceptr_v1)ptr);
 }
 
 static CUresult free_v2(CUdeviceptr ptr)
@@ -66,16 +50,16 @@ static CUresult free_tracked(CUdeviceptr ptr, CUresult (*real_free)(CUdeviceptr)
 
 CS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-	unsigned gdev;
+	struct cs_track t;
 	CUresult r;
 
 	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
 		return CS_REAL(cuMemAlloc_v2)(dptr, bytesize);
-	r = begin(bytesize, &gdev);
+	r = cs_track_begin(&t, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CS_REAL(cuMemAlloc_v2)(dptr, bytesize);
-	return finish(r, *dptr, gdev, bytesize, free_v2);
+	return cs_track_end(&t, r, CS_PTR_DEVICE, *dptr, bytesize, 0, undo_v2, NULL);
 }
 
 CS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -86,16 +70,16 @@ CS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 /* The pre-CUDA-3.2 ABI (32-bit sizes and pointers): same accounting. */
 CS_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
-	unsigned gdev;
+	struct cs_track t;
 	CUresult r;
 
 	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
 		return CS_REAL(cuMemAlloc)(dptr, bytesize);
-	r = begin(bytesize, &gdev);
+	r = cs_track_begin(&t, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CS_REAL(cuMemAlloc)(dptr, bytesize);
-	return finish(r, *dptr, gdev, bytesize, free_v1);
+	return cs_track_end(&t, r, CS_PTR_DEVICE, *dptr, bytesize, 0, undo_v1, NULL);
 }
 
 CS_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
@@ -107,24 +91,23 @@ CS_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
  * Pitched memory: reserve for rows rounded up to PITCH_ALIGN, then settle on
  * what the driver laid out (pitch x height).
  */
-static CUresult settle_pitch(CUresult r, CUdeviceptr ptr, size_t pitch, size_t height,
-			     unsigned gdev, uint64_t estimate, CUresult (*undo)(CUdeviceptr))
+static CUresult settle_pitch(struct cs_track *t, CUresult r, CUdeviceptr ptr, size_t pitch,
+			     size_t height, cs_track_undo_fn undo)
 {
-	uint64_t actual;
+	uint64_t actual, estimate = t->charged;
 
-	if (r != CUDA_SUCCESS) {
-		cs_uncharge(gdev, estimate);
-		return r;
-	}
+	if (r != CUDA_SUCCESS)
+		return cs_track_end(t, r, CS_PTR_DEVICE, ptr, 0, 0, undo, NULL);
 	actual = (uint64_t)pitch * height;
 	if (actual < estimate) {
-		cs_uncharge(gdev, estimate - actual);
-	} else if (actual > estimate && !cs_reserve(gdev, actual - estimate)) {
-		undo(ptr);
-		cs_uncharge(gdev, estimate);
+		cs_uncharge(t->gdev, estimate - actual);
+	} else if (actual > estimate && !cs_reserve(t->gdev, actual - estimate)) {
+		undo(ptr, estimate, NULL);
+		cs_uncharge(t->gdev, estimate);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	return finish(CUDA_SUCCESS, ptr, gdev, actual, undo);
+	t->charged = actual;
+	return cs_track_commit(t, CS_PTR_DEVICE, ptr, actual, 0, undo, NULL);
 }
 
 /* Bytes to reserve for a pitched allocation; 0 when the request is malformed. */
@@ -142,17 +125,17 @@ CS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
 				      size_t Height, unsigned int ElementSizeBytes)
 {
 	uint64_t estimate = pitch_estimate(WidthInBytes, Height);
-	unsigned gdev;
+	struct cs_track t;
 	CUresult r;
 
 	if (cs_mode() == CS_MODE_OFF || !dptr || !pPitch || estimate == 0)
 		return CS_REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height,
 						   ElementSizeBytes);
-	r = begin(estimate, &gdev);
+	r = cs_track_begin(&t, estimate);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CS_REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-	return settle_pitch(r, *dptr, *pPitch, Height, gdev, estimate, free_v2);
+	return settle_pitch(&t, r, *dptr, *pPitch, Height, undo_v2);
 }
 
 CS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
@@ -160,17 +143,17 @@ CS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 				   unsigned int ElementSizeBytes)
 {
 	uint64_t estimate = pitch_estimate(WidthInBytes, Height);
-	unsigned gdev;
+	struct cs_track t;
 	CUresult r;
 
 	if (cs_mode() == CS_MODE_OFF || !dptr || !pPitch || estimate == 0)
 		return CS_REAL(cuMemAllocPitch)(dptr, pPitch, WidthInBytes, Height,
 						ElementSizeBytes);
-	r = begin(estimate, &gdev);
+	r = cs_track_begin(&t, estimate);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CS_REAL(cuMemAllocPitch)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-	return settle_pitch(r, *dptr, *pPitch, Height, gdev, estimate, free_v1);
+	return settle_pitch(&t, r, *dptr, *pPitch, Height, undo_v1);
 }
 
 /*
@@ -179,14 +162,14 @@ CS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
  */
 CS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-	unsigned gdev;
+	struct cs_track t;
 	CUresult r;
 
 	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
 		return CS_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
-	r = begin(bytesize, &gdev);
+	r = cs_track_begin(&t, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CS_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
-	return finish(r, *dptr, gdev, bytesize, free_v2);
+	return cs_track_end(&t, r, CS_PTR_DEVICE, *dptr, bytesize, 0, undo_v2, NULL);
 }

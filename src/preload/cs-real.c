@@ -10,6 +10,7 @@
 #include "cs-preload.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 
 #include "cs-log.h"
 
@@ -20,14 +21,16 @@ static _Atomic(void *) nvml_h;
 static _Atomic bool driver_warned, nvml_warned;
 
 /*
- * Stand-ins for functions the installed library lacks. They are called
- * through a pointer of the wrapped function's type; on the ABIs we support
- * a function that ignores its arguments and returns an int is safe to call
- * that way.
+ * Stand-ins for functions the installed library lacks (STYLE.md: never call
+ * a missing function): the driver's answer for an operation this system
+ * does not support, NVML's for a function it does not have. They are
+ * called through a pointer of the wrapped function's type; on the ABIs we
+ * support a function that ignores its arguments and returns an int is safe
+ * to call that way.
  */
 static CUresult missing_driver_fn(void)
 {
-	return CUDA_ERROR_NOT_FOUND;
+	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 static nvmlReturn_t missing_nvml_fn(void)
@@ -121,19 +124,17 @@ void *cs_real_resolve(int id)
 
 struct cs_driver_api cs_drv;
 
-bool cs_driver_api_load(void)
+bool cs_driver_api_load(char *missing, size_t len)
 {
-#define LOAD(fn) cs_drv.fn = (__typeof__(&fn))cs_driver_sym(#fn)
-	LOAD(cuDeviceGet);
-	LOAD(cuDeviceGetCount);
-	LOAD(cuDeviceGetUuid_v2);
-	LOAD(cuCtxGetDevice);
-	LOAD(cuDeviceGetMemPool);
-	LOAD(cuDeviceGetDefaultMemPool);
-	LOAD(cuMemPoolGetAttribute);
-	LOAD(cuStreamSynchronize);
-	LOAD(cuStreamSynchronize_ptsz);
-#undef LOAD
-	return cs_drv.cuDeviceGet && cs_drv.cuDeviceGetCount && cs_drv.cuDeviceGetUuid_v2 &&
-	       cs_drv.cuCtxGetDevice;
+	enum { OPTIONAL, REQUIRED };
+	size_t at = 0;
+
+	missing[0] = '\0';
+#define X(fn, need)                                                                                \
+	cs_drv.fn = (__typeof__(&fn))cs_driver_sym(#fn);                                           \
+	if (!cs_drv.fn && (need) == REQUIRED && at < len)                                          \
+		at += (size_t)snprintf(missing + at, len - at, "%s" #fn, at ? ", " : "");
+#include "calls-cuda.def"
+#undef X
+	return missing[0] == '\0';
 }
