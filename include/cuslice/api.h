@@ -134,6 +134,8 @@ CS_XENUM(cs_api_self_how, CS_API_SELF_HOW_COUNT, CS_API_SELF_HOWS)
 	X(CS_EVENT_POLICY, "policy", ENFORCEMENT)	      /* a policy set or deleted */        \
 	X(CS_EVENT_STRAY_SLOTS, "stray_slots", ENFORCEMENT)   /* slots nobody registered */        \
 	X(CS_EVENT_REGION_REPAIR, "region_repair", ENFORCEMENT) /* a header rewritten */           \
+	X(CS_EVENT_NVML_DOWN, "nvml_down", ENFORCEMENT)	/* NVML unavailable: backstop off */ \
+	X(CS_EVENT_NVML_UP, "nvml_up", ENFORCEMENT)		/* NVML back: backstop on */         \
 	X(CS_EVENT_SUPPRESSED, "suppressed", ENFORCEMENT)	/* a flood's summary (its class) */
 CS_XENUM(cs_event_kind, CS_EVENT_KIND_COUNT, CS_EVENT_KINDS)
 
@@ -142,5 +144,7 @@ CS_XENUM(cs_event_kind, CS_EVENT_KIND_COUNT, CS_EVENT_KINDS)
 /* GET /readyz's "status" (200), and its "backstop". */
 #define CS_API_READY "ready"
 #define CS_API_BACKSTOP_UP "up"
+/* /v1/healthz "status" while NVML is down: registration and quotas work, the backstop does not. */
+#define CS_API_DEGRADED "degraded"
 
 #endif

@@ -6,7 +6,8 @@
  * libcuslice in the processes they start.
  *
  * Where each piece is read:
- *   libcuslice  the CS_ENV_VARS marked LIB, once, at load (src/preload/cs-init.c),
+ *   libcuslice  the CS_ENV_VARS marked LIB, once, at load (src/preload/cs-init.c;
+ *               the opt-out and the environment repair first, cs-inject.c),
  *               through cs_env_get
  *   cusliced    its INI file and flags (src/daemon/cd-config.c, docs/cusliced.md);
  *               the defaults below
@@ -45,6 +46,8 @@
 #define CS_DEFAULT_METRICS_LISTEN "127.0.0.1:10463"
 /* cusliced's status page at "/" on that listener (status_page). */
 #define CS_DEFAULT_STATUS_PAGE true
+/* Programs node-wide preloading leaves alone, one name per line (docs/injection.md). */
+#define CS_DEFAULT_PRELOAD_SKIP_FILE "/etc/cuslice/preload-skip"
 /* How long libcuslice waits for a daemon whose socket exists but does not answer. */
 #define CS_DEFAULT_DAEMON_WAIT_MS 10000
 
@@ -73,7 +76,15 @@
 	X(CS_ENV_DAEMON_WAIT, "CUSLICE_DAEMON_WAIT", PLAIN, LIB)                                   \
 	X(CS_ENV_TOKEN, "CUSLICE_TOKEN", PLAIN, LIB | CLI)                                         \
 	X(CS_ENV_ADMIN_SOCKET, "CUSLICE_ADMIN_SOCKET", PLAIN, CLI)                                 \
-	X(CS_ENV_PRELOAD, "CUSLICE_PRELOAD", PLAIN, CLI)
+	X(CS_ENV_PRELOAD, "CUSLICE_PRELOAD", PLAIN, CLI)                                           \
+	X(CS_ENV_DISABLE, "CUSLICE_DISABLE", SECURE, LIB)                                          \
+	X(CS_ENV_PRELOAD_SKIP, "CUSLICE_PRELOAD_SKIP", SECURE, LIB)                                \
+	X(CS_ENV_PATH, "CUSLICE_PATH", SECURE, LIB)                                                \
+	X(CS_ENV_PREPEND_PATH, "CUSLICE_PREPEND_PATH", SECURE, LIB)                                \
+	X(CS_ENV_LD_PRELOAD, "CUSLICE_LD_PRELOAD", SECURE, LIB)                                    \
+	X(CS_ENV_PREPEND_LD_PRELOAD, "CUSLICE_PREPEND_LD_PRELOAD", SECURE, LIB)                    \
+	X(CS_ENV_LD_LIBRARY_PATH, "CUSLICE_LD_LIBRARY_PATH", SECURE, LIB)                          \
+	X(CS_ENV_PREPEND_LD_LIBRARY_PATH, "CUSLICE_PREPEND_LD_LIBRARY_PATH", SECURE, LIB)
 CS_XENUM(cs_env, CS_ENV_COUNT, CS_ENV_VARS)
 
 /*

@@ -257,7 +257,7 @@ static const char exit_status[] =
     "           GPU list or group name\n"
     "       3   cusliced is not running (no socket, or nobody listening)\n"
     "       run: CMD's exit status once CMD started (127: CMD not found,\n"
-    "           126: CMD not executable)\n";
+    "           126: CMD not executable, or built for musl)\n";
 
 const struct cli_command *cli_command_find(const char *name)
 {

@@ -415,6 +415,18 @@ void cli_env_free(char **env);
  */
 int cli_find_preload(const char *self_exe, char *buf, size_t len, char *err, size_t errlen);
 
+/* ---- the command's loader (cli-elf.c) ---- */
+
+/*
+ * The ELF interpreter (PT_INTERP) of what exec would run for cmd (PATH
+ * searched; for a script, its "#!" interpreter's) into interp: "" for a
+ * static program. 0, or -errno (-ENOENT not found, -ENOEXEC not a 64-bit
+ * ELF file): then exec decides.
+ */
+int cli_exec_loader(const char *cmd, char *interp, size_t len);
+/* Whether interp is musl's loader (ld-musl-ARCH.so.1), which cannot load libcuslice. */
+bool cli_loader_is_musl(const char *interp);
+
 /* ---- cli-top.c ---- */
 
 /* cli_top_frame's flags. */

@@ -512,6 +512,7 @@ void cd_backstop_tick(struct cusliced *d)
 	struct pidmap map = {0};
 	int ngs = -1;
 
+	cd_nvml_retry(d);
 	if (gs)
 		ngs = cd_nvml_sample(d->nvml, gs); /* outside the lock: NVML may be slow */
 	pthread_mutex_lock(&d->lock);

@@ -402,8 +402,12 @@ struct cd_gpu_sample { /* what the loop learns of one GPU per tick */
 
 struct cd_nvml;
 
-/* Loads libnvidia-ml.so.1 and initialises it; NULL (logged once) when unavailable. */
-struct cd_nvml *cd_nvml_open(void);
+/*
+ * Loads libnvidia-ml.so.1 and initialises it; NULL when unavailable, with
+ * why[0..whylen) saying why (nothing logged: the caller, cd-nvml-state.c,
+ * decides what to log and when to try again).
+ */
+struct cd_nvml *cd_nvml_open(char *why, size_t whylen);
 void cd_nvml_close(struct cd_nvml *n);
 /*
  * Samples every GPU into out[0..CD_GPUS_MAX): returns how many, or -errno.
@@ -411,6 +415,26 @@ void cd_nvml_close(struct cd_nvml *n);
  */
 int cd_nvml_sample(struct cd_nvml *n, struct cd_gpu_sample *out);
 void cd_nvml_samples_free(struct cd_gpu_sample *s, unsigned n);
+
+/* ---- NVML's state: opened at start, retried with backoff (cd-nvml-state.c) ---- */
+
+/* First retry 1 s after a failure, doubling to at most 5 minutes. */
+#define CD_NVML_RETRY_FIRST_MS 1000u
+#define CD_NVML_RETRY_MAX_MS (300u * 1000u)
+
+/*
+ * Opens NVML at start (d->nvml); on failure logs a warning and records an
+ * "nvml_down" event, and the loop retries (cd_nvml_retry). Before the loop,
+ * lock NOT held.
+ */
+void cd_nvml_start(struct cusliced *d);
+/*
+ * While NVML is down: tries to open it when its retry time has come; on
+ * success d->nvml is set, with an info line and an "nvml_up" event; on
+ * failure the next try is put off twice as long (to CD_NVML_RETRY_MAX_MS).
+ * Loop thread, lock NOT held (NVML may be slow).
+ */
+void cd_nvml_retry(struct cusliced *d);
 
 /* ---- connection admission (cd-admit.c) ---- */
 
@@ -623,6 +647,7 @@ struct cusliced {
 	unsigned nprocs, procs_cap;
 	struct cd_snap_gpu gpus[CD_GPUS_MAX];
 	unsigned ngpus;
+	struct cd_nvml_state nvml_state; /* cd-nvml-state.c */
 	struct cd_seen *seen;
 	unsigned nseen, seen_cap;
 	struct cd_snap_proc *bypass; /* unregistered processes on GPUs, last backstop tick */
@@ -646,6 +671,7 @@ struct cusliced {
 	unsigned fd_limit; /* RLIMIT_NOFILE: the admission bounds derive from it */
 	struct cd_http *http;
 	struct cd_nvml *nvml;
+	uint64_t nvml_next_ms, nvml_backoff_ms; /* cd_nvml_retry */
 	uint64_t next_reclaim_ms, next_backstop_ms;
 	bool stop;
 	void **graveyard;   /* freed after the current batch */

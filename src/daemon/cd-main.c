@@ -222,7 +222,7 @@ static void configure(int argc, char **argv, struct cd_config *c)
 		char *text = read_config(config, err, sizeof(err));
 
 		if (!text || cd_config_parse_ini(c, text, err, sizeof(err)) != 0) {
-			fprintf(stderr, PROG ": config %s: %s\n", config, err);
+			cs_log(CS_LOG_ERROR, CD_LOG, "config %s: %s", config, err);
 			exit(2);
 		}
 		free(text);
@@ -235,17 +235,17 @@ static void configure(int argc, char **argv, struct cd_config *c)
 			if (*p == '-')
 				*p = '_';
 		if (cd_config_set(c, key, ov[i].value, err, sizeof(err)) != 0) {
-			fprintf(stderr, PROG ": --%s %s\n", ov[i].opt, err);
+			cs_log(CS_LOG_ERROR, CD_LOG, "--%s %s", ov[i].opt, err);
 			exit(2);
 		}
 	}
 	free(ov);
 	if (cd_config_check(c, err, sizeof(err)) != 0) {
-		fprintf(stderr, PROG ": %s\n", err);
+		cs_log(CS_LOG_ERROR, CD_LOG, "%s", err);
 		exit(2);
 	}
 	if (cd_config_load_token(c, err, sizeof(err)) != 0) {
-		fprintf(stderr, PROG ": %s\n", err);
+		cs_log(CS_LOG_ERROR, CD_LOG, "%s", err);
 		exit(2);
 	}
 }
@@ -325,7 +325,7 @@ static int prepare_dirs(const struct cd_config *c)
 	int e = mkdir_p(c->state_dir, 0700);
 
 	if (e || stat(c->state_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, PROG ": state_dir %s: cannot create it: %s\n", c->state_dir,
+		cs_log(CS_LOG_ERROR, CD_LOG, "state_dir %s: cannot create it: %s", c->state_dir,
 			strerror(e ? -e : ENOTDIR));
 		return -1;
 	}
@@ -372,7 +372,7 @@ int main(int argc, char **argv)
 	if (prepare_dirs(&cfg) != 0)
 		return 1;
 	if (cd_state_init(&d, &cfg) != 0) {
-		fprintf(stderr, PROG ": out of memory\n");
+		cs_log(CS_LOG_ERROR, CD_LOG, "out of memory");
 		return 1;
 	}
 	d.pid = getpid();
@@ -416,13 +416,13 @@ int main(int argc, char **argv)
 	 * touches any region or policy.
 	 */
 	if (cd_listen_open(&d, err, sizeof(err)) != 0) {
-		fprintf(stderr, PROG ": %s\n", err);
+		cs_log(CS_LOG_ERROR, CD_LOG, "%s", err);
 		goto out;
 	}
-	d.nvml = cd_nvml_open();
+	cd_nvml_start(&d);
 	d.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (d.epfd < 0) {
-		fprintf(stderr, PROG ": epoll: %s\n", strerror(errno));
+		cs_log(CS_LOG_ERROR, CD_LOG, "epoll: %s", strerror(errno));
 		goto out;
 	}
 
@@ -435,7 +435,7 @@ int main(int argc, char **argv)
 	pthread_mutex_lock(&d.lock);
 	if (cd_groups_load_policies(&d, err, sizeof(err)) != 0) {
 		pthread_mutex_unlock(&d.lock);
-		fprintf(stderr, PROG ": %s\n", err);
+		cs_log(CS_LOG_ERROR, CD_LOG, "%s", err);
 		goto out;
 	}
 	cd_regions_recover(&d);
@@ -448,7 +448,7 @@ int main(int argc, char **argv)
 
 	d.http = cd_http_start(&d, &cfg, err, sizeof(err));
 	if (!d.http) {
-		fprintf(stderr, PROG ": %s\n", err);
+		cs_log(CS_LOG_ERROR, CD_LOG, "%s", err);
 		goto out;
 	}
 	cs_log(CS_LOG_INFO, CD_LOG,
@@ -458,7 +458,7 @@ int main(int argc, char **argv)
 	       cfg.token[0] ? ", token required" : "");
 	notify("READY=1");
 	if (cd_loop_run(&d, err, sizeof(err)) != 0)
-		fprintf(stderr, PROG ": %s\n", err);
+		cs_log(CS_LOG_ERROR, CD_LOG, "%s", err);
 	else
 		rc = 0;
 	notify("STOPPING=1");

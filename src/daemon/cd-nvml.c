@@ -48,7 +48,7 @@ static uint64_t real_ns(void)
 	return (uint64_t)(cd_now_real() * 1e9);
 }
 
-struct cd_nvml *cd_nvml_open(void)
+struct cd_nvml *cd_nvml_open(char *why, size_t whylen)
 {
 	struct cd_nvml *n = calloc(1, sizeof(*n));
 	CS_NVML_FN(nvmlInit_v2) init;
@@ -59,13 +59,13 @@ struct cd_nvml *cd_nvml_open(void)
 	unsigned cnt = 0;
 	nvmlReturn_t r;
 
-	if (!n)
+	if (!n) {
+		snprintf(why, whylen, "out of memory");
 		return NULL;
+	}
 	n->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!n->lib) {
-		cs_log(CS_LOG_WARN, CD_LOG,
-		       "NVML is not available (%s): no GPU statistics, no enforcement backstop",
-		       dlerror());
+		snprintf(why, whylen, "libnvidia-ml.so.1 does not load: %s", dlerror());
 		free(n);
 		return NULL;
 	}
@@ -86,14 +86,12 @@ struct cd_nvml *cd_nvml_open(void)
 #undef SYM
 	if (!init || !count || !by_index || !uuid || !n->mem ||
 	    !(n->procs3 || n->procs2 || n->procs1)) {
-		cs_log(CS_LOG_WARN, CD_LOG,
-		       "NVML lacks functions cusliced needs: no GPU statistics, no backstop");
+		snprintf(why, whylen, "libnvidia-ml.so.1 lacks functions cusliced needs");
 		goto fail;
 	}
 	r = init();
 	if (r != NVML_SUCCESS) {
-		cs_log(CS_LOG_WARN, CD_LOG,
-		       "NVML does not initialise (error %d): no GPU statistics, no backstop", r);
+		snprintf(why, whylen, "nvmlInit_v2 failed (error %d)", r);
 		goto fail;
 	}
 	if (count(&cnt) != NVML_SUCCESS)

@@ -460,6 +460,7 @@ int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
 			 cd_now_ms() - d->backstop_ok_ms <=
 			     (uint64_t)CD_BACKSTOP_STALE_INTERVALS * d->cfg->backstop_interval_ms;
 	node_name(s->hostname, sizeof(s->hostname));
+	s->nvml = d->nvml_state;
 	cap = d->nprocs + d->nbypass;
 	s->gpus = calloc(d->ngpus ? d->ngpus : 1, sizeof(*s->gpus));
 	s->groups = calloc(d->ngroups ? d->ngroups : 1, sizeof(*s->groups));

@@ -192,6 +192,15 @@ enum cd_refused_reason {
 	CD_REFUSED_COUNT,
 };
 
+/* What the API (status, healthz) and the metrics show of NVML. In struct cusliced: lock held. */
+struct cd_nvml_state {
+	bool up;
+	unsigned attempts; /* opens tried since start */
+	double since;	   /* unix time of the last change (or of start) */
+	double next_try;   /* unix time of the next attempt while down, else 0 */
+	char reason[224];  /* why it is down; "" when up */
+};
+
 struct cd_snapshot {
 	pid_t pid;
 	uint64_t start_time;		/* unix seconds */
@@ -212,6 +221,7 @@ struct cd_snapshot {
 	uint64_t backstop_failures;
 	bool backstop_ok;
 	char hostname[256];		/* $NODE_NAME, else gethostname(): metrics' Hostname */
+	struct cd_nvml_state nvml;
 	unsigned ngpus;
 	struct cd_snap_gpu *gpus;
 	unsigned ngroups;

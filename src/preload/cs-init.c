@@ -243,6 +243,12 @@ static void atfork_child(void)
 
 __attribute__((constructor)) static void cs_load(void)
 {
+	/* Before anything else: a program that opted out is not touched at all. */
+	if (cs_inject_skipped()) {
+		cs.skipped = true;
+		return;
+	}
+	cs_inject_repair_env();
 	load_config();
 	pthread_atfork(NULL, NULL, atfork_child);
 }

@@ -124,6 +124,8 @@ struct cs_dlsym_route {
 	void *answer;
 };
 struct cs_dlsym_route cs_dlsym_route(void *handle, const char *name);
+/* The exported dlsym itself (cs-dlsym-export.c), whatever "dlsym" binds to here. */
+void *cs_dlsym_export(void *handle, const char *name);
 
 /* ---- process state (cs-init.c) ---- */
 
@@ -152,6 +154,7 @@ struct cs_device {
 #define CS_MAX_ORDINALS CS_GROUP_MAX_DEVICES
 
 struct cs_state {
+	bool skipped;			/* opted out (cs-inject.c): set at load, then read only */
 	_Atomic int mode;		/* enum cs_mode, decided at load */
 	_Atomic int attach;		/* enum cs_attach */
 	char fail_reason[1280];		/* why FAIL_CLOSED (logged once) */
@@ -197,6 +200,13 @@ struct cs_state {
 };
 
 extern struct cs_state cs;
+
+/* ---- injection (cs-inject.c): run first at load ---- */
+
+/* Whether this program opted out of libcuslice (CUSLICE_DISABLE, the skip lists). */
+bool cs_inject_skipped(void);
+/* CUSLICE_[PREPEND_]{PATH,LD_PRELOAD,LD_LIBRARY_PATH} applied (single-threaded, not secure). */
+void cs_inject_repair_env(void);
 
 static inline enum cs_mode cs_mode(void)
 {

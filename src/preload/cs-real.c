@@ -38,6 +38,30 @@ static nvmlReturn_t missing_nvml_fn(void)
 	return NVML_ERROR_FUNCTION_NOT_FOUND;
 }
 
+/*
+ * The driver directory's shim (src/shim) has the driver's soname, so
+ * opening "libcuda.so.1" there returns the shim, whose lookups find our own
+ * wrappers first. It names the real library (cuslice_driver_shim), which
+ * it loaded as its dependency: that is where the real functions are.
+ * Returns h itself when it is no shim; NULL (logged once) when the real
+ * library cannot be opened.
+ */
+static void *past_shim(void *h, const char *soname, _Atomic bool *warned)
+{
+	const char *real = cs_real_dlsym(h, "cuslice_driver_shim");
+	void *r;
+
+	if (!real)
+		return h;
+	r = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+	if (!r && !atomic_exchange(warned, true))
+		cs_log(CS_LOG_ERROR, CS_LOG_NAME,
+		       "%s is cuslice's driver-directory shim, and the real library it names, %s, "
+		       "cannot be loaded: %s",
+		       soname, real, dlerror());
+	return r;
+}
+
 static void *load(const char *soname, _Atomic(void *) *slot, _Atomic bool *warned)
 {
 	void *h = atomic_load_explicit(slot, memory_order_acquire);
@@ -51,6 +75,9 @@ static void *load(const char *soname, _Atomic(void *) *slot, _Atomic bool *warne
 			cs_log(CS_LOG_ERROR, CS_LOG_NAME, "cannot load %s: %s", soname, dlerror());
 		return NULL;
 	}
+	h = past_shim(h, soname, warned);
+	if (!h)
+		return NULL;
 	/* Two threads may both load it: the loader counts references, drop ours. */
 	if (!atomic_compare_exchange_strong(slot, &expected, h)) {
 		dlclose(h);

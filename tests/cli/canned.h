@@ -12,7 +12,9 @@ static const char canned_status[] =
     "{\"version\":\"0.1.0\",\"pid\":4242,\"uptime_seconds\":3723.5,"
     "\"socket\":\"/run/cuslice/cusliced.sock\",\"state_dir\":\"/var/lib/cuslice\","
     "\"shm_dir\":\"/dev/shm\",\"metrics_listen\":\"127.0.0.1:10463\","
-    "\"groups\":2,\"processes\":4,\"gpus\":2}";
+    "\"groups\":2,\"processes\":4,\"gpus\":2,"
+    "\"nvml\":{\"up\":false,\"attempts\":3,\"since\":1700000000,"
+    "\"reason\":\"libnvidia-ml.so.1 does not load\",\"next_try\":1700000004}}";
 
 static const char canned_gpus[] =
     "{\"gpus\":["

@@ -662,6 +662,26 @@ static void test_cli_run_exit_status(void **state)
 	expect_text(err, "cuslice: cuslice-no-such-command-xyz: command not found\n");
 	expect_code(126, cli("--socket", nosock, "run", tmpdir));
 	expect_contains(err, ": Permission denied\n");
+	/* musl: libcuslice cannot be loaded into it; refused before exec, never run unlimited. */
+	expect_code(126, cli("--socket", nosock, "run", "--mem", "1GiB", getenv("CLI_MUSL_LIKE")));
+	expect_contains(err, ": built for musl (its loader is /lib/ld-musl-x86_64.so.1): libcuslice "
+			     "is built for glibc and cannot be loaded into it");
+	expect_text(out, "");
+	/* A script whose interpreter is a musl program: the same. */
+	{
+		char script[PATH_MAX];
+		FILE *f;
+
+		snprintf(script, sizeof(script), "%s/musl-script", tmpdir);
+		f = fopen(script, "w");
+		assert_non_null(f);
+		fprintf(f, "#!%s\n", getenv("CLI_MUSL_LIKE"));
+		fclose(f);
+		assert_int_equal(chmod(script, 0755), 0);
+		expect_code(126, cli("--socket", nosock, "run", script));
+		expect_contains(err, "built for musl");
+		unlink(script);
+	}
 }
 
 static void test_cli_run_daemon(void **state)

@@ -114,7 +114,8 @@ static void test_cli_render_status(void **state)
 		       "metrics         127.0.0.1:10463\n"
 		       "groups          2\n"
 		       "processes       4\n"
-		       "gpus            2\n");
+		       "gpus            2\n"
+		       "nvml            down: libnvidia-ml.so.1 does not load (3 attempts, retrying)\n");
 	cJSON_Delete(st);
 }
 

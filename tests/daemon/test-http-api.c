@@ -104,7 +104,7 @@ static void test_http_api_status(void **state)
 	(void)state;
 	j = parse(cd_api_render_status(&fake.snap));
 	ASSERT_FIELDS(j, "version", "pid", "uptime_seconds", "socket", "state_dir", "shm_dir",
-		      "metrics_listen", "groups", "processes", "gpus");
+		      "metrics_listen", "groups", "processes", "gpus", "nvml");
 	assert_str(j, "version", CS_VERSION);
 	assert_num(j, "pid", 4242);
 	assert_num(j, "uptime_seconds", 12.5);
@@ -115,6 +115,21 @@ static void test_http_api_status(void **state)
 	assert_num(j, "groups", 2);
 	assert_num(j, "processes", 2);
 	assert_num(j, "gpus", 2);
+	ASSERT_FIELDS(field(j, "nvml"), "up", "attempts", "since");
+	assert_true(cJSON_IsTrue(field(field(j, "nvml"), "up")));
+	cJSON_Delete(j);
+
+	/* NVML down: why, and when the next attempt comes. */
+	fake.snap.nvml.up = false;
+	fake.snap.nvml.attempts = 3;
+	fake.snap.nvml.next_try = 1700000004.5;
+	snprintf(fake.snap.nvml.reason, sizeof(fake.snap.nvml.reason), "nvmlInit_v2 failed (error 9)");
+	j = parse(cd_api_render_status(&fake.snap));
+	ASSERT_FIELDS(field(j, "nvml"), "up", "attempts", "since", "reason", "next_try");
+	assert_true(cJSON_IsFalse(field(field(j, "nvml"), "up")));
+	assert_num(field(j, "nvml"), "attempts", 3);
+	assert_num(field(j, "nvml"), "next_try", 1700000004.5);
+	assert_str(field(j, "nvml"), "reason", "nvmlInit_v2 failed (error 9)");
 	cJSON_Delete(j);
 }
 
@@ -679,9 +694,10 @@ static void test_http_api_healthz(void **state)
 			       door & 2 ? "/healthz" : "/v1/healthz", NULL, NULL, NULL);
 		assert_int_equal(rep.status, 200);
 		j = parse(rep.body);
-		ASSERT_FIELDS(j, "status", "version");
+		ASSERT_FIELDS(j, "status", "version", "nvml");
 		assert_str(j, "status", "ok");
 		assert_str(j, "version", CS_VERSION);
+		assert_str(j, "nvml", "up");
 		cJSON_Delete(j);
 		rep = route_as(door & 1 ? &admin_peer : &tenant_peer, "GET", "/readyz", NULL, NULL,
 			       NULL);
@@ -692,6 +708,23 @@ static void test_http_api_healthz(void **state)
 		assert_str(j, "backstop", "up");
 		cJSON_Delete(j);
 	}
+	/* NVML down: degraded, still 200 (registration and quotas work without it). */
+	fake.snap.nvml.up = false;
+	rep = route_as(&admin_peer, "GET", "/v1/healthz", NULL, NULL, NULL);
+	assert_int_equal(rep.status, 200);
+	j = parse(rep.body);
+	assert_str(j, "status", "degraded");
+	assert_str(j, "nvml", "down");
+	cJSON_Delete(j);
+	/* ... and not ready, saying why and that it retries. */
+	snprintf(fake.snap.nvml.reason, sizeof(fake.snap.nvml.reason), "nvmlInit_v2 failed (error 9)");
+	fake.snap.nvml.attempts = 4;
+	fake.snap.backstop_ok = false;
+	assert_error(route("GET", "/readyz", NULL, NULL), CD_API_ERR_NOT_READY,
+		     "NVML is not available (nvmlInit_v2 failed (error 9); 4 attempts, retrying)",
+		     NULL);
+	fake.snap.nvml.up = true;
+	fake.snap.backstop_ok = true;
 	assert_error(route_as(&tenant_peer, "GET", "/v1/healthz", "x", "1", NULL),
 		     CD_API_ERR_UNKNOWN_PARAMETER, "takes none", NULL);
 	assert_error(route_as(&tenant_peer, "GET", "/readyz", "verbose", "", NULL),

@@ -118,6 +118,7 @@ void fake_reset(void)
 		.groups = fake.groups,
 		.nprocs = 2,
 		.procs = fake.procs,
+		.nvml = {.up = true, .attempts = 1, .since = 1700000000},
 	};
 
 	add_event(1, "registered", "pid-42", 42, "pid 42 registered");

@@ -64,6 +64,9 @@ static void test_http_metrics_values(void **state)
 	assert_line(t, "cuslice_backstop_last_success_timestamp_seconds 1700000100.25");
 	assert_line(t, "# TYPE cuslice_backstop_failures_total counter");
 	assert_line(t, "cuslice_backstop_failures_total 6");
+	assert_line(t, "cuslice_nvml_up 1");
+	assert_line(t, "# TYPE cuslice_nvml_open_attempts_total counter");
+	assert_line(t, "cuslice_nvml_open_attempts_total 1");
 	assert_line(t, "cuslice_over_limit_total{resource=\"memory\"} 4");
 	assert_line(t, "cuslice_over_limit_total{resource=\"compute\"} 5");
 	/* dcgm-exporter's labels: gpu is the index, UUID the UUID. */

@@ -684,7 +684,7 @@ static void test_http_server_metrics(void **state)
 	/* The probes, for the kubelet's httpGet. */
 	tcp(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
 	assert_int_equal(r->status, 200);
-	assert_has(r, "{\"status\":\"ok\",\"version\":\"" CS_VERSION "\"}\n");
+	assert_has(r, "{\"status\":\"ok\",\"version\":\"" CS_VERSION "\",\"nvml\":\"up\"}\n");
 	tcp(port, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
 	assert_int_equal(r->status, 200);
 	assert_has(r, "{\"status\":\"ready\",\"version\":\"" CS_VERSION "\",\"backstop\":\"up\"}\n");

@@ -112,6 +112,17 @@ static char *finish(cJSON *root, bool ok)
 
 /* ---- renderers ---- */
 
+/* "nvml": {"up", "attempts", "since", and while down "reason", "next_try"}. */
+static bool add_nvml(cJSON *root, const struct cd_nvml_state *n)
+{
+	cJSON *o = cJSON_AddObjectToObject(root, cs_key_nvml);
+
+	return o && add_bool(o, cs_key_up, n->up) && add_u64(o, cs_key_attempts, n->attempts) &&
+	       add_real(o, cs_key_since, n->since, 3) &&
+	       (n->up || (add_str(o, cs_key_reason, n->reason) &&
+			  add_real(o, cs_key_next_try, n->next_try, 3)));
+}
+
 char *cd_api_render_status(const struct cd_snapshot *s)
 {
 	const struct cd_config *c = s->config;
@@ -130,7 +141,8 @@ char *cd_api_render_status(const struct cd_snapshot *s)
 	    (c ? ADD_FIELD(root, cs_key_metrics_listen, c->metrics_listen)
 	       : add_str(root, cs_key_metrics_listen, "")) &&
 	    add_u64(root, cs_key_groups, s->ngroups) &&
-	    add_u64(root, cs_key_processes, s->nprocs) && add_u64(root, cs_key_gpus, s->ngpus);
+	    add_u64(root, cs_key_processes, s->nprocs) && add_u64(root, cs_key_gpus, s->ngpus) &&
+	    add_nvml(root, &s->nvml);
 	return finish(root, ok);
 }
 
@@ -363,14 +375,17 @@ char *cd_api_render_events(const struct cd_event *ev, unsigned n)
 	return finish(root, ok);
 }
 
-char *cd_api_render_healthz(void)
+char *cd_api_render_healthz(const struct cd_nvml_state *nvml)
 {
 	cJSON *root = cJSON_CreateObject();
 
 	if (!root)
 		return NULL;
-	return finish(root, add_str(root, cs_key_status, CS_API_HEALTHY) &&
-				add_str(root, cs_key_version, CS_VERSION));
+	/* Degraded, not failed: registration and quotas work without NVML. */
+	return finish(root,
+		      add_str(root, cs_key_status, nvml->up ? CS_API_HEALTHY : CS_API_DEGRADED) &&
+			  add_str(root, cs_key_version, CS_VERSION) &&
+			  add_str(root, cs_key_nvml, nvml->up ? "up" : "down"));
 }
 
 /* The one line of "placement"."message": what happens to a process of this peer. */
@@ -685,7 +700,7 @@ void cd_api_probe(struct cusliced *d, bool readiness, struct cd_api_reply *rep)
 		return;
 	}
 	if (!readiness) {
-		reply(rep, 200, cd_api_render_healthz());
+		reply(rep, 200, cd_api_render_healthz(&s.nvml));
 	} else if (s.backstop_ok) {
 		cJSON *root = cJSON_CreateObject();
 
@@ -694,6 +709,12 @@ void cd_api_probe(struct cusliced *d, bool readiness, struct cd_api_reply *rep)
 					      add_str(root, cs_key_version, CS_VERSION) &&
 					      add_str(root, cs_key_backstop, CS_API_BACKSTOP_UP))
 			   : NULL);
+	} else if (!s.nvml.up) {
+		error_reply(rep, CD_API_ERR_NOT_READY,
+			    "cusliced is not ready: NVML is not available (%s; %u attempts, "
+			    "retrying): processes that bypass libcuslice and groups over their "
+			    "limits go unseen",
+			    s.nvml.reason, s.nvml.attempts);
 	} else if (s.backstop_last_ok <= 0) {
 		error_reply(rep, CD_API_ERR_NOT_READY,
 			    "cusliced is not ready: its backstop has not sampled NVML yet "

@@ -85,8 +85,12 @@ char *cd_api_render_processes(const struct cd_snapshot *s);
  * when the event is the daemon's own. */
 char *cd_api_render_events(const struct cd_event *ev, unsigned n);
 
-/* GET /healthz, /v1/healthz: {"status": "ok", "version"}. */
-char *cd_api_render_healthz(void);
+/*
+ * GET /healthz, /v1/healthz: {"status": "ok", "version", "nvml": "up"};
+ * "degraded" and "down" while NVML is retried (still 200: registration
+ * and quotas work without it).
+ */
+char *cd_api_render_healthz(const struct cd_nvml_state *nvml);
 
 /*
  * The probes, on the API sockets and on metrics_listen: GET /healthz (and

@@ -501,6 +501,13 @@ static void render_daemon(FILE *f, const struct cd_snapshot *s)
 	scalar(f, "cuslice_backstop_failures_total", "counter",
 	       "Backstop intervals whose NVML sample failed or could not be taken (no NVML).",
 	       s->backstop_failures);
+	scalar(f, "cuslice_nvml_up", "gauge",
+	       "1 while NVML is open; 0 while cusliced retries opening it (with backoff: no GPU "
+	       "statistics, no backstop).",
+	       s->nvml.up ? 1 : 0);
+	scalar(f, "cuslice_nvml_open_attempts_total", "counter",
+	       "Attempts to open NVML since start (retried with backoff while it is down).",
+	       s->nvml.attempts);
 	family(f, "cuslice_over_limit_total", "counter",
 	       "Times the backstop found a group over a limit on a GPU (over_quota and "
 	       "over_compute events), by resource.");
