@@ -105,6 +105,21 @@ int cli_cmd_gpus(struct cli *c, int argc, char **argv)
 	if (rc)
 		return rc;
 	rc = cli_output_reply(c, g, render_gpus, NULL);
+	/*
+	 * An empty table with exit 0 would say "this node has no GPU": while
+	 * NVML is down the daemon cannot tell, and says so (exit 1).
+	 */
+	if (rc == 0 && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(
+			   cJSON_GetObjectItemCaseSensitive(g, cs_key_nvml), cs_key_up))) {
+		char why[320];
+
+		rc = cli_fail(CLI_EXIT_FAIL,
+			      "cusliced does not see the GPUs: NVML is %s; until it comes up the list "
+			      "is empty and the backstop is off (cuslice status)",
+			      cli_fmt_nvml(g, why, sizeof(why)));
+		cJSON_Delete(g);
+		return rc;
+	}
 	cJSON_Delete(g);
 	return show(cs_api_path(CS_API_GPUS), rc);
 }

@@ -278,8 +278,7 @@ static char *fmt_count(const cJSON *o, const char *key, char *buf, size_t len)
 	return buf;
 }
 
-/* "up", or "down: REASON (N attempts, retrying)"; "-" from a daemon that does not say. */
-static const char *fmt_nvml(const cJSON *st, char *buf, size_t len)
+const char *cli_fmt_nvml(const cJSON *st, char *buf, size_t len)
 {
 	const cJSON *n = cJSON_GetObjectItemCaseSensitive(st, cs_key_nvml);
 	const char *why = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(n, cs_key_reason));
@@ -317,7 +316,7 @@ int cli_render_status(const cJSON *st, const struct cli_view *v, FILE *f)
 	    {"groups", fmt_count(st, cs_key_groups, b[2], sizeof(b[2]))},
 	    {"processes", fmt_count(st, cs_key_processes, b[3], sizeof(b[3]))},
 	    {"gpus", fmt_count(st, cs_key_gpus, b[4], sizeof(b[4]))},
-	    {"nvml", fmt_nvml(st, nvml, sizeof(nvml))},
+	    {"nvml", cli_fmt_nvml(st, nvml, sizeof(nvml))},
 	};
 
 	if (new_table(&t, cols, 2, false, v))

@@ -108,6 +108,12 @@ __attribute__((format(printf, 2, 3))) int cli_usage(const struct cli *c, const c
 /* Prints "cuslice: <message>" on stderr; returns `code`. */
 __attribute__((format(printf, 2, 3))) int cli_fail(int code, const char *fmt, ...);
 
+/*
+ * The "nvml" object of a reply (/v1/status, /v1/gpus) in words: "up", or
+ * "down: REASON (N attempts, retrying)"; "-" from a daemon that does not say.
+ */
+const char *cli_fmt_nvml(const cJSON *reply, char *buf, size_t len);
+
 /* getopt_long values of the options every command accepts. */
 enum cli_common_opt {
 	CLI_OPT_HELP = 'h',

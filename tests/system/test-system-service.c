@@ -111,6 +111,7 @@ static void test_service_notify_journal_nvml(void **state)
 {
 	char log[PATH_MAX], libdir[PATH_MAX], link[PATH_MAX + 32], js[64], msg[256];
 	struct stat st;
+	struct sys_out o;
 	cJSON *n, *gpus;
 	int nfd, fd;
 
@@ -145,6 +146,15 @@ static void test_service_notify_journal_nvml(void **state)
 	assert_healthz("degraded", "down");
 	assert_metric("cuslice_nvml_up", 0);
 	assert_true(sys_wait_event("nvml_down", 0, 5000) >= 0);
+	/* No empty table with exit 0: cuslice gpus says the daemon cannot see the GPUs. */
+	assert_int_equal(sys_cli(&o, "gpus", NULL), 1);
+	assert_non_null(strstr(o.err, "cusliced does not see the GPUs: NVML is down: "));
+	assert_non_null(strstr(o.err, "libnvidia-ml.so.1"));
+	assert_int_equal(sys_cli(&o, "-o", "json", "gpus", NULL), 1);
+	gpus = cJSON_Parse(o.out);
+	assert_true(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetObjectItem(gpus, "nvml"), "up")));
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(gpus, "gpus")), 0);
+	cJSON_Delete(gpus);
 
 	/* The driver arrives: the daemon finds it on a retry (1 s, 2 s, 4 s, ...). */
 	snprintf(link, sizeof(link), "%s/libnvidia-ml.so.1", libdir);
@@ -160,6 +170,8 @@ static void test_service_notify_journal_nvml(void **state)
 	gpus = sys_get_json("/v1/gpus");
 	assert_true(cJSON_GetArraySize(cJSON_GetObjectItem(gpus, "gpus")) >= 1);
 	cJSON_Delete(gpus);
+	assert_int_equal(sys_cli(&o, "gpus", NULL), 0);
+	assert_null(strstr(o.err, "does not see"));
 
 	assert_int_equal(sys_daemon_signal(SIGTERM), 0);
 	notify_recv(nfd, msg, sizeof(msg), 1000);

@@ -171,6 +171,8 @@ char *cd_api_render_gpus(const struct cd_snapshot *s)
 		     add_u64(o, cs_key_memory_used, g->memory_used) &&
 		     add_u64(o, cs_key_utilization, g->utilization);
 	}
+	/* Whether the list can be trusted: empty while NVML is down says nothing. */
+	ok = ok && add_nvml(root, &s->nvml);
 	return finish(root, ok);
 }
 
