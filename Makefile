@@ -3,7 +3,7 @@ BUILD ?= build
 PREFIX ?= /usr/local
 MESON_OPTS ?=
 
-.PHONY: all deps deps-fuzz setup test compat demo bench install clean fuzz fresh-check
+.PHONY: all deps deps-fuzz setup test compat demo bench install deb deb-check clean fuzz fresh-check
 
 all: setup
 	ninja -C $(BUILD)
@@ -41,6 +41,12 @@ install: deps
 	ninja -C $(BUILD)-install
 	meson install -C $(BUILD)-install --no-rebuild
 
+# Debian packages (debian/, docs/packaging.md) into $(BUILD)-deb/: cuslice
+# (daemon, CLI, unit), libcuslice, cusim, cuslice-slurm, cuslice-k8s.
+deb:
+	@scripts/deps.sh build deb
+	@scripts/make-deb.sh $(BUILD)-deb
+
 # Fuzzing (libFuzzer): a build of its own ($(FUZZ_BUILD), clang,
 # -Dfuzz=true: fuzz/meson.build lists the targets), whose `fuzz` target
 # builds them and runs each for FUZZ_SECONDS (fuzz/run.sh); a crash fails.
@@ -60,5 +66,15 @@ fuzz: deps-fuzz
 fresh-check:
 	@scripts/fresh-check.sh
 
+# The packages installed, upgraded (to the same tree built as a newer
+# version) and removed in a fresh Debian 12 root (scripts/deb-test.sh), as
+# root; skipped with a message where fresh-check cannot run.
+deb-check:
+	@scripts/deps.sh build deb fresh
+	@CUSLICE_DEB_VERSION= scripts/make-deb.sh $(BUILD)-deb/v1
+	@CUSLICE_DEB_VERSION=$$(dpkg-parsechangelog -S Version)+check1 scripts/make-deb.sh $(BUILD)-deb/v2
+	@FRESH_FILES=$(BUILD)-deb FRESH_COMMANDS="sh scripts/deb-test.sh /root/files/v1 /root/files/v2" \
+		scripts/fresh-check.sh
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-install $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(BUILD)-install $(BUILD)-deb $(FUZZ_BUILD)

@@ -22,6 +22,8 @@
 #   FRESH_CACHE    the cache (default .cache/fresh in the checkout)
 #   FRESH_MIRROR   the Debian mirror (default: the one apt uses here for bookworm)
 #   FRESH_COMMANDS what to run in the checkout (default: make test && make demo)
+#   FRESH_FILES    a directory copied into the root as /root/files before the
+#                  commands run (make deb-check: the packages to install)
 #
 # The cache keeps the debootstrapped root as a tarball (made once, in a few
 # minutes) and the packages apt downloads in the root (so a later run fetches
@@ -192,6 +194,10 @@ chmod 0700 "$root/root"
 git init -q "$root/root/cuslice"
 git -C "$repo" push -q "$root/root/cuslice" "HEAD:refs/heads/fresh-check"
 git -C "$root/root/cuslice" checkout -q fresh-check
+
+if [ -n "${FRESH_FILES-}" ]; then
+	cp -r "$FRESH_FILES" "$root/root/files"
+fi
 
 # ---- the README's two commands ----
 say "$commands: in a fresh Debian 12 root, as root, in /root/cuslice ($commit)"

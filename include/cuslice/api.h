@@ -7,13 +7,15 @@
  * CD_DEFAULT_ADMIN_SOCKET, src/daemon/cusliced.h).
  * The admin socket serves every endpoint to administrators; the
  * registration socket, the only one tenants are given, serves the TENANT
- * endpoints of api-endpoints.def (GET /v1/healthz, GET /v1/self) and
- * refuses the rest (403 admin_socket_required).
+ * endpoints of api-endpoints.def (the probes, GET /v1/self) and refuses the
+ * rest (403 admin_socket_required). The probes /healthz and /readyz are
+ * served on metrics_listen (TCP) too, for the kubelet's httpGet.
  *
  * Who writes what: the daemon renders every reply (api-keys.def names every
  * key, api-errors.def every error); clients read them, and write policies
- * (PUT /v1/groups/NAME with a policy object, include/cuslice/policy.h),
- * which the daemon merges into the stored one. Numbers that count bytes are
+ * (PUT /v1/groups/NAME with a whole policy object, include/cuslice/policy.h,
+ * which replaces the stored one; PATCH with some of its fields, which the
+ * daemon merges into it; 201 Created when the group had none). Numbers that count bytes are
  * JSON integers, exact to 2^64 (a client that parses into doubles loses
  * above 2^53).
  *
@@ -111,7 +113,44 @@ CS_XENUM(cs_api_process_state, CS_API_PROCESS_STATE_COUNT, CS_API_PROCESS_STATES
 	X(CS_API_SELF_REFUSED, "refused")
 CS_XENUM(cs_api_self_how, CS_API_SELF_HOW_COUNT, CS_API_SELF_HOWS)
 
-/* GET /v1/healthz's "status". */
+/*
+ * events[].kind: what happened. X(ENUMERATOR, "kind", class): the class is
+ * the retention class cusliced keeps and logs it in (docs/cusliced.md,
+ * Events): ENFORCEMENT (logged at warning), REFUSAL (logged where it is
+ * refused), ORDINARY (logged at info). A kind is never renamed; clients
+ * keep kinds they do not know (a newer daemon's), and so does cusliced
+ * reading its files back (as enforcement).
+ */
+#define CS_EVENT_KINDS(X)                                                                          \
+	X(CS_EVENT_REGISTERED, "registered", ORDINARY)	      /* a process registered */           \
+	X(CS_EVENT_UNREGISTERED, "unregistered", ORDINARY)    /* it exited or hung up */           \
+	X(CS_EVENT_RECLAIMED, "reclaimed", ORDINARY)	      /* a dead process's charge back */   \
+	X(CS_EVENT_DENIED, "denied", REFUSAL)		      /* a registration refused */         \
+	X(CS_EVENT_BYPASS, "bypass", ENFORCEMENT)	      /* GPU memory, unregistered */       \
+	X(CS_EVENT_OVER_QUOTA, "over_quota", ENFORCEMENT)     /* a group over its memory limit */  \
+	X(CS_EVENT_OVER_COMPUTE, "over_compute", ENFORCEMENT) /* ... over its core limit */        \
+	X(CS_EVENT_STOPPED, "stopped", ENFORCEMENT)	      /* on_violation stop: SIGSTOP */     \
+	X(CS_EVENT_KILLED, "killed", ENFORCEMENT)	      /* on_violation kill: SIGKILL */     \
+	X(CS_EVENT_POLICY, "policy", ENFORCEMENT)	      /* a policy set or deleted */        \
+	X(CS_EVENT_STRAY_SLOTS, "stray_slots", ENFORCEMENT)   /* slots nobody registered */        \
+	X(CS_EVENT_REGION_REPAIR, "region_repair", ENFORCEMENT) /* a header rewritten */           \
+	X(CS_EVENT_NVML_DOWN, "nvml_down", ENFORCEMENT)	/* NVML unavailable: backstop off */ \
+	X(CS_EVENT_NVML_UP, "nvml_up", ENFORCEMENT)		/* NVML back: backstop on */         \
+	X(CS_EVENT_SERIALIZED, "serialized", ORDINARY)	/* a GPU's groups take turns */      \
+	X(CS_EVENT_PARALLEL, "parallel", ORDINARY)	/* ... run together again */          \
+	X(CS_EVENT_GRANTED, "granted", ORDINARY)	/* a group's turn on a GPU */         \
+	X(CS_EVENT_RELEASED, "released", ORDINARY)	/* its turn ended */                  \
+	X(CS_EVENT_WAITING, "waiting", ORDINARY)	/* it waits: turn, or memory */       \
+	X(CS_EVENT_REVOKED, "revoked", ENFORCEMENT)	/* a holder did not drain in time */  \
+	X(CS_EVENT_SUPPRESSED, "suppressed", ENFORCEMENT)	/* a flood's summary (its class) */
+CS_XENUM(cs_event_kind, CS_EVENT_KIND_COUNT, CS_EVENT_KINDS)
+
+/* GET /v1/healthz's and /healthz's "status". */
 #define CS_API_HEALTHY "ok"
+/* GET /readyz's "status" (200), and its "backstop". */
+#define CS_API_READY "ready"
+#define CS_API_BACKSTOP_UP "up"
+/* /v1/healthz "status" while NVML is down: registration and quotas work, the backstop does not. */
+#define CS_API_DEGRADED "degraded"
 
 #endif

@@ -6,7 +6,8 @@
  * libcuslice in the processes they start.
  *
  * Where each piece is read:
- *   libcuslice  the CS_ENV_VARS marked LIB, once, at load (src/preload/cs-init.c),
+ *   libcuslice  the CS_ENV_VARS marked LIB, once, at load (src/preload/cs-init.c;
+ *               the opt-out and the environment repair first, cs-inject.c),
  *               through cs_env_get
  *   cusliced    its INI file and flags (src/daemon/cd-config.c, docs/cusliced.md);
  *               the defaults below
@@ -37,8 +38,16 @@
 #define CS_DEFAULT_SHM_DIR "/dev/shm"
 /* cusliced's state (policy.json, events). */
 #define CS_DEFAULT_STATE_DIR "/var/lib/cuslice"
-/* cusliced's Prometheus listener. */
-#define CS_DEFAULT_METRICS_LISTEN "127.0.0.1:9464"
+/*
+ * cusliced's Prometheus listener (metrics, probes, status page): 10463, out
+ * of 9100-9999 where the Prometheus project lists exporters' ports (9464 is
+ * OpenTelemetry's exporter's, 9400 dcgm-exporter's; docs/metrics.md).
+ */
+#define CS_DEFAULT_METRICS_LISTEN "127.0.0.1:10463"
+/* cusliced's status page at "/" on that listener (status_page). */
+#define CS_DEFAULT_STATUS_PAGE true
+/* Programs node-wide preloading leaves alone, one name per line (docs/injection.md). */
+#define CS_DEFAULT_PRELOAD_SKIP_FILE "/etc/cuslice/preload-skip"
 /* How long libcuslice waits for a daemon whose socket exists but does not answer. */
 #define CS_DEFAULT_DAEMON_WAIT_MS 10000
 
@@ -68,8 +77,28 @@
 	X(CS_ENV_DAEMON_WAIT, "CUSLICE_DAEMON_WAIT", PLAIN, LIB)                                   \
 	X(CS_ENV_TOKEN, "CUSLICE_TOKEN", PLAIN, LIB | CLI)                                         \
 	X(CS_ENV_ADMIN_SOCKET, "CUSLICE_ADMIN_SOCKET", PLAIN, CLI)                                 \
-	X(CS_ENV_PRELOAD, "CUSLICE_PRELOAD", PLAIN, CLI)
+	X(CS_ENV_PRELOAD, "CUSLICE_PRELOAD", PLAIN, CLI)                                           \
+	X(CS_ENV_DISABLE, "CUSLICE_DISABLE", SECURE, LIB)                                          \
+	X(CS_ENV_PRELOAD_SKIP, "CUSLICE_PRELOAD_SKIP", SECURE, LIB)                                \
+	X(CS_ENV_PATH, "CUSLICE_PATH", SECURE, LIB)                                                \
+	X(CS_ENV_PREPEND_PATH, "CUSLICE_PREPEND_PATH", SECURE, LIB)                                \
+	X(CS_ENV_LD_PRELOAD, "CUSLICE_LD_PRELOAD", SECURE, LIB)                                    \
+	X(CS_ENV_PREPEND_LD_PRELOAD, "CUSLICE_PREPEND_LD_PRELOAD", SECURE, LIB)                    \
+	X(CS_ENV_LD_LIBRARY_PATH, "CUSLICE_LD_LIBRARY_PATH", SECURE, LIB)                          \
+	X(CS_ENV_PREPEND_LD_LIBRARY_PATH, "CUSLICE_PREPEND_LD_LIBRARY_PATH", SECURE, LIB)
 CS_XENUM(cs_env, CS_ENV_COUNT, CS_ENV_VARS)
+
+/*
+ * CUSLICE_DAEMON's values: off, never register (to a running daemon the
+ * process is then a bypass); optional, register when cusliced's socket
+ * exists (the default); required, fail closed without it (what the
+ * Kubernetes plugins give their containers).
+ */
+#define CS_DAEMON_USES(X)                                                                          \
+	X(CS_DAEMON_OFF, "off")                                                                    \
+	X(CS_DAEMON_OPTIONAL, "optional")                                                          \
+	X(CS_DAEMON_REQUIRED, "required")
+CS_XENUM(cs_daemon_use, CS_DAEMON_USE_COUNT, CS_DAEMON_USES)
 
 /* A variable's value as the table says to read it; NULL when unset. */
 static inline const char *cs_env_get(enum cs_env v)

@@ -69,6 +69,14 @@ typedef enum nvmlReturn_enum {
 #undef NVML_RETURN_ENUMERATOR
 } nvmlReturn_t;
 
+/*
+ * The type of a pointer to the NVML function `name`, taken from its
+ * prototype in this header, for code that resolves functions at run time
+ * (dlsym): no hand-written typedef that could drift from the ABI.
+ * cuslice's own addition (NVIDIA's nvml.h has no such macro).
+ */
+#define CS_NVML_FN(name) __typeof__(&name)
+
 /* An opaque device handle; valid from nvmlInit until the last nvmlShutdown. */
 typedef struct nvmlDevice_st *nvmlDevice_t;
 

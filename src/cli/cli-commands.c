@@ -15,8 +15,11 @@
 #include <string.h>
 
 #define OPT_O                                                                                      \
-	"       -o, --output table|json\n"                                                         \
-	"              Print a table (default) or the daemon's JSON reply, re-indented.\n"
+	"       -o, --output table|wide|json|yaml\n"                                               \
+	"              Print a table (default), a table with more columns (wide), or the\n"        \
+	"              daemon's reply as indented JSON or as YAML.\n"                              \
+	"       --no-headers\n"                                                                    \
+	"              Print tables without their headings line.\n"
 
 static const struct cli_command commands[] = {
     {
@@ -83,7 +86,7 @@ static const struct cli_command commands[] = {
     {
 	.name = "self",
 	.run = cli_cmd_self,
-	.synopsis = "cuslice self [--group NAME] [-o table|json]",
+	.synopsis = "cuslice self [--group NAME] [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "show your own group, limits and usage (no administrator needed)",
 	.description =
 	    "       Asks cusliced, on the registration socket every user under libcuslice\n"
@@ -100,35 +103,38 @@ static const struct cli_command commands[] = {
     {
 	.name = "ps",
 	.run = cli_cmd_ps,
-	.synopsis = "cuslice ps [-o table|json]",
+	.synopsis = "cuslice ps [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "list GPU processes with their group's limits",
 	.description =
-	    "       One line per process and GPU: GROUP, PID (as the daemon sees it), GPU\n"
-	    "       (NVML index), MEM-USED (the process's memory on that GPU), MEM-LIMIT\n"
+	    "       One line per process and GPU: GROUP, PID (as the daemon sees it), NAME\n"
+	    "       (its /proc/PID/comm), GPU (NVML index), MEM-USED (the process's memory\n"
+	    "       on that GPU), MEM-LIMIT\n"
 	    "       (its group's limit there), CORES (the group's share of that GPU's time\n"
 	    "       in the last second), CORE-LIMIT and STATE (running or stopped; a\n"
 	    "       process using a GPU without libcuslice shows group \"-\" and state\n"
 	    "       \",unregistered\" appended). \"-\" means none. When a group oversubscribes\n"
 	    "       unified memory, RESIDENT follows MEM-LIMIT: of the group's managed memory\n"
-	    "       on that GPU, how much is resident there (the rest is in host RAM). With\n"
-	    "       -o json: the reply of GET /v1/processes.\n",
+	    "       on that GPU, how much is resident there (the rest is in host RAM). -o wide\n"
+	    "       adds UID, the GPU's UUID, CGROUP and the group's LABELS. With -o json: the\n"
+	    "       reply of GET /v1/processes.\n",
 	.options = OPT_O,
 	.examples = "       cuslice ps\n       cuslice ps -o json | jq '.processes[].pid'\n",
     },
     {
 	.name = "gpus",
 	.run = cli_cmd_gpus,
-	.synopsis = "cuslice gpus [-o table|json]",
+	.synopsis = "cuslice gpus [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "list the node's GPUs",
-	.description = "       INDEX, UUID, NAME, MEM-USED, MEM-TOTAL and UTIL (busy percent in\n"
-		       "       the last second) of every GPU. With -o json: GET /v1/gpus.\n",
+	.description = "       INDEX, NAME, MEM-USED, MEM-TOTAL and UTIL (busy percent in\n"
+		       "       the last second) of every GPU; -o wide adds the UUID. With -o\n"
+		       "       json: GET /v1/gpus.\n",
 	.options = OPT_O,
 	.examples = "       cuslice gpus\n",
     },
     {
 	.name = "groups",
 	.run = cli_cmd_groups,
-	.synopsis = "cuslice groups [-o table|json] [NAME]",
+	.synopsis = "cuslice groups [-o table|wide|json|yaml] [--no-headers] [NAME]",
 	.summary = "list groups (or one group) with their policy and usage",
 	.description =
 	    "       One line per group and GPU: GROUP, MANAGED (yes when the daemon holds\n"
@@ -144,7 +150,7 @@ static const struct cli_command commands[] = {
 	.run = cli_cmd_set,
 	.synopsis = "cuslice set GROUP [--mem SIZE|none] [--cores PCT|none] [--burst|--hard]\n"
 		    "                   [--required|--optional] [--oversubscribe|--no-oversubscribe]\n"
-		    "                   [-o table|json]",
+		    "                   [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "create or change a group's policy",
 	.description =
 	    "       Changes the policy cusliced keeps for GROUP (creating it: the group\n"
@@ -186,23 +192,28 @@ static const struct cli_command commands[] = {
     {
 	.name = "top",
 	.run = cli_cmd_top,
-	.synopsis = "cuslice top [-o table|json]",
+	.synopsis = "cuslice top [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "live view of GPUs and groups, refreshed every second",
 	.description =
 	    "       Shows every GPU (memory and utilization) and, per group and GPU, bars\n"
 	    "       for memory (against the limit, or the GPU's memory when none) and for\n"
-	    "       compute (against the share, or 100%). Refreshes every second in the\n"
-	    "       terminal's alternate screen; q, Q, Ctrl-C, Ctrl-D, SIGINT, SIGTERM or\n"
-	    "       SIGHUP exits and restores the terminal. When standard output is not a\n"
-	    "       terminal, prints one frame and exits; with -o json, prints one\n"
-	    "       {\"status\", \"gpus\", \"groups\"} document and exits.\n",
+	    "       compute (against the share, or 100%). Processes that hold GPU memory\n"
+	    "       without registering with cusliced (bypassing libcuslice) show as a\n"
+	    "       \"(bypassing)\" row per GPU: the memory no group accounts for.\n"
+	    "       Refreshes every second in the terminal's alternate screen, in colour\n"
+	    "       (bars green, yellow from 75%, red from 90%; bypassers red) unless\n"
+	    "       NO_COLOR is set or TERM is dumb; q, Q, Ctrl-C, Ctrl-D, SIGINT, SIGTERM\n"
+	    "       or SIGHUP exits and restores the terminal. When standard output is not\n"
+	    "       a terminal, prints one frame without colour, every line cut to\n"
+	    "       $COLUMNS (default 100), and exits; with -o json or yaml, prints one\n"
+	    "       {\"status\", \"gpus\", \"groups\", \"processes\"} document and exits.\n",
 	.options = OPT_O,
-	.examples = "       cuslice top\n       cuslice top | cat\n",
+	.examples = "       cuslice top\n       COLUMNS=80 cuslice top | cat\n",
     },
     {
 	.name = "status",
 	.run = cli_cmd_status,
-	.synopsis = "cuslice status [-o table|json]",
+	.synopsis = "cuslice status [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "show the daemon's state",
 	.description = "       Version, PID, uptime, socket, directories, metrics address and the\n"
 		       "       numbers of groups, processes and GPUs. With -o json: GET\n"
@@ -246,7 +257,7 @@ static const char exit_status[] =
     "           GPU list or group name\n"
     "       3   cusliced is not running (no socket, or nobody listening)\n"
     "       run: CMD's exit status once CMD started (127: CMD not found,\n"
-    "           126: CMD not executable)\n";
+    "           126: CMD not executable, or built for musl)\n";
 
 const struct cli_command *cli_command_find(const char *name)
 {
@@ -276,7 +287,7 @@ void cli_print_help(FILE *f)
 	      "       inspect and control them through cusliced\n"
 	      "\n"
 	      "SYNOPSIS\n"
-	      "       cuslice [--admin-socket PATH] [--socket PATH] [-o table|json] COMMAND\n"
+	      "       cuslice [--admin-socket PATH] [--socket PATH] [-o table|wide|json|yaml] [--no-headers] COMMAND\n"
 	      "               [OPTIONS] [ARGS]\n"
 	      "       cuslice help [COMMAND]\n"
 	      "\n"
@@ -367,10 +378,18 @@ int cli_common_option(struct cli *c, int opt, char **argv)
 	case CLI_OPT_OUTPUT:
 		if (strcmp(optarg, "table") == 0)
 			c->output = CLI_OUTPUT_TABLE;
+		else if (strcmp(optarg, "wide") == 0)
+			c->output = CLI_OUTPUT_WIDE;
 		else if (strcmp(optarg, "json") == 0)
 			c->output = CLI_OUTPUT_JSON;
+		else if (strcmp(optarg, "yaml") == 0)
+			c->output = CLI_OUTPUT_YAML;
 		else
-			return cli_usage(c, "-o \"%s\": expected table or json", optarg);
+			return cli_usage(c, "-o \"%s\": expected table, wide, json or yaml",
+					 optarg);
+		return CLI_CONTINUE;
+	case CLI_OPT_NO_HEADERS:
+		c->no_headers = true;
 		return CLI_CONTINUE;
 	case CLI_OPT_SOCKET:
 		if (!optarg[0])

@@ -2,7 +2,7 @@
  * Policy changes: `cuslice set`, `cuslice delete`, and the policy `run`
  * stores.
  *
- * A change is sent as a partial policy: cusliced's PUT merges the fields
+ * A change is sent as a partial policy: cusliced's PATCH merges the fields
  * given into the stored policy (src/daemon/cd-groups.c, cd_policy_put), so
  * `set team --cores 30` keeps team's memory limit, members and on_violation,
  * and two concurrent `set`s of different fields both take effect. "none" is
@@ -95,14 +95,14 @@ int cli_policy_apply(const struct cli *c, const char *group, const struct cli_po
 	if (!body)
 		return cli_fail(CLI_EXIT_FAIL, "out of memory");
 	snprintf(path, sizeof(path), "%s%s", cs_api_path(CS_API_GROUP), group);
-	e = cli_http(c, "PUT", path, body, &r);
+	e = cli_http(c, "PATCH", path, body, &r);
 	cJSON_free(body);
 	if (quiet_unreachable && (e || cli_http_not_admin(e, &r))) {
 		cli_reply_free(&r);
 		return e ? e : -EACCES;
 	}
 	if (e || r.status >= 300) {
-		rc = cli_report(c, e, &r, "PUT", path);
+		rc = cli_report(c, e, &r, "PATCH", path);
 	} else {
 		rc = CLI_EXIT_OK;
 		if (ret_group) {
@@ -204,13 +204,15 @@ int cli_cmd_set(struct cli *c, int argc, char **argv)
 	rc = cli_policy_apply(c, argv[optind], &ch, false, &group);
 	if (rc || !group)
 		goto out;
-	if (c->output == CLI_OUTPUT_JSON) {
-		rc = cli_json_print(group, stdout) ? cli_fail(CLI_EXIT_FAIL, "out of memory") : 0;
+	if (cli_output_document(c)) {
+		rc = cli_print_document(c, group) ? cli_fail(CLI_EXIT_FAIL, "out of memory") : 0;
 	} else {
+		struct cli_view v = cli_view_of(c);
+
 		rc = cli_get_json(c, cs_api_path(CS_API_GPUS), &gpus);
-		if (!rc && cli_render_groups(group, gpus, stdout) < 0)
+		if (!rc && cli_render_groups(group, gpus, &v, stdout) < 0)
 			rc = cli_fail(CLI_EXIT_FAIL,
-				      "cusliced's reply to PUT /v1/groups/%s lacks "
+				      "cusliced's reply to PATCH /v1/groups/%s lacks "
 				      "the fields the table needs (try -o json)",
 				      argv[optind]);
 	}

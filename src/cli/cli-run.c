@@ -348,7 +348,7 @@ int cli_cmd_run(struct cli *c, int argc, char **argv)
 	    {0},
 	};
 	struct cli_run_opts o = {0};
-	char err[512], preload[PATH_MAX], self[PATH_MAX];
+	char err[512], preload[PATH_MAX], self[PATH_MAX], interp[PATH_MAX];
 	uint64_t bytes;
 	double pct;
 	char **env;
@@ -404,6 +404,21 @@ int cli_cmd_run(struct cli *c, int argc, char **argv)
 	if (c->socket_given)
 		o.socket = c->socket;
 
+	/* A program libcuslice cannot be loaded into would run without its limits. */
+	if (cli_exec_loader(argv[optind], interp, sizeof(interp)) == 0) {
+		if (cli_loader_is_musl(interp))
+			return cli_fail(126, /* as a program exec cannot run */
+					"%s: built for musl (its loader is %s): libcuslice is built "
+					"for glibc and cannot be loaded into it, so it would run "
+					"without its limits; run a glibc build of it (a Debian, "
+					"Ubuntu or RHEL based image)",
+					argv[optind], interp);
+		if (!interp[0])
+			fprintf(stderr,
+				"cuslice: warning: %s is statically linked: libcuslice cannot be "
+				"loaded into it; if it uses a GPU, cusliced sees it as a bypass\n",
+				argv[optind]);
+	}
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	self[n > 0 ? n : 0] = '\0';
 	if (cli_find_preload(n > 0 ? self : NULL, preload, sizeof(preload), err, sizeof(err)) < 0)

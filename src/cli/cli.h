@@ -8,6 +8,7 @@
  *                  one place that turns a failed call into a message and an
  *                  exit code
  *   cli-json.c     small cJSON accessors
+ *   cli-yaml.c     -o yaml, and the one place that prints a reply as -o asks
  *   cli-parse.c    option values (--mem, --cores, --gpu, group names): the
  *                  exact messages of usage errors
  *   cli-render.c   tables (libsmartcols) of the daemon's JSON: pure functions
@@ -55,9 +56,18 @@ enum cli_exit {
 	CLI_EXIT_NO_DAEMON = 3, /* cusliced is not running */
 };
 
+/* -o: what a command prints. */
 enum cli_output {
-	CLI_OUTPUT_TABLE = 0,
-	CLI_OUTPUT_JSON = 1,
+	CLI_OUTPUT_TABLE = 0, /* a table (libsmartcols) */
+	CLI_OUTPUT_JSON = 1,  /* the daemon's JSON reply, re-indented */
+	CLI_OUTPUT_WIDE = 2,  /* a table with more columns */
+	CLI_OUTPUT_YAML = 3,  /* the daemon's reply as YAML */
+};
+
+/* How a table is printed: -o wide adds columns, --no-headers drops the headings. */
+struct cli_view {
+	bool wide;
+	bool no_headers;
 };
 
 /* Options shared by every command. */
@@ -68,6 +78,7 @@ struct cli {
 	/* --admin-socket, else $CUSLICE_ADMIN_SOCKET, else CLI_DEFAULT_ADMIN_SOCKET. */
 	const char *admin_socket;
 	enum cli_output output;
+	bool no_headers;     /* --no-headers */
 	const char *token;   /* $CUSLICE_TOKEN: sent as "Authorization: Bearer" */
 	const char *command; /* the command's name, for messages */
 };
@@ -97,12 +108,19 @@ __attribute__((format(printf, 2, 3))) int cli_usage(const struct cli *c, const c
 /* Prints "cuslice: <message>" on stderr; returns `code`. */
 __attribute__((format(printf, 2, 3))) int cli_fail(int code, const char *fmt, ...);
 
+/*
+ * The "nvml" object of a reply (/v1/status, /v1/gpus) in words: "up", or
+ * "down: REASON (N attempts, retrying)"; "-" from a daemon that does not say.
+ */
+const char *cli_fmt_nvml(const cJSON *reply, char *buf, size_t len);
+
 /* getopt_long values of the options every command accepts. */
 enum cli_common_opt {
 	CLI_OPT_HELP = 'h',
 	CLI_OPT_OUTPUT = 'o',
 	CLI_OPT_SOCKET = 0x100,
 	CLI_OPT_ADMIN_SOCKET,
+	CLI_OPT_NO_HEADERS,
 };
 /* Commands that take options after operands use it as is; run and main prefix "+". */
 #define CLI_COMMON_SHORT ":ho:"
@@ -112,7 +130,8 @@ enum cli_common_opt {
 	{"help", no_argument, NULL, CLI_OPT_HELP},                                                 \
 	{"output", required_argument, NULL, CLI_OPT_OUTPUT},                                       \
 	{"socket", required_argument, NULL, CLI_OPT_SOCKET},                                       \
-	{"admin-socket", required_argument, NULL, CLI_OPT_ADMIN_SOCKET}
+	{"admin-socket", required_argument, NULL, CLI_OPT_ADMIN_SOCKET},                           \
+	{"no-headers", no_argument, NULL, CLI_OPT_NO_HEADERS}
 /* clang-format on */
 
 /* cli_common_option's "not finished: go on parsing". */
@@ -236,6 +255,34 @@ const cJSON *cli_json_array(const cJSON *o, const char *key);
 /* Prints j as formatted JSON and a newline on f. Returns 0 or -ENOMEM. */
 int cli_json_print(const cJSON *j, FILE *f);
 
+/* ---- cli-yaml.c ---- */
+
+/*
+ * Prints j as a YAML document (block style, two-space indents) on f:
+ * strings double-quoted with JSON's escapes (valid YAML, whatever they
+ * hold), numbers, true/false/null as JSON writes them, empty containers as
+ * {} and []. Returns 0 or -ENOMEM.
+ */
+int cli_yaml_print(const cJSON *j, FILE *f);
+
+/* -o json or yaml: the reply as a document, not a table. */
+bool cli_output_document(const struct cli *c);
+/* Prints j on stdout as -o json or yaml asks. 0 or -ENOMEM. */
+int cli_print_document(const struct cli *c, const cJSON *j);
+
+/* The view of c's options (-o wide, --no-headers). */
+struct cli_view cli_view_of(const struct cli *c);
+
+/*
+ * Prints a reply as c->output asks: JSON, YAML, or render(reply, ...) as a
+ * table (render_arg passed through). Returns render's result (0, -EPROTO,
+ * -ENOMEM) or the printer's.
+ */
+int cli_output_reply(const struct cli *c, const cJSON *reply,
+		     int (*render)(const cJSON *reply, const void *arg, const struct cli_view *v,
+				   FILE *f),
+		     const void *render_arg);
+
 /* ---- cli-self.c ---- */
 
 /*
@@ -280,12 +327,18 @@ const char *cli_gpu_label(const struct cli_gpu_map *m, const char *uuid, char *b
  * or -EPROTO when the reply lacks what the table needs (the caller says the
  * daemon sent something unexpected), -ENOMEM.
  */
-int cli_render_status(const cJSON *status, FILE *f);
-int cli_render_gpus(const cJSON *gpus, FILE *f);
-/* processes: /v1/processes; groups: /v1/groups (limits, core shares); gpus: /v1/gpus or NULL. */
-int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus, FILE *f);
-/* groups: /v1/groups, or one GROUP object (GET/PUT /v1/groups/NAME). */
-int cli_render_groups(const cJSON *groups, const cJSON *gpus, FILE *f);
+/* v NULL: the default view (no wide columns, headings). */
+int cli_render_status(const cJSON *status, const struct cli_view *v, FILE *f);
+/* Wide: the UUID. */
+int cli_render_gpus(const cJSON *gpus, const struct cli_view *v, FILE *f);
+/*
+ * processes: /v1/processes; groups: /v1/groups (limits, core shares); gpus:
+ * /v1/gpus or NULL. Wide: UID, the GPU's UUID, CGROUP, the group's LABELS.
+ */
+int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus,
+		  const struct cli_view *v, FILE *f);
+/* groups: /v1/groups, or one GROUP object (GET/PUT /v1/groups/NAME). Wide: the UUID. */
+int cli_render_groups(const cJSON *groups, const cJSON *gpus, const struct cli_view *v, FILE *f);
 
 /* ---- commands (cli-cmds.c, cli-policy.c, cli-run.c, cli-top.c) ---- */
 
@@ -368,15 +421,35 @@ void cli_env_free(char **env);
  */
 int cli_find_preload(const char *self_exe, char *buf, size_t len, char *err, size_t errlen);
 
+/* ---- the command's loader (cli-elf.c) ---- */
+
+/*
+ * The ELF interpreter (PT_INTERP) of what exec would run for cmd (PATH
+ * searched; for a script, its "#!" interpreter's) into interp: "" for a
+ * static program. 0, or -errno (-ENOENT not found, -ENOEXEC not a 64-bit
+ * ELF file): then exec decides.
+ */
+int cli_exec_loader(const char *cmd, char *interp, size_t len);
+/* Whether interp is musl's loader (ld-musl-ARCH.so.1), which cannot load libcuslice. */
+bool cli_loader_is_musl(const char *interp);
+
 /* ---- cli-top.c ---- */
+
+/* cli_top_frame's flags. */
+enum {
+	CLI_TOP_COLOR = 1, /* SGR colours: bars by how full, headings bold, bypassers red */
+	CLI_TOP_CUT = 2,   /* every line cut to `width` columns (no terminal to do it) */
+};
 
 /*
  * One frame of `top`, `width` columns wide, from the replies of /v1/status,
- * /v1/gpus and /v1/groups (any may be NULL: that part is left out), plus an
- * optional one-line `problem` (e.g. the daemon went away). Lines end in
- * "\n", no escape sequences. Returns a malloc'd string or NULL.
+ * /v1/gpus, /v1/groups and /v1/processes (any may be NULL: that part is
+ * left out; processes that did not register show as a "(bypassing)" row
+ * per GPU under the groups), plus an optional one-line `problem` (e.g. the
+ * daemon went away). Lines end in "\n"; escape sequences only with
+ * CLI_TOP_COLOR. Returns a malloc'd string or NULL.
  */
 char *cli_top_frame(const cJSON *status, const cJSON *gpus, const cJSON *groups,
-		    const char *problem, unsigned width);
+		    const cJSON *processes, const char *problem, unsigned width, unsigned flags);
 
 #endif

@@ -4,12 +4,20 @@
 
 #include <stdio.h>
 
-enum cs_log_level {
-	CS_LOG_ERROR = 0,
-	CS_LOG_WARN = 1,
-	CS_LOG_INFO = 2,
-	CS_LOG_DEBUG = 3,
-};
+#include "cuslice/xenum.h"
+
+/*
+ * The levels: X(LEVEL, name, word). `name` is how configuration spells it
+ * (CUSLICE_LOG_LEVEL, cusliced's log_level, the plugins' --log-level:
+ * cs_log_level_parse, cs_log_level_name); `word` is how a log line says it
+ * ("cusliced: warning: ...").
+ */
+#define CS_LOG_LEVELS(X)                                                                           \
+	X(CS_LOG_ERROR, "error", "error")                                                          \
+	X(CS_LOG_WARN, "warn", "warning")                                                          \
+	X(CS_LOG_INFO, "info", "info")                                                             \
+	X(CS_LOG_DEBUG, "debug", "debug")
+CS_XENUM(cs_log_level, CS_LOG_LEVEL_COUNT, CS_LOG_LEVELS)
 
 /* Current threshold; set once at start-up by the component that owns it. */
 extern int cs_log_threshold;

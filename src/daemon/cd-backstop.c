@@ -176,7 +176,8 @@ static void act(struct cusliced *d, struct cd_seen *s, int action, const char *g
 		const char *why)
 {
 	int sig = action == CS_POLICY_ACTION_KILL ? SIGKILL : SIGSTOP;
-	const char *kind = action == CS_POLICY_ACTION_KILL ? "killed" : "stopped";
+	enum cs_event_kind kind =
+	    action == CS_POLICY_ACTION_KILL ? CS_EVENT_KILLED : CS_EVENT_STOPPED;
 	int e;
 
 	if (action == CS_POLICY_ACTION_REPORT || !s || s->pid <= 1 || s->pid == d->pid)
@@ -194,7 +195,8 @@ static void act(struct cusliced *d, struct cd_seen *s, int action, const char *g
 		       action == CS_POLICY_ACTION_KILL ? "kill" : "stop", (int)s->pid, why,
 		       strerror(-e));
 	else
-		cd_event(d, kind, group, s->pid, "pid %d %s: %s", (int)s->pid, kind, why);
+		cd_event(d, kind, group, s->pid, "pid %d %s: %s", (int)s->pid,
+			 cs_event_kind_name(kind), why);
 }
 
 /* The strictest on_violation among managed groups whose members name the process. */
@@ -229,6 +231,7 @@ static void bypass_add(struct cusliced *d, struct cd_snap_proc *list, unsigned *
 		sp->uid = p->uid;
 		snprintf(sp->cgroup, sizeof(sp->cgroup), "%s", p->cgroup);
 		sp->stopped = cd_pid_state(p->pid) == 'T';
+		cd_pid_comm(p->pid, sp->name, sizeof(sp->name));
 	}
 	(void)d;
 	if (sp->ngpu < 8) {
@@ -269,7 +272,7 @@ static void check_bypass(struct cusliced *d, struct cd_gpu_sample *gs, unsigned 
 			action = member_action(d, &p);
 			if ((int)d->cfg->on_bypass > action)
 				action = d->cfg->on_bypass;
-			cd_event(d, "bypass", "", np->pid,
+			cd_event(d, CS_EVENT_BYPASS, "", np->pid,
 				 "pid %d (uid %u, cgroup %.80s) holds %llu bytes on %s without "
 				 "registering with cusliced; action: %s",
 				 (int)np->pid, (unsigned)p.uid, p.cgroup[0] ? p.cgroup : "unknown",
@@ -351,7 +354,8 @@ static void check_quota(struct cusliced *d, struct cd_gpu_sample *gs, unsigned n
 				 (unsigned long long)limit, claimed);
 			if (!(g->over_quota & bit)) {
 				g->over_quota |= bit;
-				cd_event(d, "over_quota", g->name, 0, "%s; action: %s", why,
+				d->over_memory_total++;
+				cd_event(d, CS_EVENT_OVER_QUOTA, g->name, 0, "%s; action: %s", why,
 					 cs_policy_action_name(g->policy
 								   ? g->policy->on_violation
 								   : CS_POLICY_ACTION_REPORT));
@@ -428,8 +432,9 @@ static void core_use(struct cusliced *d, struct cd_gpu_sample *gs, unsigned ngs,
 				 lim * 100);
 			if (!(g->over_core & bit)) {
 				g->over_core |= bit;
-				cd_event(d, "over_compute", g->name, 0, "%s; action: %s", why,
-					 cs_policy_action_name(g->policy->on_violation));
+				d->over_compute_total++;
+				cd_event(d, CS_EVENT_OVER_COMPUTE, g->name, 0, "%s; action: %s",
+					 why, cs_policy_action_name(g->policy->on_violation));
 			}
 			act_on_group(d, g, &gs[i], map, true, why);
 		}
@@ -507,9 +512,17 @@ void cd_backstop_tick(struct cusliced *d)
 	struct pidmap map = {0};
 	int ngs = -1;
 
+	cd_nvml_retry(d);
 	if (gs)
 		ngs = cd_nvml_sample(d->nvml, gs); /* outside the lock: NVML may be slow */
 	pthread_mutex_lock(&d->lock);
+	/* Without NVML (not loaded) there is no backstop: a failure, not an empty node. */
+	if (ngs < 0 || !d->nvml) {
+		d->backstop_failures++;
+	} else {
+		d->backstop_ok_ms = cd_now_ms();
+		d->backstop_ok_real = cd_now_real();
+	}
 	if (ngs >= 0) {
 		gpus_store(d, gs, ngs);
 		build_map(d, &map);

@@ -55,17 +55,11 @@ const char *const cd_config_keys[] = {
     "sched_idle",
     "sched_grace",
     "sched_drain_quiet",
+    "status_page",
     NULL,
 };
 
 #define NKEYS (sizeof(cd_config_keys) / sizeof(cd_config_keys[0]) - 1)
-
-static const char *const level_names[] = {"error", "warn", "info", "debug"};
-
-const char *cd_log_level_name(int level)
-{
-	return level >= CS_LOG_ERROR && level <= CS_LOG_DEBUG ? level_names[level] : "?";
-}
 
 void cd_config_defaults(struct cd_config *c)
 {
@@ -75,6 +69,7 @@ void cd_config_defaults(struct cd_config *c)
 	strcpy(c->state_dir, CS_DEFAULT_STATE_DIR);
 	strcpy(c->shm_dir, CS_DEFAULT_SHM_DIR);
 	strcpy(c->metrics_listen, CS_DEFAULT_METRICS_LISTEN);
+	c->status_page = CS_DEFAULT_STATUS_PAGE;
 	c->backstop_interval_ms = 1000;
 	c->session_ttl_s = 30;
 	c->on_bypass = CS_POLICY_ACTION_REPORT;
@@ -365,18 +360,23 @@ int cd_config_set(struct cd_config *c, const char *key, const char *value, char 
 		if (!listen_form(value) || strlen(value) >= sizeof(c->metrics_listen))
 			return refuse(why, whylen, value,
 				      "expected HOST:PORT with PORT 1 to 65535 (an IPv6 HOST in "
-				      "brackets, e.g. [::1]:9464), or none");
+				      "brackets, e.g. [::1]:10463), or none");
 		strcpy(c->metrics_listen, value);
 		return 0;
 	}
+	if (strcmp(key, "status_page") == 0) {
+		if (strcmp(value, "yes") != 0 && strcmp(value, "no") != 0)
+			return refuse(why, whylen, value,
+				      "expected yes (the status page at / on metrics_listen) or no");
+		c->status_page = value[0] == 'y';
+		return 0;
+	}
 	if (strcmp(key, "log_level") == 0) {
-		for (v = CS_LOG_ERROR; v <= CS_LOG_DEBUG; v++) {
-			if (strcmp(value, level_names[v]) == 0) {
-				c->log_level = v;
-				return 0;
-			}
-		}
-		return refuse(why, whylen, value, "expected error, warn, info or debug");
+		v = cs_log_level_parse(value);
+		if (v < 0)
+			return refuse(why, whylen, value, "expected error, warn, info or debug");
+		c->log_level = v;
+		return 0;
 	}
 	if (strcmp(key, "token_file") == 0) {
 		if (*value && (value[0] != '/' || strlen(value) >= sizeof(c->token_file)))
@@ -626,7 +626,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
 			 "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid, "
 			 "sched, sched_tick, sched_headroom, sched_calm, sched_quantum_factor, "
 			 "sched_quantum_min, sched_quantum_max, sched_bandwidth, sched_idle, "
-			 "sched_grace, sched_drain_quiet",
+			 "sched_grace, sched_drain_quiet, status_page",
 			 name);
 		return 0;
 	}

@@ -4,10 +4,11 @@
  * classes that each keep their last CD_EVENTS_MAX events, so that no flood
  * of one kind can push another's out:
  *
- *   enforcement  bypass, over_quota, stopped, killed, policy (and kinds
- *                this file does not know: new kinds are kept, not lost)
+ *   enforcement  bypass, over_quota, stopped, killed, policy... (and kinds
+ *                this daemon does not know: new kinds are kept, not lost)
  *   refusal      denied
  *   ordinary     registered, unregistered, reclaimed
+ * (the kinds and their classes: CS_EVENT_KINDS, include/cuslice/api.h)
  *
  * Every event is charged to a tenant (struct cd_tenant: the peer or
  * process it is about, the API peer who caused it; none for the daemon's
@@ -48,17 +49,14 @@ const char *cd_event_class_name(enum cd_event_class c)
 
 enum cd_event_class cd_event_class_of(const char *kind)
 {
-	/* The scheduler's too, except "revoked" (a holder that did not drain): enforcement. */
-	static const char *const ordinary[] = {"registered", "unregistered", "reclaimed",
-					       "serialized", "parallel",   "granted",
-					       "released",   "waiting"};
+	static const enum cd_event_class classes[] = {
+#define X(id, name, cls) [id] = CD_EVCLASS_##cls,
+	    CS_EVENT_KINDS(X)
+#undef X
+	};
+	int k = cs_event_kind_parse(kind);
 
-	if (strcmp(kind, "denied") == 0)
-		return CD_EVCLASS_REFUSAL;
-	for (size_t i = 0; i < sizeof(ordinary) / sizeof(ordinary[0]); i++)
-		if (strcmp(kind, ordinary[i]) == 0)
-			return CD_EVCLASS_ORDINARY;
-	return CD_EVCLASS_ENFORCEMENT;
+	return k < 0 ? CD_EVCLASS_ENFORCEMENT : classes[k];
 }
 
 void cd_events_init(struct cd_events *e)
@@ -257,7 +255,7 @@ static void summarize(struct cd_events *e, struct cd_ev_bucket *b, double time, 
 		ev.seq = e->next++;
 		ev.time = time;
 		ev.uid = b->t.uid;
-		field(ev.kind, sizeof(ev.kind), "suppressed");
+		field(ev.kind, sizeof(ev.kind), cs_event_kind_name(CS_EVENT_SUPPRESSED));
 		field(ev.message, sizeof(ev.message), msg);
 		ring_put(&e->ring[b->cls], &ev);
 		queue_line(e, b->cls, &ev);

@@ -260,7 +260,7 @@ void cd_group_release_slot(struct cusliced *d, struct cd_group *g, int slot, pid
 	cs_group_slot_reclaim(&g->h, slot);
 	g->assigned[slot / 64] &= ~(1ull << (slot % 64));
 	if (held)
-		cd_event(d, "reclaimed", g->name, pid,
+		cd_event(d, CS_EVENT_RECLAIMED, g->name, pid,
 			 "group %s: gave back %llu bytes pid %d held", g->name,
 			 (unsigned long long)held, (int)pid);
 	/*
@@ -291,7 +291,7 @@ static void repair_header(struct cusliced *d, struct cd_group *g)
 	r->size = sizeof(*r);
 	memset(r->name, 0, sizeof(r->name));
 	memcpy(r->name, g->name, strlen(g->name));
-	cd_event(d, "region_repair", g->name, 0,
+	cd_event(d, CS_EVENT_REGION_REPAIR, g->name, 0,
 		 "group %s: its region's header was overwritten by a member; written back",
 		 g->name);
 }
@@ -316,7 +316,7 @@ static void wipe_strays(struct cusliced *d, struct cd_group *g)
 		n++;
 	}
 	if (n)
-		cd_event(d, "stray_slots", g->name, 0,
+		cd_event(d, CS_EVENT_STRAY_SLOTS, g->name, 0,
 			 "group %s: wiped %u slot%s no registration holds (never given back)",
 			 g->name, n, n == 1 ? "" : "s");
 }
@@ -463,8 +463,8 @@ static int check_indices(const struct cusliced *d, const struct cd_policy *p, ch
 	return 0;
 }
 
-int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len, char *err,
-		  size_t errlen)
+int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len,
+		  enum cd_put_mode mode, bool *ret_created, char *err, size_t errlen)
 {
 	struct cd_policy *p;
 	struct cd_group *g;
@@ -483,7 +483,7 @@ int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t
 		return -ENOMEM;
 	pthread_mutex_lock(&d->lock);
 	g = cd_group_find(d, name);
-	if (g && g->policy)
+	if (g && g->policy && mode == CD_PUT_MERGE)
 		*p = *g->policy;
 	else
 		cd_policy_init(p, name);
@@ -512,13 +512,16 @@ int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t
 		free(p);
 		return e;
 	}
+	if (ret_created)
+		*ret_created = !g->policy;
 	free(g->policy);
 	g->policy = p;
 	g->idle_since_ms = 0;
 	if (cd_group_open_region(d, g) == 0)
 		cd_group_apply(d, g);	/* a new region had it applied already; an old one now */
 	text = cd_policy_to_json(p);
-	cd_event(d, "policy", name, 0, "group %s: policy set: %.200s", name, text ? text : "");
+	cd_event(d, CS_EVENT_POLICY, name, 0, "group %s: policy set: %.200s", name,
+		 text ? text : "");
 	free(text);
 	pthread_mutex_unlock(&d->lock);
 	return 0;
@@ -545,8 +548,8 @@ int cd_policy_delete(struct cusliced *d, const char *name)
 	group_unmanage(g);
 	free(g->policy);
 	g->policy = NULL;
-	cd_event(d, "policy", name, 0, "group %s: policy deleted (the group is unmanaged now)",
-		 name);
+	cd_event(d, CS_EVENT_POLICY, name, 0,
+		 "group %s: policy deleted (the group is unmanaged now)", name);
 	pthread_mutex_unlock(&d->lock);
 	return 0;
 }

@@ -58,9 +58,6 @@ int cd_config_load_token(struct cd_config *c, char *err, size_t errlen);
 /* The INI keys, in --help order, NULL-terminated. */
 extern const char *const cd_config_keys[];
 
-/* "error", "warn", "info", "debug". */
-const char *cd_log_level_name(int level);
-
 /* ---- JSON text from outside (cd-json.c) ---- */
 
 /*
@@ -139,7 +136,7 @@ struct cd_events {
 unsigned cd_events_burst(bool privileged);
 unsigned cd_events_rate(bool privileged);
 
-/* The class of an event kind. */
+/* The class of an event kind (CS_EVENT_KINDS); a kind not listed there: enforcement. */
 enum cd_event_class cd_event_class_of(const char *kind);
 /* "enforcement", "refusal", "ordinary": the files' names. */
 const char *cd_event_class_name(enum cd_event_class c);
@@ -373,6 +370,8 @@ enum cd_pidns cd_pid_pidns(pid_t pid);
 int cd_pid_creds(pid_t pid, struct cd_peer *p);
 /* 'R', 'S', 'T', ... (field 3 of /proc/PID/stat), 0 when gone. */
 char cd_pid_state(pid_t pid);
+/* The process's name (/proc/PID/comm, the process's own to set) into buf; "" when gone. */
+void cd_pid_comm(pid_t pid, char *buf, size_t len);
 /*
  * The lowest process-slot byte (< CS_GROUP_MAX_PROCS) that descriptor fd of
  * pid holds an OFD write lock on, from /proc/PID/fdinfo/FD's "lock:" lines
@@ -406,8 +405,12 @@ struct cd_gpu_sample { /* what the loop learns of one GPU per tick */
 
 struct cd_nvml;
 
-/* Loads libnvidia-ml.so.1 and initialises it; NULL (logged once) when unavailable. */
-struct cd_nvml *cd_nvml_open(void);
+/*
+ * Loads libnvidia-ml.so.1 and initialises it; NULL when unavailable, with
+ * why[0..whylen) saying why (nothing logged: the caller, cd-nvml-state.c,
+ * decides what to log and when to try again).
+ */
+struct cd_nvml *cd_nvml_open(char *why, size_t whylen);
 void cd_nvml_close(struct cd_nvml *n);
 /*
  * Samples every GPU into out[0..CD_GPUS_MAX): returns how many, or -errno.
@@ -415,6 +418,26 @@ void cd_nvml_close(struct cd_nvml *n);
  */
 int cd_nvml_sample(struct cd_nvml *n, struct cd_gpu_sample *out);
 void cd_nvml_samples_free(struct cd_gpu_sample *s, unsigned n);
+
+/* ---- NVML's state: opened at start, retried with backoff (cd-nvml-state.c) ---- */
+
+/* First retry 1 s after a failure, doubling to at most 5 minutes. */
+#define CD_NVML_RETRY_FIRST_MS 1000u
+#define CD_NVML_RETRY_MAX_MS (300u * 1000u)
+
+/*
+ * Opens NVML at start (d->nvml); on failure logs a warning and records an
+ * "nvml_down" event, and the loop retries (cd_nvml_retry). Before the loop,
+ * lock NOT held.
+ */
+void cd_nvml_start(struct cusliced *d);
+/*
+ * While NVML is down: tries to open it when its retry time has come; on
+ * success d->nvml is set, with an info line and an "nvml_up" event; on
+ * failure the next try is put off twice as long (to CD_NVML_RETRY_MAX_MS).
+ * Loop thread, lock NOT held (NVML may be slow).
+ */
+void cd_nvml_retry(struct cusliced *d);
 
 /* ---- connection admission (cd-admit.c) ---- */
 
@@ -616,6 +639,10 @@ struct cusliced {
 
 	pthread_mutex_t lock; /* guards everything below */
 	uint64_t bypass_total, refused_total, registrations_total;
+	uint64_t over_memory_total, over_compute_total; /* over_quota, over_compute events */
+	uint64_t backstop_ok_ms;      /* last good NVML sample (cd_now_ms), 0 never */
+	double backstop_ok_real;      /* the same, unix seconds */
+	uint64_t backstop_failures;   /* NVML samples that failed */
 	struct cd_events events;
 	struct cd_group **groups;
 	unsigned ngroups, groups_cap;
@@ -623,6 +650,7 @@ struct cusliced {
 	unsigned nprocs, procs_cap;
 	struct cd_snap_gpu gpus[CD_GPUS_MAX];
 	unsigned ngpus;
+	struct cd_nvml_state nvml_state; /* cd-nvml-state.c */
 	struct cd_seen *seen;
 	unsigned nseen, seen_cap;
 	struct cd_snap_proc *bypass; /* unregistered processes on GPUs, last backstop tick */
@@ -647,6 +675,7 @@ struct cusliced {
 	struct cd_http *http;
 	struct cd_nvml *nvml;
 	struct cd_sched *sched; /* the GPU scheduler (cd-sched.c); its books under the lock */
+	uint64_t nvml_next_ms, nvml_backoff_ms; /* cd_nvml_retry */
 	uint64_t next_reclaim_ms, next_backstop_ms;
 	bool stop;
 	void **graveyard;   /* freed after the current batch */
@@ -673,13 +702,13 @@ void cd_state_free(struct cusliced *d);
  * PID namespace); for pid 0 the API peer's (cd_event_actor), else nobody's.
  * Lock held.
  */
-__attribute__((format(printf, 5, 6))) void
-cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, const char *fmt, ...);
+__attribute__((format(printf, 5, 6))) void cd_event(struct cusliced *d, enum cs_event_kind kind,
+						    const char *group, pid_t pid, const char *fmt,
+						    ...);
 /* cd_event with the tenant known (a peer's). Lock held. */
-__attribute__((format(printf, 6, 7))) void cd_event_tenant(struct cusliced *d,
-							   const struct cd_tenant *t,
-							   const char *kind, const char *group,
-							   pid_t pid, const char *fmt, ...);
+__attribute__((format(printf, 6, 7))) void
+cd_event_tenant(struct cusliced *d, const struct cd_tenant *t, enum cs_event_kind kind,
+		const char *group, pid_t pid, const char *fmt, ...);
 /* Once a second: the events' "suppressed" summaries that are due. Lock held. */
 void cd_events_second(struct cusliced *d);
 /* Writes the events recorded since the last call to their files. Loop thread, lock NOT held. */

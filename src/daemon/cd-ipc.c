@@ -151,7 +151,7 @@ static void do_register(struct cusliced *d, struct cd_conn *c, const struct cs_i
 	ok.slot = (uint32_t)slot;
 	snprintf(ok.group, sizeof(ok.group), "%s", dec.group);
 	reply(c, CS_IPC_REGISTERED, m->h.seq, &ok);
-	cd_event(d, "registered", dec.group, c->peer.pid,
+	cd_event(d, CS_EVENT_REGISTERED, dec.group, c->peer.pid,
 		 "pid %d (uid %u) joined group %s (slot %d)%s%s", (int)c->peer.pid,
 		 (unsigned)c->peer.uid, dec.group, slot, dec.policy ? " (managed)" : "",
 		 r->group[0] && strcmp(r->group, dec.group) != 0 ? " instead of the group it asked"

@@ -46,7 +46,7 @@ static const char usage_text[] =
     "                           on the command line override it\n"
     "      --socket PATH        the registration socket, the only one tenants get:\n"
     "                           processes register there and may read their own\n"
-    "                           view (GET /v1/healthz, /v1/self); mode 0660\n"
+    "                           view (GET /healthz, /readyz, /v1/self); mode 0660\n"
     "                           (default " CS_DEFAULT_SOCKET ")\n"
     "      --socket-group GROUP group owning it: name or gid (default: the daemon's\n"
     "                           group)\n"
@@ -59,8 +59,12 @@ static const char usage_text[] =
     "                           (default " CS_DEFAULT_STATE_DIR ")\n"
     "      --shm-dir DIR        ignored (regions are sealed memory files the daemon\n"
     "                           hands to its members; kept for old configurations)\n"
-    "      --metrics-listen ADDR  Prometheus metrics on HOST:PORT ([::1]:PORT for\n"
-    "                           IPv6), or none (default " CS_DEFAULT_METRICS_LISTEN ")\n"
+    "      --metrics-listen ADDR  Prometheus metrics (/metrics), the probes\n"
+    "                           (/healthz, /readyz) and the status page on\n"
+    "                           HOST:PORT ([::1]:PORT for IPv6), or none\n"
+    "                           (default " CS_DEFAULT_METRICS_LISTEN ")\n"
+    "      --status-page yes|no the read-only status page at / on the metrics\n"
+    "                           address (default yes)\n"
     "      --log-level LEVEL    error, warn, info (default) or debug\n"
     "      --token-file FILE    file holding a token that processes (CUSLICE_TOKEN)\n"
     "                           and API clients (Authorization: Bearer) must present\n"
@@ -184,6 +188,7 @@ static const struct option longopts[] = {
     {"sched-idle", required_argument, NULL, 0},
     {"sched-grace", required_argument, NULL, 0},
     {"sched-drain-quiet", required_argument, NULL, 0},
+    {"status-page", required_argument, NULL, 0},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -241,7 +246,7 @@ static void configure(int argc, char **argv, struct cd_config *c)
 		char *text = read_config(config, err, sizeof(err));
 
 		if (!text || cd_config_parse_ini(c, text, err, sizeof(err)) != 0) {
-			fprintf(stderr, PROG ": config %s: %s\n", config, err);
+			cs_log(CS_LOG_ERROR, CD_LOG, "config %s: %s", config, err);
 			exit(2);
 		}
 		free(text);
@@ -254,17 +259,17 @@ static void configure(int argc, char **argv, struct cd_config *c)
 			if (*p == '-')
 				*p = '_';
 		if (cd_config_set(c, key, ov[i].value, err, sizeof(err)) != 0) {
-			fprintf(stderr, PROG ": --%s %s\n", ov[i].opt, err);
+			cs_log(CS_LOG_ERROR, CD_LOG, "--%s %s", ov[i].opt, err);
 			exit(2);
 		}
 	}
 	free(ov);
 	if (cd_config_check(c, err, sizeof(err)) != 0) {
-		fprintf(stderr, PROG ": %s\n", err);
+		cs_log(CS_LOG_ERROR, CD_LOG, "%s", err);
 		exit(2);
 	}
 	if (cd_config_load_token(c, err, sizeof(err)) != 0) {
-		fprintf(stderr, PROG ": %s\n", err);
+		cs_log(CS_LOG_ERROR, CD_LOG, "%s", err);
 		exit(2);
 	}
 }
@@ -344,7 +349,7 @@ static int prepare_dirs(const struct cd_config *c)
 	int e = mkdir_p(c->state_dir, 0700);
 
 	if (e || stat(c->state_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, PROG ": state_dir %s: cannot create it: %s\n", c->state_dir,
+		cs_log(CS_LOG_ERROR, CD_LOG, "state_dir %s: cannot create it: %s", c->state_dir,
 			strerror(e ? -e : ENOTDIR));
 		return -1;
 	}
@@ -391,7 +396,7 @@ int main(int argc, char **argv)
 	if (prepare_dirs(&cfg) != 0)
 		return 1;
 	if (cd_state_init(&d, &cfg) != 0) {
-		fprintf(stderr, PROG ": out of memory\n");
+		cs_log(CS_LOG_ERROR, CD_LOG, "out of memory");
 		return 1;
 	}
 	d.pid = getpid();
@@ -435,13 +440,13 @@ int main(int argc, char **argv)
 	 * touches any region or policy.
 	 */
 	if (cd_listen_open(&d, err, sizeof(err)) != 0) {
-		fprintf(stderr, PROG ": %s\n", err);
+		cs_log(CS_LOG_ERROR, CD_LOG, "%s", err);
 		goto out;
 	}
-	d.nvml = cd_nvml_open();
+	cd_nvml_start(&d);
 	d.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (d.epfd < 0) {
-		fprintf(stderr, PROG ": epoll: %s\n", strerror(errno));
+		cs_log(CS_LOG_ERROR, CD_LOG, "epoll: %s", strerror(errno));
 		goto out;
 	}
 
@@ -454,7 +459,7 @@ int main(int argc, char **argv)
 	pthread_mutex_lock(&d.lock);
 	if (cd_groups_load_policies(&d, err, sizeof(err)) != 0) {
 		pthread_mutex_unlock(&d.lock);
-		fprintf(stderr, PROG ": %s\n", err);
+		cs_log(CS_LOG_ERROR, CD_LOG, "%s", err);
 		goto out;
 	}
 	cd_regions_recover(&d);
@@ -467,7 +472,7 @@ int main(int argc, char **argv)
 
 	d.http = cd_http_start(&d, &cfg, err, sizeof(err));
 	if (!d.http) {
-		fprintf(stderr, PROG ": %s\n", err);
+		cs_log(CS_LOG_ERROR, CD_LOG, "%s", err);
 		goto out;
 	}
 	cs_log(CS_LOG_INFO, CD_LOG,
@@ -479,7 +484,7 @@ int main(int argc, char **argv)
 		goto out;
 	notify("READY=1");
 	if (cd_loop_run(&d, err, sizeof(err)) != 0)
-		fprintf(stderr, PROG ": %s\n", err);
+		cs_log(CS_LOG_ERROR, CD_LOG, "%s", err);
 	else
 		rc = 0;
 	notify("STOPPING=1");

@@ -5,9 +5,9 @@
  *
  * Per-process device time comes from nvmlDeviceGetProcessUtilization: a
  * query with lastSeen = the newest timestamp of the previous answer returns
- * each process's smUtil over (lastSeen, timeStamp]; smUtil x that window,
- * summed, is the process's device time (the window is clamped to the 1 s
- * NVML keeps).
+ * each process's smUtil over (lastSeen, timeStamp]; cs_nvml_busy_ns turns
+ * them into device time by the rule libcuslice's compute controller uses
+ * too (src/common/cs-nvml-busy.h).
  */
 #include "cd-int.h"
 
@@ -18,21 +18,8 @@
 #include <string.h>
 
 #include "cs-log.h"
+#include "cs-nvml-busy.h"
 #include "cuslice/nvml-abi.h"
-
-#define UTIL_WINDOW_MAX_US 1000000ull
-
-typedef nvmlReturn_t (*init_fn)(void);
-typedef nvmlReturn_t (*count_fn)(unsigned int *);
-typedef nvmlReturn_t (*by_index_fn)(unsigned int, nvmlDevice_t *);
-typedef nvmlReturn_t (*text_fn)(nvmlDevice_t, char *, unsigned int);
-typedef nvmlReturn_t (*mem_fn)(nvmlDevice_t, nvmlMemory_t *);
-typedef nvmlReturn_t (*util_fn)(nvmlDevice_t, nvmlUtilization_t *);
-typedef nvmlReturn_t (*procs3_fn)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
-typedef nvmlReturn_t (*procs2_fn)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_v2_t *);
-typedef nvmlReturn_t (*procs1_fn)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_v1_t *);
-typedef nvmlReturn_t (*putil_fn)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *,
-				 unsigned long long);
 
 struct cd_nvml_dev {
 	nvmlDevice_t h;
@@ -45,13 +32,13 @@ struct cd_nvml_dev {
 
 struct cd_nvml {
 	void *lib;
-	init_fn shutdown;
-	mem_fn mem;
-	util_fn util;
-	procs3_fn procs3;
-	procs2_fn procs2;
-	procs1_fn procs1;
-	putil_fn putil;
+	CS_NVML_FN(nvmlShutdown) shutdown;
+	CS_NVML_FN(nvmlDeviceGetMemoryInfo) mem;
+	CS_NVML_FN(nvmlDeviceGetUtilizationRates) util;
+	CS_NVML_FN(nvmlDeviceGetComputeRunningProcesses_v3) procs3;
+	CS_NVML_FN(nvmlDeviceGetComputeRunningProcesses_v2) procs2;
+	CS_NVML_FN(nvmlDeviceGetComputeRunningProcesses) procs1;
+	CS_NVML_FN(nvmlDeviceGetProcessUtilization) putil;
 	unsigned ndev;
 	struct cd_nvml_dev dev[CD_GPUS_MAX];
 };
@@ -61,51 +48,50 @@ static uint64_t real_ns(void)
 	return (uint64_t)(cd_now_real() * 1e9);
 }
 
-struct cd_nvml *cd_nvml_open(void)
+struct cd_nvml *cd_nvml_open(char *why, size_t whylen)
 {
 	struct cd_nvml *n = calloc(1, sizeof(*n));
-	init_fn init;
-	count_fn count;
-	by_index_fn by_index;
-	text_fn uuid, name;
+	CS_NVML_FN(nvmlInit_v2) init;
+	CS_NVML_FN(nvmlDeviceGetCount_v2) count;
+	CS_NVML_FN(nvmlDeviceGetHandleByIndex_v2) by_index;
+	CS_NVML_FN(nvmlDeviceGetUUID) uuid;
+	CS_NVML_FN(nvmlDeviceGetName) name;
 	unsigned cnt = 0;
 	nvmlReturn_t r;
 
-	if (!n)
+	if (!n) {
+		snprintf(why, whylen, "out of memory");
 		return NULL;
+	}
 	n->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!n->lib) {
-		cs_log(CS_LOG_WARN, CD_LOG,
-		       "NVML is not available (%s): no GPU statistics, no enforcement backstop",
-		       dlerror());
+		snprintf(why, whylen, "libnvidia-ml.so.1 does not load: %s", dlerror());
 		free(n);
 		return NULL;
 	}
 	/* dlsym returns void *; POSIX guarantees it converts to function pointers. */
-#define SYM(name) dlsym(n->lib, name)
-	init = (init_fn)SYM("nvmlInit_v2");
-	n->shutdown = (init_fn)SYM("nvmlShutdown");
-	count = (count_fn)SYM("nvmlDeviceGetCount_v2");
-	by_index = (by_index_fn)SYM("nvmlDeviceGetHandleByIndex_v2");
-	uuid = (text_fn)SYM("nvmlDeviceGetUUID");
-	name = (text_fn)SYM("nvmlDeviceGetName");
-	n->mem = (mem_fn)SYM("nvmlDeviceGetMemoryInfo");
-	n->util = (util_fn)SYM("nvmlDeviceGetUtilizationRates");
-	n->procs3 = (procs3_fn)SYM("nvmlDeviceGetComputeRunningProcesses_v3");
-	n->procs2 = (procs2_fn)SYM("nvmlDeviceGetComputeRunningProcesses_v2");
-	n->procs1 = (procs1_fn)SYM("nvmlDeviceGetComputeRunningProcesses");
-	n->putil = (putil_fn)SYM("nvmlDeviceGetProcessUtilization");
+#define SYM(fn) ((CS_NVML_FN(fn))dlsym(n->lib, #fn))
+	init = SYM(nvmlInit_v2);
+	n->shutdown = SYM(nvmlShutdown);
+	count = SYM(nvmlDeviceGetCount_v2);
+	by_index = SYM(nvmlDeviceGetHandleByIndex_v2);
+	uuid = SYM(nvmlDeviceGetUUID);
+	name = SYM(nvmlDeviceGetName);
+	n->mem = SYM(nvmlDeviceGetMemoryInfo);
+	n->util = SYM(nvmlDeviceGetUtilizationRates);
+	n->procs3 = SYM(nvmlDeviceGetComputeRunningProcesses_v3);
+	n->procs2 = SYM(nvmlDeviceGetComputeRunningProcesses_v2);
+	n->procs1 = SYM(nvmlDeviceGetComputeRunningProcesses);
+	n->putil = SYM(nvmlDeviceGetProcessUtilization);
 #undef SYM
 	if (!init || !count || !by_index || !uuid || !n->mem ||
 	    !(n->procs3 || n->procs2 || n->procs1)) {
-		cs_log(CS_LOG_WARN, CD_LOG,
-		       "NVML lacks functions cusliced needs: no GPU statistics, no backstop");
+		snprintf(why, whylen, "libnvidia-ml.so.1 lacks functions cusliced needs");
 		goto fail;
 	}
 	r = init();
 	if (r != NVML_SUCCESS) {
-		cs_log(CS_LOG_WARN, CD_LOG,
-		       "NVML does not initialise (error %d): no GPU statistics, no backstop", r);
+		snprintf(why, whylen, "nvmlInit_v2 failed (error %d)", r);
 		goto fail;
 	}
 	if (count(&cnt) != NVML_SUCCESS)
@@ -216,8 +202,7 @@ static int busy_procs(struct cd_nvml *n, struct cd_nvml_dev *dv, struct cd_nvml_
 	unsigned cnt = 256;
 	nvmlProcessUtilizationSample_t *s;
 	struct cd_nvml_proc *out;
-	unsigned long long newest;
-	uint64_t now = real_ns();
+	uint64_t now = real_ns(), longest, *busy;
 	nvmlReturn_t r;
 
 	*ret = NULL;
@@ -242,25 +227,19 @@ static int busy_procs(struct cd_nvml *n, struct cd_nvml_dev *dv, struct cd_nvml_
 		return r == NVML_ERROR_NOT_FOUND ? 0 : -EIO;
 	}
 	out = calloc(cnt ? cnt : 1, sizeof(*out));
-	if (!out) {
+	busy = calloc(cnt ? cnt : 1, sizeof(*busy));
+	if (!out || !busy) {
+		free(out);
+		free(busy);
 		free(s);
 		return -ENOMEM;
 	}
-	newest = dv->last_seen_us;
+	dv->last_seen_us = cs_nvml_busy_ns(s, cnt, dv->last_seen_us, busy, &longest);
 	for (unsigned i = 0; i < cnt; i++) {
-		unsigned long long ts = s[i].timeStamp, span;
-
-		span = dv->last_seen_us && ts > dv->last_seen_us ? ts - dv->last_seen_us
-								 : UTIL_WINDOW_MAX_US;
-		if (span > UTIL_WINDOW_MAX_US)
-			span = UTIL_WINDOW_MAX_US;
 		out[i].pid = (pid_t)s[i].pid;
-		out[i].used =
-		    (uint64_t)span * 1000u * (s[i].smUtil > 100 ? 100 : s[i].smUtil) / 100;
-		if (ts > newest)
-			newest = ts;
+		out[i].used = busy[i];
 	}
-	dv->last_seen_us = newest;
+	free(busy);
 	free(s);
 	*ret = out;
 	return (int)cnt;

@@ -187,7 +187,8 @@ void cd_proc_exited(struct cusliced *d, struct cd_proc *p)
 		c->proc = NULL;
 		cd_conn_close(d, c);
 	}
-	cd_event(d, "unregistered", p->group, pid, "pid %d (group %s) exited", (int)pid, p->group);
+	cd_event(d, CS_EVENT_UNREGISTERED, p->group, pid, "pid %d (group %s) exited", (int)pid,
+		 p->group);
 	cd_proc_forget(d, p);
 }
 
@@ -203,7 +204,7 @@ static bool holds_slot(struct cusliced *d, const struct cd_proc *p)
 /* p lives on without its connection and without its slot: it is no longer registered. */
 static void let_go_alive(struct cusliced *d, struct cd_proc *p)
 {
-	cd_event(d, "unregistered", p->group, p->peer.pid,
+	cd_event(d, CS_EVENT_UNREGISTERED, p->group, p->peer.pid,
 		 "pid %d (group %s) let go of its connection and its region (exec?): no longer "
 		 "registered",
 		 (int)p->peer.pid, p->group);

@@ -247,7 +247,7 @@ static bool adopt_region(struct cd_group *g, pid_t pid, int fd, const struct sta
 	rfd = open(path, O_RDWR | O_CLOEXEC);
 	if (rfd < 0)
 		return false;
-	e = cs_group_attach_fd(&h, rfd, g->name);
+	e = cs_group_open_fd(&h, rfd, g->name);
 	if (e == 0 && (fstat(h.fd, &mine) != 0 || mine.st_ino != st->st_ino ||
 		       mine.st_dev != st->st_dev)) {
 		cs_group_close(&h);	/* the fd changed under us: not the one we checked */
@@ -289,7 +289,7 @@ static bool recover_holder(struct cusliced *d, struct cd_group *g, pid_t pid, in
 	}
 	if (!cd_proc_recover(d, g, slot, pid, start, &peer))
 		return false;
-	cd_event(d, "registered", g->name, pid,
+	cd_event(d, CS_EVENT_REGISTERED, g->name, pid,
 		 "pid %d (uid %u) found holding slot %d of group %s after a restart", (int)pid,
 		 (unsigned)peer.uid, slot, g->name);
 	return true;

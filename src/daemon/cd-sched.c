@@ -100,7 +100,8 @@ struct cd_sched {
 	pthread_t thread;
 	bool started;
 	_Atomic bool stop;
-	struct cd_nvml *nvml;
+	struct cd_nvml *nvml;	/* the scheduler thread's own handle; NULL until NVML opens */
+	uint64_t nvml_tried_ns;	/* the last try to open it (mono_ns) */
 	struct gpu gpus[CD_GPUS_MAX];
 	unsigned ngpus;
 	uint64_t last_ns;
@@ -246,7 +247,7 @@ static void refresh(struct cusliced *d, struct gpu *u, const struct cd_gpu_sampl
 		 */
 		if (oom && !mb->oom_waiters)
 			cd_event(
-			    d, "waiting", mb->group, 0,
+			    d, CS_EVENT_WAITING, mb->group, 0,
 			    "group %s: %u allocation(s) on %s wait for memory instead of failing "
 			    "(CUSLICE_OOM_WAIT)",
 			    mb->group, oom > 1024 ? 1024 : oom, u->uuid);
@@ -263,7 +264,7 @@ static void refresh(struct cusliced *d, struct gpu *u, const struct cd_gpu_sampl
 			u->exits++;
 			u->dropped_ns = now;
 			u->switch_open = true;
-			cd_event(d, "released", u->m[i].group, 0,
+			cd_event(d, CS_EVENT_RELEASED, u->m[i].group, 0,
 				 "group %s released %s (epoch %llu): its processes are gone",
 				 u->m[i].group, u->uuid, (unsigned long long)u->epoch);
 		}
@@ -342,7 +343,7 @@ static void grant(struct cd_sched *S, struct gpu *u, unsigned i, uint64_t now)
 	u->pagein_flat = u->pagein_steps = 0;
 	atomic_store(&mb->g->sched[mb->gdev].epoch, u->epoch);
 	set_hold(mb, false, CS_SCHED_HOLDER);
-	cd_event(d, "granted", mb->group, 0,
+	cd_event(d, CS_EVENT_GRANTED, mb->group, 0,
 		 "group %s holds %s (epoch %llu, quantum %llu ms, working set %llu MiB, "
 		 "resident %llu MiB)",
 		 mb->group, u->uuid, (unsigned long long)u->epoch,
@@ -397,7 +398,7 @@ static void go_parallel(struct cusliced *d, struct gpu *u, bool quiet)
 	for (unsigned i = 0; i < u->nm; i++)
 		set_hold(&u->m[i], false, CS_SCHED_FREE);
 	if (u->mode == CD_SCHED_MODE_SERIALIZED && !quiet)
-		cd_event(d, "parallel", "", 0, "%s: the working sets fit: groups run in parallel",
+		cd_event(d, CS_EVENT_PARALLEL, "", 0, "%s: the working sets fit: groups run in parallel",
 			 u->uuid);
 	u->mode = CD_SCHED_MODE_PARALLEL;
 	u->holder = -1;
@@ -413,7 +414,7 @@ static void go_serialized(struct cd_sched *S, struct gpu *u, uint64_t sum, uint6
 	u->mode = CD_SCHED_MODE_SERIALIZED;
 	u->serializations++;
 	u->holder = -1;
-	cd_event(S->d, "serialized", "", 0,
+	cd_event(S->d, CS_EVENT_SERIALIZED, "", 0,
 		 "%s: working sets of %llu MiB do not fit %llu MiB with %u%% headroom: one group "
 		 "at a time",
 		 u->uuid, (unsigned long long)(sum >> 20), (unsigned long long)(u->total >> 20),
@@ -483,7 +484,7 @@ static void serialized_step(struct cd_sched *S, struct gpu *u, uint64_t now, uin
 			if (u->ran && now - h->last_busy_ns >= (uint64_t)c->idle_ms * MS &&
 			    !h->waiters) {
 				u->idle_releases++;
-				cd_event(d, "released", h->group, 0,
+				cd_event(d, CS_EVENT_RELEASED, h->group, 0,
 					 "group %s released %s early (epoch %llu): idle for %u ms",
 					 h->group, u->uuid, (unsigned long long)u->epoch,
 					 c->idle_ms);
@@ -501,7 +502,7 @@ static void serialized_step(struct cd_sched *S, struct gpu *u, uint64_t now, uin
 				drop(u, now, CS_SCHED_QUEUED);
 			} else if (now - u->drain_ns >= (uint64_t)c->grace_ms * MS) {
 				u->revokes++;
-				cd_event(d, "revoked", h->group, 0,
+				cd_event(d, CS_EVENT_REVOKED, h->group, 0,
 					 "group %s did not drain %s within %u ms of its quantum's "
 					 "end (epoch %llu): revoked, its launches stay held",
 					 h->group, u->uuid, c->grace_ms,
@@ -637,6 +638,22 @@ static void *run(void *arg)
 		pthread_mutex_unlock(&d->lock);
 		if (idle)
 			continue;
+		/*
+		 * NVML that was not there at start (no driver yet): tried again
+		 * every 5 s, as the backstop does with its own handle; until then
+		 * nothing is serialized (the groups run as they would unscheduled).
+		 */
+		if (!S->nvml) {
+			char why[256];
+
+			if (now - S->nvml_tried_ns < 5000 * MS && S->nvml_tried_ns)
+				continue;
+			S->nvml_tried_ns = now;
+			S->nvml = cd_nvml_open(why, sizeof(why));
+			if (!S->nvml)
+				continue;
+			cs_log(CS_LOG_INFO, CD_LOG, "scheduler: NVML is available: scheduling");
+		}
 		n = cd_nvml_sample(S->nvml, samples);
 		now = mono_ns();
 		/* A late tick (a loaded CPU) catches up from now, not with a burst of ticks. */
@@ -674,10 +691,15 @@ int cd_sched_start(struct cusliced *d)
 		cs_log(CS_LOG_INFO, CD_LOG, "scheduler: off (sched = off)");
 		return 0;
 	}
-	S->nvml = cd_nvml_open();
-	if (!S->nvml) {
-		cs_log(CS_LOG_WARN, CD_LOG, "scheduler: NVML is not available: not scheduling");
-		return 0;
+	{
+		char why[256];
+
+		S->nvml = cd_nvml_open(why, sizeof(why));
+		if (!S->nvml)
+			cs_log(CS_LOG_WARN, CD_LOG,
+			       "scheduler: NVML is not available (%s): not scheduling until it is "
+			       "(tried again every 5 s)",
+			       why);
 	}
 	e = pthread_create(&S->thread, NULL, run, S);
 	if (e) {

@@ -74,22 +74,29 @@ void cd_state_free(struct cusliced *d)
 }
 
 __attribute__((format(printf, 6, 0))) static void
-event_v(struct cusliced *d, const struct cd_tenant *t, const char *kind, const char *group,
+event_v(struct cusliced *d, const struct cd_tenant *t, enum cs_event_kind kind, const char *group,
 	pid_t pid, const char *fmt, va_list ap)
 {
+	const char *name = cs_event_kind_name(kind);
 	char msg[256];
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	if (!cd_events_add(&d->events, cd_now_real(), cd_now_ms(), t, kind, group, pid, msg))
+	if (!cd_events_add(&d->events, cd_now_real(), cd_now_ms(), t, name, group, pid, msg))
 		return; /* over its tenant's rate: counted, summarised later, not logged */
-	/* Enforcement events are what an operator must see even at the default level. */
-	if (cd_event_class_of(kind) == CD_EVCLASS_ENFORCEMENT)
-		cs_log(CS_LOG_WARN, CD_LOG, "%s: %s", kind, msg);
-	else if (strcmp(kind, "denied") != 0) /* refusals log through cd_refused */
-		cs_log(CS_LOG_INFO, CD_LOG, "%s: %s", kind, msg);
+	switch (cd_event_class_of(name)) {
+	case CD_EVCLASS_ENFORCEMENT:
+		/* What an operator must see even at the default level. */
+		cs_log(CS_LOG_WARN, CD_LOG, "%s: %s", name, msg);
+		break;
+	case CD_EVCLASS_REFUSAL:
+		break; /* logged through cd_refused */
+	default:
+		cs_log(CS_LOG_INFO, CD_LOG, "%s: %s", name, msg);
+		break;
+	}
 }
 
-void cd_event_tenant(struct cusliced *d, const struct cd_tenant *t, const char *kind,
+void cd_event_tenant(struct cusliced *d, const struct cd_tenant *t, enum cs_event_kind kind,
 		     const char *group, pid_t pid, const char *fmt, ...)
 {
 	va_list ap;
@@ -131,8 +138,8 @@ static const struct cd_tenant *tenant_of(struct cusliced *d, pid_t pid, struct c
 	return buf;
 }
 
-void cd_event(struct cusliced *d, const char *kind, const char *group, pid_t pid, const char *fmt,
-	      ...)
+void cd_event(struct cusliced *d, enum cs_event_kind kind, const char *group, pid_t pid,
+	      const char *fmt, ...)
 {
 	struct cd_tenant buf;
 	va_list ap;
@@ -273,8 +280,8 @@ void cd_refused_locked(struct cusliced *d, const struct cd_peer *p, const char *
 	uint64_t now = cd_now_ms();
 
 	d->refused_total++;
-	cd_event_tenant(d, &p->tenant, "denied", "", p->pid, "pid %d (uid %u): %s", (int)p->pid,
-			(unsigned)p->uid, why);
+	cd_event_tenant(d, &p->tenant, CS_EVENT_DENIED, "", p->pid, "pid %d (uid %u): %s",
+			(int)p->pid, (unsigned)p->uid, why);
 	if (now - d->refusal_log_ms >= REFUSAL_LOG_WINDOW_MS) {
 		if (d->refusal_quiet)
 			cs_log(CS_LOG_WARN, CD_LOG, "%u more refusals were not logged",
@@ -330,6 +337,13 @@ static void snap_group(struct cusliced *d, struct cd_group *g, struct cd_snap_gr
 		sd->throttled_ns = atomic_load(&gd->throttled_ns);
 		sd->sched_state = cd_sched_group_state(d, g->name, sd->uuid);
 		sd->sched_held_ns = atomic_load(&g->h.g->sched[i].held_ns);
+		/* The backstop's findings are by the daemon's GPU position. */
+		for (unsigned k = 0; k < d->ngpus && k < 64; k++) {
+			if (strcmp(d->gpus[k].uuid, sd->uuid) != 0)
+				continue;
+			sd->over_memory = g->over_quota >> k & 1;
+			sd->over_compute = g->over_core >> k & 1;
+		}
 		sd->oversubscribe = atomic_load(&g->h.g->mem_mode) == CS_MEM_OVERSUBSCRIBE;
 		if (sd->oversubscribe) {
 			sd->um_managed = atomic_load(&g->h.g->um[i].managed);
@@ -397,11 +411,30 @@ static void snap_procs(struct cusliced *d, struct cd_snapshot *s, unsigned cap)
 		sp->registered = true;
 		snprintf(sp->cgroup, sizeof(sp->cgroup), "%s", p->peer.cgroup);
 		sp->stopped = stopped(d, sp->pid);
+		cd_pid_comm(sp->pid, sp->name, sizeof(sp->name));
 		slot_gpus(cd_group_find(d, p->group), p->slot, sp);
 	}
 	for (unsigned i = 0; i < d->nbypass && s->nprocs < cap; i++)
 		if (!find_proc(s, d->bypass[i].pid))
 			s->procs[s->nprocs++] = d->bypass[i];
+}
+
+/*
+ * The node's name as metrics label it (dcgm-exporter's Hostname): $NODE_NAME
+ * (the Kubernetes downward API's spec.nodeName, where the daemon's own
+ * hostname is its pod's), else the kernel's hostname.
+ */
+static void node_name(char *buf, size_t len)
+{
+	const char *env = getenv("NODE_NAME");
+
+	if (env && *env) {
+		snprintf(buf, len, "%s", env);
+		return;
+	}
+	if (gethostname(buf, len) != 0)
+		buf[0] = '\0';
+	buf[len - 1] = '\0';
 }
 
 int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
@@ -421,6 +454,15 @@ int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
 	s->conns_http = d->admit.total[CD_CLASS_HTTP];
 	memcpy(s->conns_refused, d->conn_refused, sizeof(s->conns_refused));
 	s->events_suppressed = d->events.suppressed_total;
+	s->over_memory_total = d->over_memory_total;
+	s->over_compute_total = d->over_compute_total;
+	s->backstop_last_ok = d->backstop_ok_real;
+	s->backstop_failures = d->backstop_failures;
+	s->backstop_ok = d->backstop_ok_ms &&
+			 cd_now_ms() - d->backstop_ok_ms <=
+			     (uint64_t)CD_BACKSTOP_STALE_INTERVALS * d->cfg->backstop_interval_ms;
+	node_name(s->hostname, sizeof(s->hostname));
+	s->nvml = d->nvml_state;
 	cap = d->nprocs + d->nbypass;
 	s->gpus = calloc(d->ngpus ? d->ngpus : 1, sizeof(*s->gpus));
 	s->groups = calloc(d->ngroups ? d->ngroups : 1, sizeof(*s->groups));

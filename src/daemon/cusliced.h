@@ -93,6 +93,7 @@ struct cd_config {
 	char state_dir[256];
 	char shm_dir[256];
 	char metrics_listen[128];	/* "HOST:PORT", or "none" */
+	bool status_page;	/* the status page at "/" on metrics_listen */
 	char token_file[256];	/* "" = no token */
 	char token[256];	/* read from token_file */
 	uid_t allow_uids[32];
@@ -150,6 +151,8 @@ struct cd_snap_dev {
 	uint64_t throttled_ns;
 	unsigned sched_state;		/* CS_SCHED_*: its standing with the GPU's scheduler */
 	uint64_t sched_held_ns;		/* time its launches waited at the scheduler's gate */
+	bool over_memory;		/* the backstop finds the group over its memory limit here */
+	bool over_compute;		/* ... over its hard core limit, sustained */
 	/* oversubscribe mode (memory_mode): unified memory, else all 0 */
 	bool oversubscribe;
 	uint64_t um_managed;		/* bytes of memory_used that are managed memory */
@@ -172,6 +175,7 @@ struct cd_snap_proc_gpu {
 
 struct cd_snap_proc {
 	pid_t pid;			/* in the daemon's PID namespace */
+	char name[16];			/* /proc/PID/comm: the process's to set, "" when unknown */
 	char group[CS_GROUP_NAME_MAX + 1];	/* "" for an unregistered (bypassing) process */
 	uid_t uid;
 	bool registered;
@@ -227,6 +231,15 @@ enum cd_refused_reason {
 	CD_REFUSED_COUNT,
 };
 
+/* What the API (status, healthz) and the metrics show of NVML. In struct cusliced: lock held. */
+struct cd_nvml_state {
+	bool up;
+	unsigned attempts; /* opens tried since start */
+	double since;	   /* unix time of the last change (or of start) */
+	double next_try;   /* unix time of the next attempt while down, else 0 */
+	char reason[224];  /* why it is down; "" when up */
+};
+
 struct cd_snapshot {
 	pid_t pid;
 	uint64_t start_time;		/* unix seconds */
@@ -238,6 +251,16 @@ struct cd_snapshot {
 	unsigned conns_ipc, conns_http;	/* connections held now (IPC: sessions and undecided) */
 	uint64_t conns_refused[CD_PROTO_COUNT][CD_REFUSED_COUNT];
 	uint64_t events_suppressed;	/* events the per-peer rate limit dropped */
+	uint64_t over_memory_total;	/* over_quota events: a group found over its memory limit */
+	uint64_t over_compute_total;	/* over_compute events: ... over its hard core limit */
+	/* The backstop's NVML sampling: the last that succeeded (unix seconds, 0 never),
+	 * samples that failed, and whether it is healthy now (it succeeded within
+	 * CD_BACKSTOP_STALE_INTERVALS intervals). */
+	double backstop_last_ok;
+	uint64_t backstop_failures;
+	bool backstop_ok;
+	char hostname[256];		/* $NODE_NAME, else gethostname(): metrics' Hostname */
+	struct cd_nvml_state nvml;
 	unsigned ngpus;
 	struct cd_snap_gpu *gpus;
 	unsigned nsched;
@@ -254,8 +277,7 @@ struct cd_snapshot {
 struct cd_event {
 	uint64_t seq;
 	double time;			/* unix seconds */
-	char kind[16];			/* registered, unregistered, denied, reclaimed, bypass,
-					   over_quota, stopped, killed, policy, suppressed */
+	char kind[16];			/* CS_EVENT_KINDS' names, or a newer daemon's (its files) */
 	char group[CS_GROUP_NAME_MAX + 1];
 	pid_t pid;
 	uid_t uid;			/* the peer or process it is about; CD_UID_NONE */
@@ -296,6 +318,9 @@ static inline void cd_label_metric_name(const char *key, char *out, size_t len)
 	out[o] = '\0';
 }
 
+/* The backstop counts as down after this many intervals without a good NVML sample. */
+#define CD_BACKSTOP_STALE_INTERVALS 3
+
 /* A deep copy of the daemon's view. 0 or -ENOMEM. */
 int cd_snapshot(struct cusliced *d, struct cd_snapshot *s);
 void cd_snapshot_free(struct cd_snapshot *s);
@@ -323,13 +348,20 @@ struct cd_self {
 int cd_self(struct cusliced *d, const struct cd_peer *p, const char *asked, struct cd_self *out);
 void cd_self_free(struct cd_self *s);
 
+/* How cd_policy_put treats the fields a JSON policy does not give. */
+enum cd_put_mode {
+	CD_PUT_REPLACE, /* PUT: they take their defaults (the body is the whole policy) */
+	CD_PUT_MERGE,	/* PATCH: they keep their stored values (defaults for a new policy) */
+};
+
 /*
  * Creates or updates group `name`'s policy from a JSON object (fields as in
- * the API), persists it and applies it to the group's region. 0, or -EINVAL
+ * the API), persists it and applies it to the group's region. *ret_created
+ * (may be NULL) says whether the group had no policy before. 0, or -EINVAL
  * with a one-line message in err naming the field and the accepted form.
  */
-int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len, char *err,
-		  size_t errlen);
+int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len,
+		  enum cd_put_mode mode, bool *ret_created, char *err, size_t errlen);
 /* Deletes group `name`'s policy (the group becomes unmanaged). 0 or -ENOENT. */
 int cd_policy_delete(struct cusliced *d, const char *name);
 

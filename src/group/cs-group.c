@@ -290,7 +290,7 @@ out_close:
 	return r;
 }
 
-int cs_group_attach_fd(struct cs_group_handle *h, int fd, const char *name)
+int cs_group_open_fd(struct cs_group_handle *h, int fd, const char *name)
 {
 	struct cs_group *g;
 	struct stat st;

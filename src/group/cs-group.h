@@ -116,7 +116,7 @@ const char *cs_group_describe(const char *dir, const char *name, char *buf, size
 int cs_group_create_sealed(struct cs_group_handle *h, const char *name);
 
 /*
- * Adopts a sealed region from descriptor fd (received from cusliced, or
+ * Opens a sealed region from descriptor fd (received from cusliced, or
  * opened by it through /proc): checks that it is a regular file of the
  * region's size, sealed at least against shrinking and growing, with this
  * layout's header and group name `name` (NULL: any valid name), and maps it.
@@ -124,7 +124,7 @@ int cs_group_create_sealed(struct cs_group_handle *h, const char *name);
  * 0; otherwise returns -errno (fd left open): -EPROTO wrong type, size,
  * seals or header; -EINVAL bad name.
  */
-int cs_group_attach_fd(struct cs_group_handle *h, int fd, const char *name);
+int cs_group_open_fd(struct cs_group_handle *h, int fd, const char *name);
 
 /*
  * Unmaps and closes. That releases the slot lock (unless a fork child still

@@ -200,7 +200,7 @@ int k8s_common_option(struct k8s_common *c, int ch, const char *arg, const char 
 		}
 		return 1;
 	case K8S_OPT_LOG_LEVEL:
-		c->log_level = k8s_parse_log_level(arg);
+		c->log_level = cs_log_level_parse(arg);
 		if (c->log_level < 0) {
 			k8s_usage_error(
 			    prog, "--log-level \"%s\": expected error, warn, info or debug", arg);
@@ -366,7 +366,7 @@ void k8s_container_edits(const struct k8s_common *c, const char *group, const ch
 				      uuids[i]);
 	env(out, cs_env_name(CS_ENV_GROUP), group);
 	env(out, cs_env_name(CS_ENV_SOCKET), c->container_socket);
-	env(out, cs_env_name(CS_ENV_DAEMON), "required");
+	env(out, cs_env_name(CS_ENV_DAEMON), cs_daemon_use_name(CS_DAEMON_REQUIRED));
 	env(out, "CUDA_VISIBLE_DEVICES", out->gpus);
 	if (c->shm_dir[0])
 		env(out, cs_env_name(CS_ENV_SHM_DIR), c->shm_dir);

@@ -49,16 +49,6 @@ int k8s_parse_duration(const char *s, unsigned min_ms, unsigned max_ms, unsigned
 	return 0;
 }
 
-int k8s_parse_log_level(const char *s)
-{
-	static const char *const names[] = {"error", "warn", "info", "debug"};
-
-	for (int i = 0; i < 4; i++)
-		if (strcmp(s, names[i]) == 0)
-			return i;
-	return -1;
-}
-
 int k8s_read_line_file(const char *path, char *out, size_t len, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "re");

@@ -15,9 +15,6 @@ uint64_t k8s_now_ms(void);
  */
 int k8s_parse_duration(const char *s, unsigned min_ms, unsigned max_ms, unsigned *ms);
 
-/* "error", "warn", "info", "debug" into a CS_LOG_* level; -1 for anything else. */
-int k8s_parse_log_level(const char *s);
-
 /*
  * The first line of a small file (a token), without its newline, into out.
  * 0, or -errno / -EINVAL (empty, longer than len - 1) with a message naming the file.

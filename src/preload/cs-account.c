@@ -48,7 +48,7 @@ CUresult cs_ordinal_gdev(int ordinal, unsigned *gdev)
 	CUresult r;
 
 	if (CS_UNLIKELY(atomic_load_explicit(&cs.attach, memory_order_acquire) != CS_ATTACHED)) {
-		r = cs_attach_result();
+		r = cs_attach();
 		if (r != CUDA_SUCCESS)
 			return cs_mode() == CS_MODE_FAIL_CLOSED ? refuse_closed() : r;
 	}
@@ -71,7 +71,7 @@ CUresult cs_current_gdev(unsigned *gdev)
 		return refuse_closed();
 	if (CS_UNLIKELY(!cs_drv.cuCtxGetDevice)) {
 		/* Not attached yet: attaching loads the driver functions. */
-		r = cs_attach_result();
+		r = cs_attach();
 		if (r != CUDA_SUCCESS)
 			return cs_mode() == CS_MODE_FAIL_CLOSED ? refuse_closed() : r;
 	}
@@ -232,6 +232,26 @@ void cs_uncharge_managed(unsigned gdev, uint64_t bytes)
 {
 	cs_group_uncharge(cs.g, gdev, cs.self, bytes);
 	cs_group_um_uncharge(cs.g, gdev, cs.self, CS_UM_MANAGED, bytes);
+}
+
+CUresult cs_track_full(const struct cs_track *t, enum cs_ptr_kind kind, uint64_t key, uint64_t size,
+		       cs_track_undo_fn undo, void *arg)
+{
+	static const char *const what[] = {
+	    [CS_PTR_DEVICE] = "allocation", [CS_PTR_VMM_HANDLE] = "allocation",
+	    [CS_PTR_VMM_MAP] = "mapping",   [CS_PTR_ARRAY] = "array",
+	    [CS_PTR_CONTEXT] = "context",   [CS_PTR_POOL_ALLOC] = "allocation",
+	};
+	const char *name = (unsigned)kind <= CS_PTR_KIND_LAST && what[kind] ? what[kind] : "entry";
+
+	if (!undo) {
+		cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: %s stays charged", name);
+		return CUDA_SUCCESS;
+	}
+	undo(key, size, arg);
+	cs_track_give_back(t);
+	cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: %s refused", name);
+	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 void cs_untrack_begin(struct cs_untrack *u, enum cs_ptr_kind kind, uint64_t key)

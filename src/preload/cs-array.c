@@ -12,8 +12,6 @@
  */
 #include "cs-preload.h"
 
-#include "cs-log.h"
-
 /* Bytes per texel of the formats whose texels are whole bytes; 0 otherwise. */
 static uint64_t texel_bytes(CUarray_format f, unsigned channels)
 {
@@ -136,28 +134,6 @@ static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
 	return total;
 }
 
-/* Reserves `bytes` for an array on the current device. */
-static CUresult begin(uint64_t bytes, unsigned *gdev)
-{
-	CUresult r = cs_current_gdev(gdev);
-
-	if (r != CUDA_SUCCESS)
-		return r;
-	return cs_reserve(*gdev, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-/* After creation: remember the handle with its charge, or give the charge back. */
-static CUresult finish(CUresult r, void *handle, unsigned gdev, uint64_t bytes)
-{
-	if (r != CUDA_SUCCESS) {
-		cs_uncharge(gdev, bytes);
-		return r;
-	}
-	if (!cs_ptrmap_insert(&cs.map, CS_PTR_ARRAY, (uint64_t)(uintptr_t)handle, bytes, gdev, 0))
-		cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: array stays charged");
-	return r;
-}
-
 /* Gives an array's charge back after the driver destroyed it. */
 static CUresult destroyed(void *handle, CUresult (*real_destroy)(void *))
 {
@@ -168,20 +144,23 @@ static CUresult destroyed(void *handle, CUresult (*real_destroy)(void *))
 }
 
 #define ARRAY_CREATE_BODY(bytes_expr, real_call)                                                   \
+	struct cs_track t;                                                                         \
 	uint64_t bytes;                                                                            \
-	unsigned gdev;                                                                             \
 	CUresult r;                                                                                \
                                                                                                    \
 	if (cs_mode() == CS_MODE_OFF || !pHandle || !desc)                                         \
 		return real_call;                                                                  \
 	bytes = (bytes_expr);                                                                      \
 	if (bytes == 0)                                                                            \
-		return real_call;	/* malformed: the driver says what is wrong */             \
-	r = begin(bytes, &gdev);                                                                   \
+		return real_call; /* malformed: the driver says what is wrong */                   \
+	r = cs_track_begin(&t, bytes);                                                             \
 	if (r != CUDA_SUCCESS)                                                                     \
 		return r;                                                                          \
-	r = real_call;	/* before reading *pHandle: argument order is unspecified */   \
-	return finish(r, r == CUDA_SUCCESS ? (void *)*pHandle : NULL, gdev, bytes)
+	r = real_call; /* before reading *pHandle: argument order is unspecified */                \
+	/* An array the table cannot hold stays charged: destroying it is the caller's. */         \
+	return cs_track_end(&t, r, CS_PTR_ARRAY,                                                   \
+			    r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0, bytes, 0, NULL, \
+			    NULL)
 
 CS_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
 {

@@ -36,15 +36,11 @@
 #include <time.h>
 
 #include "cs-log.h"
+#include "cs-nvml-busy.h"
 
-/* NVML's per-process samples look back at most this far. */
-#define NVML_LOOKBACK_NS 1000000000ull
 #define MAX_SAMPLES 1024
 /* A process registered this long before the controller took over has a history it did not see. */
 #define OLD_PROCESS_NS 1000000000ull
-
-typedef nvmlReturn_t (*proc_util_fn)(nvmlDevice_t, nvmlProcessUtilizationSample_t *,
-				     unsigned int *, unsigned long long);
 
 /* What the controller knows of one process slot on one device. */
 struct member {
@@ -90,38 +86,20 @@ static uint64_t real_us(void)
 }
 
 /*
- * Where sample i's window starts: lastSeen, or the latest earlier sample of
- * the same process in this answer (a driver that keeps several samples per
- * process returns each over its own period; cusim returns one).
- */
-static unsigned long long sample_start(const struct meter *m, unsigned i, unsigned n)
-{
-	unsigned long long from = m->last_seen_us;
-
-	for (unsigned k = 0; k < n && k < MAX_SAMPLES; k++)
-		if (k != i && found.s[k].pid == found.s[i].pid &&
-		    found.s[k].timeStamp < found.s[i].timeStamp && found.s[k].timeStamp > from)
-			from = found.s[k].timeStamp;
-	return from;
-}
-
-/*
- * NVML's samples since the previous measurement into `found`. A sample's
- * smUtil is its process's busy percentage over the window from lastSeen (or
- * the process's previous sample, sample_start) to its timestamp, at most
- * NVML's look-back. Returns false when NVML cannot answer; *sampled is
+ * NVML's samples since the previous measurement into `found`, with each
+ * one's device time by the rule cusliced uses too (cs_nvml_busy_ns,
+ * src/common/cs-nvml-busy.h). Returns false when NVML cannot answer; *sampled is
  * false when nothing new was reported (nobody ran since lastSeen, which
  * stays: no sample has passed it; or no new sample was taken yet).
  */
 static bool measure(struct meter *m, bool *sampled)
 {
-	static proc_util_fn util;
+	static CS_NVML_FN(nvmlDeviceGetProcessUtilization) util;
 	unsigned int n = MAX_SAMPLES;
-	unsigned long long newest;
 	nvmlReturn_t r;
 
 	if (!util)
-		util = (proc_util_fn)cs_nvml_sym("nvmlDeviceGetProcessUtilization");
+		util = CS_NVML_SYM(nvmlDeviceGetProcessUtilization);
 	if (!util)
 		return false;
 	*sampled = false;
@@ -132,23 +110,9 @@ static bool measure(struct meter *m, bool *sampled)
 		return true;
 	if (r != NVML_SUCCESS)
 		return false;
-	newest = m->last_seen_us;
-	for (unsigned i = 0; i < n && i < MAX_SAMPLES; i++) {
-		unsigned long long from = sample_start(m, i, n);
-		uint64_t window = found.s[i].timeStamp > from
-					  ? (found.s[i].timeStamp - from) * 1000ull
-					  : 0;
-
-		if (window > NVML_LOOKBACK_NS)
-			window = NVML_LOOKBACK_NS;
-		if (window > found.window_ns)
-			found.window_ns = window;
-		found.busy_ns[i] = window * (found.s[i].smUtil > 100 ? 100 : found.s[i].smUtil) / 100u;
-		if (found.s[i].timeStamp > newest)
-			newest = found.s[i].timeStamp;
-	}
 	found.n = n < MAX_SAMPLES ? n : MAX_SAMPLES;
-	m->last_seen_us = newest;
+	m->last_seen_us =
+	    cs_nvml_busy_ns(found.s, found.n, m->last_seen_us, found.busy_ns, &found.window_ns);
 	*sampled = true;
 	return true;
 }

@@ -22,8 +22,6 @@
  */
 #include "cs-preload.h"
 
-#include "cs-log.h"
-
 /*
  * At most this much is reserved ahead of a context from an earlier measure
  * (a member may write anything into the group's figure; the settlement
@@ -218,13 +216,11 @@ static CUresult created(CUresult r, CUcontext *pctx, CUdevice dev, struct ctx_ch
 	uint64_t bytes;
 
 	r = ctx_end(r, dev, c, undo_created, r == CUDA_SUCCESS ? (void *)*pctx : NULL, &bytes);
-	if (r == CUDA_SUCCESS &&
-	    !cs_ptrmap_insert(&cs.map, CS_PTR_CONTEXT, (uint64_t)(uintptr_t)*pctx, bytes, c->gdev,
-			      0)) {
-		/* Cannot remember it: keep it charged rather than lose the accounting. */
-		cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: context stays charged");
-	}
-	return r;
+	if (r != CUDA_SUCCESS)
+		return r;
+	/* A context the table cannot hold stays charged rather than lose the accounting. */
+	return cs_track_commit(&(struct cs_track){.gdev = c->gdev, .charged = bytes},
+			       CS_PTR_CONTEXT, (uint64_t)(uintptr_t)*pctx, bytes, 0, NULL, NULL);
 }
 
 #define CTX_CREATE_BODY(real_call)                                                                 \

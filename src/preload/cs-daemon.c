@@ -72,20 +72,13 @@ static void sleep_ms(unsigned ms)
 		;
 }
 
-/* CUSLICE_DAEMON */
-enum daemon_use {
-	DAEMON_OFF,	 /* never ask */
-	DAEMON_OPTIONAL, /* register when a socket is there (the default) */
-	DAEMON_REQUIRED, /* fail closed without a daemon */
-};
-
 /* The daemon's part of the configuration, read once at load. */
 static struct {
-	enum daemon_use use;
+	enum cs_daemon_use use;	  /* CUSLICE_DAEMON */
 	uint64_t wait_ms;	  /* CUSLICE_DAEMON_WAIT */
 	char socket[4096];	  /* CUSLICE_SOCKET or the default (too long: fails at connect) */
 	char token[CS_IPC_TOKEN]; /* CUSLICE_TOKEN, "" none */
-} conf = {.use = DAEMON_OPTIONAL, .wait_ms = CS_DEFAULT_DAEMON_WAIT_MS};
+} conf = {.use = CS_DAEMON_OPTIONAL, .wait_ms = CS_DEFAULT_DAEMON_WAIT_MS};
 
 bool cs_daemon_load_config(void)
 {
@@ -94,18 +87,13 @@ bool cs_daemon_load_config(void)
 
 	snprintf(conf.socket, sizeof(conf.socket), "%s",
 		 socket && *socket ? socket : CS_DEFAULT_SOCKET);
-	if (!use || strcmp(use, "optional") == 0) {
-		conf.use = DAEMON_OPTIONAL;
-	} else if (strcmp(use, "off") == 0) {
-		conf.use = DAEMON_OFF;
-	} else if (strcmp(use, "required") == 0) {
-		conf.use = DAEMON_REQUIRED;
-	} else {
+	if (use && cs_daemon_use_parse(use) < 0) {
 		cs_fail_closed("CUSLICE_DAEMON=\"%s\": accepted: off, optional (default), required",
 			       use);
 		return false;
 	}
-	if (conf.use == DAEMON_OFF)
+	conf.use = use ? (enum cs_daemon_use)cs_daemon_use_parse(use) : CS_DAEMON_OPTIONAL;
+	if (conf.use == CS_DAEMON_OFF)
 		return true;
 	if (wait && (cs_duration_parse(wait, &conf.wait_ms) != 0 || conf.wait_ms > MAX_WAIT_MS)) {
 		cs_fail_closed("CUSLICE_DAEMON_WAIT=\"%s\": expected a duration from 0 to 1h: %s, "
@@ -231,7 +219,7 @@ static int attempt(int fd, const struct cs_ipc_register *reg, struct cs_ipc_msg 
 /* Takes the region cusliced handed over; false (failed closed) when it is not one. */
 static bool adopt_region(int rfd, const struct cs_ipc_registered *ok)
 {
-	int e = cs_group_attach_fd(&cs.gh, rfd, ok->group);
+	int e = cs_group_open_fd(&cs.gh, rfd, ok->group);
 
 	if (e == 0) {
 		cs.daemon_slot = (int)ok->slot;
@@ -250,7 +238,7 @@ static bool denied_transient(uint32_t code)
 	return code == EAGAIN;
 }
 
-int cs_daemon_register(void)
+enum cs_registration cs_daemon_register(void)
 {
 	const char *path = conf.socket;
 	struct cs_ipc_register reg = {.version = CS_IPC_VERSION};
@@ -261,8 +249,8 @@ int cs_daemon_register(void)
 	struct cs_ipc_msg msg;
 	char busy[CS_IPC_REASON] = "";
 
-	if (conf.use == DAEMON_OFF)
-		return 1;
+	if (conf.use == CS_DAEMON_OFF)
+		return CS_STANDALONE;
 	/*
 	 * Always the name we run under: CUSLICE_GROUP, or the pid-<pid> default
 	 * that load_config exported, so that exec'd and forked children ask for
@@ -275,11 +263,11 @@ int cs_daemon_register(void)
 	for (;;) {
 		attempts++;
 		fd = connect_daemon(path);
-		if ((fd == -ENOENT || fd == -ENOTDIR) && conf.use == DAEMON_OPTIONAL &&
+		if ((fd == -ENOENT || fd == -ENOTDIR) && conf.use == CS_DAEMON_OPTIONAL &&
 		    attempts == 1) {
 			cs_log(CS_LOG_INFO, CS_LOG_NAME, "no cusliced socket at %s: standalone",
 			       path);
-			return 1;
+			return CS_STANDALONE;
 		}
 		if (fd != -ENOENT && fd != -ENOTDIR)
 			seen_socket = true;
@@ -291,7 +279,7 @@ int cs_daemon_register(void)
 			    "administrator for access (the socket's group, socket_group, "
 			    "and allow_gids)",
 			    path, strerror(-fd));
-			return -1;
+			return CS_REFUSED;
 		}
 		if (fd < 0 && fd != -ECONNREFUSED && fd != -EAGAIN && fd != -ENOENT &&
 		    fd != -ENOTDIR) {
@@ -302,7 +290,7 @@ int cs_daemon_register(void)
 		if (e == 0) {
 			if (!adopt_region(rfd, &msg.u.ok)) {
 				close(fd);
-				return -1;
+				return CS_REFUSED;
 			}
 			break;
 		}
@@ -310,7 +298,7 @@ int cs_daemon_register(void)
 			close(fd);
 		if (e == 1 && !denied_transient(msg.u.denied.code)) {
 			cs_fail_closed("cusliced refused this process: %s", msg.u.denied.reason);
-			return -1;
+			return CS_REFUSED;
 		}
 		if (e == 1)
 			snprintf(busy, sizeof(busy), "%s", msg.u.denied.reason);
@@ -334,14 +322,14 @@ int cs_daemon_register(void)
 		    "cusliced stayed busy for %llu ms (CUSLICE_DAEMON_WAIT, %u attempts): "
 		    "%s; the process does not run unregistered",
 		    (unsigned long long)wait_ms, attempts, busy);
-		return -1;
+		return CS_REFUSED;
 	}
 	if (!seen_socket) {
 		cs_fail_closed("CUSLICE_DAEMON=required: cusliced is not reachable at %s "
 			       "(CUSLICE_SOCKET): no socket there after waiting %llu ms "
 			       "(CUSLICE_DAEMON_WAIT)",
 			       path, (unsigned long long)wait_ms);
-		return -1;
+		return CS_REFUSED;
 	}
 	if (e) {
 		cs_fail_closed("cusliced's socket %s exists but registration failed (%s) after "
@@ -356,14 +344,14 @@ int cs_daemon_register(void)
 			       : e == -ETIMEDOUT ? "the daemon did not answer in time"
 						 : strerror(-e),
 			       (unsigned long long)wait_ms, attempts);
-		return -1;
+		return CS_REFUSED;
 	}
 	strcpy(cs.group_name, msg.u.ok.group);
 	cs.daemon_fd = fd;
 	cs.daemon_managed = msg.u.ok.flags & CS_IPC_MANAGED;
 	cs_log(CS_LOG_INFO, CS_LOG_NAME, "registered with cusliced: group %s, slot %u%s",
 	       cs.group_name, msg.u.ok.slot, cs.daemon_managed ? " (managed)" : "");
-	return 0;
+	return CS_REGISTERED;
 }
 
 void cs_daemon_after_fork(void)

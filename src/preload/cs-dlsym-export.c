@@ -33,3 +33,14 @@ CS_EXPORT void *dlsym(void *handle, const char *name)
 		return r.answer;
 	CS_MUSTTAIL return r.next(handle, name);
 }
+
+/*
+ * Our dlsym under a name only we see: inside this library "dlsym" means
+ * whichever definition comes first in the process, libc's when the driver
+ * directory's shim loaded us after libc.
+ */
+#if defined(__clang__)
+extern __typeof__(dlsym) cs_dlsym_export __attribute__((alias("dlsym")));
+#else
+extern __typeof__(dlsym) cs_dlsym_export __attribute__((alias("dlsym"), copy(dlsym)));
+#endif

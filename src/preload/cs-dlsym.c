@@ -40,10 +40,22 @@ static dlsym_fn find_real_dlsym(void)
 	static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
 	dlsym_fn f = NULL;
 
-	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]) && !f; i++) {
-		f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
-		if (f == dlsym)
-			f = NULL;
+	/*
+	 * Preloaded, libc comes after us. Loaded by the driver directory's shim
+	 * (src/shim), we come after libc, and RTLD_NEXT does not see it: then
+	 * libc's own handle answers.
+	 */
+	void *scopes[2] = {RTLD_NEXT, NULL};
+
+	for (int k = 0; k < 2 && !f; k++) {
+		if (k == 1)
+			scopes[1] = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+		for (size_t i = 0; scopes[k] && i < sizeof(versions) / sizeof(versions[0]) && !f;
+		     i++) {
+			f = (dlsym_fn)dlvsym(scopes[k], "dlsym", versions[i]);
+			if (f == cs_dlsym_export)
+				f = NULL;
+		}
 	}
 	if (f)
 		atomic_store_explicit(&real_dlsym_p, f, memory_order_relaxed);
@@ -116,7 +128,7 @@ struct cs_dlsym_route cs_dlsym_route(void *handle, const char *name)
 	struct cs_dlsym_route r = {NULL, NULL};
 	dlsym_fn f;
 
-	if (handle != RTLD_NEXT && ((name[0] == 'c' && name[1] == 'u') ||
+	if (handle != RTLD_NEXT && !cs.skipped && ((name[0] == 'c' && name[1] == 'u') ||
 				    (name[0] == 'n' && name[1] == 'v'))) {
 		void *wrapper = NULL;
 

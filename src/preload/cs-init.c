@@ -88,13 +88,13 @@ void cs_format_uuid(const CUuuid *u, char out[CS_GROUP_UUID_LEN])
 
 static void load_log_level(void)
 {
-	static const char *const names[] = {"error", "warn", "info", "debug"};
 	const char *v = cs_env_get(CS_ENV_LOG_LEVEL);
 
 	if (!v)
 		return;
-	for (int i = 0; i < 4; i++) {
-		if (strcasecmp(v, names[i]) == 0) {
+	/* Any case: CUSLICE_LOG_LEVEL=DEBUG works, as it always has. */
+	for (int i = 0; i < CS_LOG_LEVEL_COUNT; i++) {
+		if (strcasecmp(v, cs_log_level_name((enum cs_log_level)i)) == 0) {
 			cs_log_threshold = i;
 			return;
 		}
@@ -243,6 +243,12 @@ static void atfork_child(void)
 
 __attribute__((constructor)) static void cs_load(void)
 {
+	/* Before anything else: a program that opted out is not touched at all. */
+	if (cs_inject_skipped()) {
+		cs.skipped = true;
+		return;
+	}
+	cs_inject_repair_env();
 	load_config();
 	pthread_atfork(NULL, NULL, atfork_child);
 }
@@ -554,17 +560,18 @@ static bool open_standalone(void)
 	return true;
 }
 
-static CUresult do_attach(void)
+/* cs_attach's steps, run by the one caller that attaches. */
+static CUresult attach_steps(void)
 {
+	char missing[256];
 	CUresult r;
 	int e;
 
 	r = CS_REAL(cuInit)(0);
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (!cs_driver_api_load()) {
-		cs_fail_closed("the CUDA driver lacks functions cuslice needs (cuDeviceGet, "
-			       "cuDeviceGetCount, cuDeviceGetUuid_v2, cuCtxGetDevice)");
+	if (!cs_driver_api_load(missing, sizeof(missing))) {
+		cs_fail_closed("the CUDA driver lacks functions cuslice needs: %s", missing);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	if (!cs.map_ready) {
@@ -577,7 +584,7 @@ static CUresult do_attach(void)
 	} else {
 		cs_ptrmap_reset(&cs.map);	/* a fork child: the parent's entries are not ours */
 	}
-	if (cs.gh.fd < 0 && cs.daemon_fd < 0 && cs_daemon_register() < 0)
+	if (cs.gh.fd < 0 && cs.daemon_fd < 0 && cs_daemon_register() == CS_REFUSED)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (cs.daemon_fd >= 0) {
 		/* The region cusliced handed over, in the slot it assigned. */
@@ -604,12 +611,7 @@ static CUresult do_attach(void)
 	return CUDA_SUCCESS;
 }
 
-/*
- * Attaches once; CUDA_SUCCESS when attached. Concurrent callers wait for the
- * one that attaches. A call made from inside attaching (a driver that calls
- * back into us) returns an error instead of waiting for itself.
- */
-static CUresult attach(void)
+CUresult cs_attach(void)
 {
 	int expected = CS_DETACHED;
 	CUresult r;
@@ -629,21 +631,11 @@ static CUresult attach(void)
 							      : CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	in_attach = true;
-	r = do_attach();
+	r = attach_steps();
 	in_attach = false;
 	atomic_store_explicit(&cs.attach, r == CUDA_SUCCESS ? CS_ATTACHED : CS_DETACHED,
 			      memory_order_release);
 	return r;
-}
-
-bool cs_attach(void)
-{
-	return attach() == CUDA_SUCCESS;
-}
-
-CUresult cs_attach_result(void)
-{
-	return attach();
 }
 
 CS_EXPORT CUresult cuInit(unsigned int Flags)
@@ -651,6 +643,6 @@ CS_EXPORT CUresult cuInit(unsigned int Flags)
 	CUresult r = CS_REAL(cuInit)(Flags);
 
 	if (r == CUDA_SUCCESS && cs_mode() == CS_MODE_ACTIVE && !in_attach)
-		attach();
+		cs_attach();
 	return r;
 }

@@ -7,9 +7,9 @@
  * current context, before the driver is asked. The pointer and its charge go
  * into the per-process map so that free finds them in O(1).
  *
- * In oversubscribe mode (cs.oversub) cuMemAlloc* and cuMemAllocPitch* are
- * served by cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL): the driver pages them
- * to host memory when the GPU is full. They and cuMemAllocManaged are
+ * In oversubscribe mode (cs.oversub) cuMemAlloc_v2 and cuMemAllocPitch_v2
+ * are served by cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL): the driver pages
+ * them to host memory when the GPU is full. They and cuMemAllocManaged are
  * charged as managed memory (cs_reserve_managed); allocations of at least
  * cs.keep_device_min stay device memory, for buffers that will be shared by
  * CUDA IPC, which managed memory cannot be (cs-ipc.c refuses it). Pitched
@@ -19,10 +19,23 @@
  */
 #include "cs-preload.h"
 
-#include "cs-log.h"
-
 /* Pitched rows are aligned to 512 bytes on current GPUs (and in cusim). */
 #define PITCH_ALIGN 512u
+
+/* Undoes an allocation the table cannot hold (cs_track_undo_fn). */
+static void undo_v2(uint64_t ptr, uint64_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	CS_REAL(cuMemFree_v2)(ptr);
+}
+
+static void undo_v1(uint64_t ptr, uint64_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	CS_REAL(cuMemFree)((CUdeviceptr_v1)ptr);
+}
 
 static CUresult free_v2(CUdeviceptr ptr)
 {
@@ -34,63 +47,10 @@ static CUresult free_v1(CUdeviceptr ptr)
 	return CS_REAL(cuMemFree)((CUdeviceptr_v1)ptr);
 }
 
-/* Reserves `bytes` on the current context's device: CUDA_SUCCESS, or the error to return. */
-static CUresult begin(uint64_t bytes, unsigned *gdev)
-{
-	CUresult r = cs_current_gdev(gdev);
-
-	if (r != CUDA_SUCCESS)
-		return r;
-	return cs_reserve(*gdev, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-/* The same for managed memory (aux: CS_AUX_MANAGED, and CS_AUX_CONVERTED for converted cuMemAlloc). */
-static CUresult begin_managed(uint64_t bytes, unsigned *gdev)
-{
-	CUresult r = cs_current_gdev(gdev);
-
-	if (r != CUDA_SUCCESS)
-		return r;
-	return cs_reserve_managed(*gdev, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-static void give_back(unsigned gdev, uint64_t bytes, uint64_t aux)
-{
-	if (aux & CS_AUX_MANAGED)
-		cs_uncharge_managed(gdev, bytes);
-	else
-		cs_uncharge(gdev, bytes);
-}
-
-/*
- * After the driver's answer r: remember the new range, or give the
- * reservation back. undo frees the range when it cannot be remembered.
- */
-static CUresult finish_aux(CUresult r, CUdeviceptr ptr, unsigned gdev, uint64_t bytes,
-			   uint64_t aux, CUresult (*undo)(CUdeviceptr))
-{
-	if (r != CUDA_SUCCESS) {
-		give_back(gdev, bytes, aux);
-		return r;
-	}
-	if (CS_LIKELY(cs_ptrmap_insert(&cs.map, CS_PTR_DEVICE, ptr, bytes, gdev, aux)))
-		return CUDA_SUCCESS;
-	undo(ptr);
-	give_back(gdev, bytes, aux);
-	cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: allocation refused");
-	return CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-static CUresult finish(CUresult r, CUdeviceptr ptr, unsigned gdev, uint64_t bytes,
-		       CUresult (*undo)(CUdeviceptr))
-{
-	return finish_aux(r, ptr, gdev, bytes, 0, undo);
-}
-
 /*
  * Whether a device allocation of `bytes` is to be managed memory: attached
- * (cs.oversub is decided at attach; attaching here if cuInit did not) and oversubscribing, below the size that
- * stays device memory. Plain loads.
+ * (cs.oversub is decided at attach; attaching here if cuInit did not) and
+ * oversubscribing, below the size that stays device memory. Plain loads.
  */
 static bool convert(uint64_t bytes)
 {
@@ -101,13 +61,14 @@ static bool convert(uint64_t bytes)
 /* A converted allocation: managed memory, charged and mapped as such. */
 static CUresult alloc_converted(CUdeviceptr *dptr, size_t bytes)
 {
-	unsigned gdev;
-	CUresult r = begin_managed(bytes, &gdev);
+	struct cs_track t;
+	CUresult r = cs_track_begin_managed(&t, bytes);
 
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CS_REAL(cuMemAllocManaged)(dptr, bytes, CU_MEM_ATTACH_GLOBAL);
-	return finish_aux(r, *dptr, gdev, bytes, CS_AUX_MANAGED | CS_AUX_CONVERTED, free_v2);
+	return cs_track_end(&t, r, CS_PTR_DEVICE, *dptr, bytes, CS_AUX_MANAGED | CS_AUX_CONVERTED,
+			    undo_v2, NULL);
 }
 
 /* Frees through `real_free`, giving back what the range was charged. */
@@ -122,18 +83,18 @@ static CUresult free_tracked(CUdeviceptr ptr, CUresult (*real_free)(CUdeviceptr)
 /* One try of cuMemAlloc_v2 (the export below may wait and try again: CUSLICE_OOM_WAIT). */
 static CUresult alloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-	unsigned gdev;
+	struct cs_track t;
 	CUresult r;
 
 	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
 		return CS_REAL(cuMemAlloc_v2)(dptr, bytesize);
 	if (convert(bytesize))
 		return alloc_converted(dptr, bytesize);
-	r = begin(bytesize, &gdev);
+	r = cs_track_begin(&t, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CS_REAL(cuMemAlloc_v2)(dptr, bytesize);
-	return finish(r, *dptr, gdev, bytesize, free_v2);
+	return cs_track_end(&t, r, CS_PTR_DEVICE, *dptr, bytesize, 0, undo_v2, NULL);
 }
 
 /* An allocation that finds no memory waits for some, bounded, when CUSLICE_OOM_WAIT says so. */
@@ -160,16 +121,16 @@ CS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
  */
 CS_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
-	unsigned gdev;
+	struct cs_track t;
 	CUresult r;
 
 	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
 		return CS_REAL(cuMemAlloc)(dptr, bytesize);
-	r = begin(bytesize, &gdev);
+	r = cs_track_begin(&t, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CS_REAL(cuMemAlloc)(dptr, bytesize);
-	return finish(r, *dptr, gdev, bytesize, free_v1);
+	return cs_track_end(&t, r, CS_PTR_DEVICE, *dptr, bytesize, 0, undo_v1, NULL);
 }
 
 CS_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
@@ -181,24 +142,23 @@ CS_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
  * Pitched memory: reserve for rows rounded up to PITCH_ALIGN, then settle on
  * what the driver laid out (pitch x height).
  */
-static CUresult settle_pitch(CUresult r, CUdeviceptr ptr, size_t pitch, size_t height,
-			     unsigned gdev, uint64_t estimate, CUresult (*undo)(CUdeviceptr))
+static CUresult settle_pitch(struct cs_track *t, CUresult r, CUdeviceptr ptr, size_t pitch,
+			     size_t height, cs_track_undo_fn undo)
 {
-	uint64_t actual;
+	uint64_t actual, estimate = t->charged;
 
-	if (r != CUDA_SUCCESS) {
-		cs_uncharge(gdev, estimate);
-		return r;
-	}
+	if (r != CUDA_SUCCESS)
+		return cs_track_end(t, r, CS_PTR_DEVICE, ptr, 0, 0, undo, NULL);
 	actual = (uint64_t)pitch * height;
 	if (actual < estimate) {
-		cs_uncharge(gdev, estimate - actual);
-	} else if (actual > estimate && !cs_reserve(gdev, actual - estimate)) {
-		undo(ptr);
-		cs_uncharge(gdev, estimate);
+		cs_uncharge(t->gdev, estimate - actual);
+	} else if (actual > estimate && !cs_reserve(t->gdev, actual - estimate)) {
+		undo(ptr, estimate, NULL);
+		cs_uncharge(t->gdev, estimate);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	return finish(CUDA_SUCCESS, ptr, gdev, actual, undo);
+	t->charged = actual;
+	return cs_track_commit(t, CS_PTR_DEVICE, ptr, actual, 0, undo, NULL);
 }
 
 /* Bytes to reserve for a pitched allocation; 0 when the request is malformed. */
@@ -234,7 +194,7 @@ CS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
 				      size_t Height, unsigned int ElementSizeBytes)
 {
 	uint64_t estimate = pitch_estimate(WidthInBytes, Height);
-	unsigned gdev;
+	struct cs_track t;
 	CUresult r;
 
 	if (cs_mode() == CS_MODE_OFF || !dptr || !pPitch || estimate == 0)
@@ -242,11 +202,11 @@ CS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
 						   ElementSizeBytes);
 	if (convert(estimate))
 		return pitch_converted(dptr, pPitch, WidthInBytes, estimate, ElementSizeBytes);
-	r = begin(estimate, &gdev);
+	r = cs_track_begin(&t, estimate);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CS_REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-	return settle_pitch(r, *dptr, *pPitch, Height, gdev, estimate, free_v2);
+	return settle_pitch(&t, r, *dptr, *pPitch, Height, undo_v2);
 }
 
 CS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
@@ -254,17 +214,17 @@ CS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 				   unsigned int ElementSizeBytes)
 {
 	uint64_t estimate = pitch_estimate(WidthInBytes, Height);
-	unsigned gdev;
+	struct cs_track t;
 	CUresult r;
 
 	if (cs_mode() == CS_MODE_OFF || !dptr || !pPitch || estimate == 0)
 		return CS_REAL(cuMemAllocPitch)(dptr, pPitch, WidthInBytes, Height,
 						ElementSizeBytes);
-	r = begin(estimate, &gdev);
+	r = cs_track_begin(&t, estimate);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CS_REAL(cuMemAllocPitch)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-	return settle_pitch(r, *dptr, *pPitch, Height, gdev, estimate, free_v1);
+	return settle_pitch(&t, r, *dptr, *pPitch, Height, undo_v1);
 }
 
 /*
@@ -274,20 +234,17 @@ CS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
  */
 CS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-	unsigned gdev;
-	uint64_t aux = 0;
+	bool managed;
+	struct cs_track t;
 	CUresult r;
 
 	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
 		return CS_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
-	if (cs_attached() && cs.oversub) {
-		aux = CS_AUX_MANAGED;
-		r = begin_managed(bytesize, &gdev);
-	} else {
-		r = begin(bytesize, &gdev);
-	}
+	managed = cs_attached() && cs.oversub;
+	r = managed ? cs_track_begin_managed(&t, bytesize) : cs_track_begin(&t, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CS_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
-	return finish_aux(r, *dptr, gdev, bytesize, aux, free_v2);
+	return cs_track_end(&t, r, CS_PTR_DEVICE, *dptr, bytesize, managed ? CS_AUX_MANAGED : 0,
+			    undo_v2, NULL);
 }

@@ -6,19 +6,16 @@
  */
 #include "cs-preload.h"
 
-typedef nvmlReturn_t (*nvml_init_fn)(void);
-typedef nvmlReturn_t (*nvml_by_uuid_fn)(const char *, nvmlDevice_t *);
-
 static _Atomic int nvml_state;	/* 0 untried, 1 ready, -1 unavailable */
 
 static bool nvml_ready(void)
 {
 	int s = atomic_load_explicit(&nvml_state, memory_order_acquire);
-	nvml_init_fn init;
+	CS_NVML_FN(nvmlInit_v2) init;
 
 	if (s)
 		return s > 0;
-	init = (nvml_init_fn)cs_nvml_sym("nvmlInit_v2");
+	init = CS_NVML_SYM(nvmlInit_v2);
 	s = init && init() == NVML_SUCCESS ? 1 : -1;
 	atomic_store_explicit(&nvml_state, s, memory_order_release);
 	return s > 0;
@@ -26,11 +23,11 @@ static bool nvml_ready(void)
 
 bool cs_nvml_device(const char *uuid, nvmlDevice_t *dev)
 {
-	nvml_by_uuid_fn by_uuid;
+	CS_NVML_FN(nvmlDeviceGetHandleByUUID) by_uuid;
 
 	if (!nvml_ready())
 		return false;
-	by_uuid = (nvml_by_uuid_fn)cs_nvml_sym("nvmlDeviceGetHandleByUUID");
+	by_uuid = CS_NVML_SYM(nvmlDeviceGetHandleByUUID);
 	return by_uuid && by_uuid(uuid, dev) == NVML_SUCCESS;
 }
 
@@ -100,23 +97,19 @@ int cs_nvml_self_used(const char *uuid, uint64_t *used)
 	return compute > 0 || mps > 0;
 }
 
-typedef nvmlReturn_t (*nvml_count_fn)(unsigned int *);
-typedef nvmlReturn_t (*nvml_by_index_fn)(unsigned int, nvmlDevice_t *);
-typedef nvmlReturn_t (*nvml_uuid_fn)(nvmlDevice_t, char *, unsigned int);
-
 int cs_nvml_uuids(char (*out)[CS_GROUP_UUID_LEN], unsigned max)
 {
-	nvml_count_fn count;
-	nvml_by_index_fn by_index;
-	nvml_uuid_fn get_uuid;
+	CS_NVML_FN(nvmlDeviceGetCount_v2) count;
+	CS_NVML_FN(nvmlDeviceGetHandleByIndex_v2) by_index;
+	CS_NVML_FN(nvmlDeviceGetUUID) get_uuid;
 	unsigned n = 0, k = 0;
 
 	if (!nvml_ready())
 		return -1;
 	/* The real functions (not our views): every GPU of the node, whatever CUDA shows. */
-	count = (nvml_count_fn)cs_nvml_sym("nvmlDeviceGetCount_v2");
-	by_index = (nvml_by_index_fn)cs_nvml_sym("nvmlDeviceGetHandleByIndex_v2");
-	get_uuid = (nvml_uuid_fn)cs_nvml_sym("nvmlDeviceGetUUID");
+	count = CS_NVML_SYM(nvmlDeviceGetCount_v2);
+	by_index = CS_NVML_SYM(nvmlDeviceGetHandleByIndex_v2);
+	get_uuid = CS_NVML_SYM(nvmlDeviceGetUUID);
 	if (!count || !by_index || !get_uuid || count(&n) != NVML_SUCCESS)
 		return -1;
 	for (unsigned i = 0; i < n && k < max; i++) {

@@ -304,6 +304,20 @@ static void undo_growth(struct pool_entry *e, CUmemoryPool pool, CUdeviceptr ptr
 		cs_charge((unsigned)atomic_load(&e->gdev), excess);
 }
 
+struct undo_block_arg {
+	const struct pool_calls *calls;
+	CUstream stream;
+};
+
+/* Frees a block the allocation table cannot hold (cs_track_undo_fn). */
+static void undo_block(uint64_t ptr, uint64_t size, void *arg)
+{
+	const struct undo_block_arg *a = arg;
+
+	(void)size;
+	a->calls->free(ptr, a->stream);
+}
+
 /* Allocates through `calls` from `pool`, charging the pool's growth exactly. */
 static CUresult alloc_from(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream,
 			   const struct pool_calls *calls)
@@ -335,13 +349,12 @@ static CUresult alloc_from(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, C
 	pthread_mutex_unlock(&e->lock);
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (!cs_ptrmap_insert(&cs.map, CS_PTR_POOL_ALLOC, *dptr, 0, gdev,
-			      (uint64_t)(e - pools))) {
-		calls->free(*dptr, stream);
-		cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: allocation refused");
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	atomic_fetch_add(&e->outstanding, 1);
+	/* The block is not charged (the pool's growth is): a block refused gives nothing back. */
+	r = cs_track_commit(&(struct cs_track){.gdev = gdev}, CS_PTR_POOL_ALLOC, *dptr, 0,
+			    (uint64_t)(e - pools), undo_block,
+			    &(struct undo_block_arg){.calls = calls, .stream = stream});
+	if (r == CUDA_SUCCESS)
+		atomic_fetch_add(&e->outstanding, 1);
 	return r;
 }
 

@@ -93,25 +93,21 @@ void *cs_nvml_handle(void);
 /* A driver/NVML function we call but do not wrap, by exact symbol; NULL if absent. */
 void *cs_driver_sym(const char *symbol);
 void *cs_nvml_sym(const char *symbol);
+/* The same for an NVML function, typed by its prototype in nvml-abi.h. */
+#define CS_NVML_SYM(name) ((CS_NVML_FN(name))cs_nvml_sym(#name))
 
-/*
- * Driver functions we call but do not wrap, resolved at attach. The first
- * four are required (attach fails closed without them); callers check the
- * others for NULL.
- */
+/* Driver functions we call but do not wrap (calls-cuda.def), resolved at attach. */
 struct cs_driver_api {
-	__typeof__(&cuDeviceGet) cuDeviceGet;
-	__typeof__(&cuDeviceGetCount) cuDeviceGetCount;
-	__typeof__(&cuDeviceGetUuid_v2) cuDeviceGetUuid_v2;
-	__typeof__(&cuCtxGetDevice) cuCtxGetDevice;
-	__typeof__(&cuDeviceGetMemPool) cuDeviceGetMemPool;
-	__typeof__(&cuDeviceGetDefaultMemPool) cuDeviceGetDefaultMemPool;
-	__typeof__(&cuMemPoolGetAttribute) cuMemPoolGetAttribute;
-	__typeof__(&cuStreamSynchronize) cuStreamSynchronize;
-	__typeof__(&cuStreamSynchronize_ptsz) cuStreamSynchronize_ptsz;
+#define X(fn, need) __typeof__(&fn) fn;
+#include "calls-cuda.def"
+#undef X
 };
 extern struct cs_driver_api cs_drv;
-bool cs_driver_api_load(void);
+/*
+ * Resolves cs_drv. True when every REQUIRED function is there; else false
+ * with their names, comma-separated, in missing[len].
+ */
+bool cs_driver_api_load(char *missing, size_t len);
 
 /* The real dlsym (libc's), for lookups made on our own behalf. */
 void *cs_real_dlsym(void *handle, const char *name);
@@ -128,6 +124,8 @@ struct cs_dlsym_route {
 	void *answer;
 };
 struct cs_dlsym_route cs_dlsym_route(void *handle, const char *name);
+/* The exported dlsym itself (cs-dlsym-export.c), whatever "dlsym" binds to here. */
+void *cs_dlsym_export(void *handle, const char *name);
 
 /* ---- process state (cs-init.c) ---- */
 
@@ -156,6 +154,7 @@ struct cs_device {
 #define CS_MAX_ORDINALS CS_GROUP_MAX_DEVICES
 
 struct cs_state {
+	bool skipped;			/* opted out (cs-inject.c): set at load, then read only */
 	_Atomic int mode;		/* enum cs_mode, decided at load */
 	_Atomic int attach;		/* enum cs_attach */
 	char fail_reason[1280];		/* why FAIL_CLOSED (logged once) */
@@ -202,6 +201,13 @@ struct cs_state {
 
 extern struct cs_state cs;
 
+/* ---- injection (cs-inject.c): run first at load ---- */
+
+/* Whether this program opted out of libcuslice (CUSLICE_DISABLE, the skip lists). */
+bool cs_inject_skipped(void);
+/* CUSLICE_[PREPEND_]{PATH,LD_PRELOAD,LD_LIBRARY_PATH} applied (single-threaded, not secure). */
+void cs_inject_repair_env(void);
+
 static inline enum cs_mode cs_mode(void)
 {
 	return (enum cs_mode)atomic_load_explicit(&cs.mode, memory_order_relaxed);
@@ -212,18 +218,19 @@ static inline enum cs_mode cs_mode(void)
  * opens or creates the region, claims a process slot, maps every CUDA device
  * ordinal to the group's entry for its UUID with the configured limit.
  * Needs an initialised driver (calls the real cuInit(0) itself). On failure
- * the process switches to FAIL_CLOSED with the reason. Returns true when
- * attached.
+ * the process switches to FAIL_CLOSED with the reason. Returns CUDA_SUCCESS
+ * when attached; else the driver's error, or CUDA_ERROR_OUT_OF_MEMORY when
+ * failed closed. Concurrent callers wait for the one that attaches; a call
+ * made from inside attaching (a driver that calls back into us) returns an
+ * error instead of waiting for itself.
  */
-bool cs_attach(void);
+CUresult cs_attach(void);
 
-/* Same, as a CUresult: the driver's error, or OUT_OF_MEMORY when failed closed. */
-CUresult cs_attach_result(void);
-
+/* Whether this process is attached, attaching now if it is not yet (cs_attach). */
 static inline bool cs_attached(void)
 {
 	return CS_LIKELY(atomic_load_explicit(&cs.attach, memory_order_acquire) == CS_ATTACHED) ||
-	       cs_attach();
+	       cs_attach() == CUDA_SUCCESS;
 }
 
 /* Switches to FAIL_CLOSED with a reason (printf-style); logs it once. */
@@ -275,6 +282,104 @@ void cs_uncharge_managed(unsigned gdev, uint64_t bytes);
  * Unchanged without a limit. For cuMemGetInfo, cuDeviceTotalMem and NVML.
  */
 void cs_view_memory(unsigned gdev, uint64_t *total, uint64_t *free_b);
+
+/*
+ * Charging what a driver call creates: reserve, call, commit. The charge
+ * is reserved before the driver is asked (so racing processes cannot
+ * together pass the limit), given back when the driver fails, and the
+ * created thing is recorded in the allocation table with it, so that its
+ * free or destroy finds the charge (cs_untrack, below):
+ *     struct cs_track t;
+ *     r = cs_track_begin(&t, bytes);	(cs_track_begin_on: a given device)
+ *     if (r != CUDA_SUCCESS)
+ *         return r;
+ *     r = real_create(&obj, bytes);
+ *     return cs_track_end(&t, r, CS_PTR_DEVICE, obj, bytes, 0, undo, NULL);
+ * Inline: this is the allocation fast path.
+ */
+struct cs_track {
+	unsigned gdev;
+	bool managed;	  /* charged as managed memory (oversubscribe: cs_reserve_managed) */
+	uint64_t charged; /* reserved before the call: given back when it fails */
+};
+
+/*
+ * Destroys a created thing the allocation table cannot hold (key and size
+ * as they would have been recorded; arg as given to cs_track_end).
+ */
+typedef void (*cs_track_undo_fn)(uint64_t key, uint64_t size, void *arg);
+
+/* Reserves `bytes` on group device gdev: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY. */
+static inline CUresult cs_track_begin_on(struct cs_track *t, unsigned gdev, uint64_t bytes)
+{
+	t->gdev = gdev;
+	t->managed = false;
+	t->charged = bytes;
+	return cs_reserve(gdev, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* The same on the current context's device; its error as cs_current_gdev's. */
+static inline CUresult cs_track_begin(struct cs_track *t, uint64_t bytes)
+{
+	CUresult r = cs_current_gdev(&t->gdev);
+
+	return r != CUDA_SUCCESS ? r : cs_track_begin_on(t, t->gdev, bytes);
+}
+
+/* The same, charged as managed memory (recorded with CS_AUX_MANAGED). */
+static inline CUresult cs_track_begin_managed(struct cs_track *t, uint64_t bytes)
+{
+	CUresult r = cs_current_gdev(&t->gdev);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	t->managed = true;
+	t->charged = bytes;
+	return cs_reserve_managed(t->gdev, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Gives back what cs_track_begin* reserved (the driver failed, or the thing is undone). */
+static inline void cs_track_give_back(const struct cs_track *t)
+{
+	if (!t->charged)
+		return;
+	if (t->managed)
+		cs_uncharge_managed(t->gdev, t->charged);
+	else
+		cs_uncharge(t->gdev, t->charged);
+}
+
+/*
+ * The one translation of a full allocation table (cs-account.c), logged:
+ * with `undo`, the thing is destroyed, its charge given back and the call
+ * fails with CUDA_ERROR_OUT_OF_MEMORY; without (the caller cannot undo
+ * it: a context, an array), it stays, charged, and the call succeeds —
+ * accounting is never lost either way.
+ */
+CUresult cs_track_full(const struct cs_track *t, enum cs_ptr_kind kind, uint64_t key, uint64_t size,
+		       cs_track_undo_fn undo, void *arg);
+
+/* Records a created thing (the driver succeeded) with its charge. */
+static inline CUresult cs_track_commit(const struct cs_track *t, enum cs_ptr_kind kind,
+				       uint64_t key, uint64_t size, uint64_t aux,
+				       cs_track_undo_fn undo, void *arg)
+{
+	if (CS_LIKELY(cs_ptrmap_insert(&cs.map, kind, key, size, t->gdev, aux)))
+		return CUDA_SUCCESS;
+	return cs_track_full(t, kind, key, size, undo, arg);
+}
+
+/* After the driver's answer r: the charge back when it failed, else cs_track_commit. */
+static inline CUresult cs_track_end(const struct cs_track *t, CUresult r, enum cs_ptr_kind kind,
+				    uint64_t key, uint64_t size, uint64_t aux,
+				    cs_track_undo_fn undo, void *arg)
+{
+	if (r != CUDA_SUCCESS) {
+		cs_track_give_back(t);
+		return r;
+	}
+	return cs_track_commit(t, kind, key, size, aux, undo, arg);
+}
 
 /*
  * Giving back what a freed or destroyed thing was charged. The entry is taken
@@ -430,13 +535,22 @@ void cs_oom_wait_done(struct cs_oom_wait *w, CUresult r);
 /* ---- cusliced (cs-daemon.c) ---- */
 
 /*
- * Registers with cusliced at attach. 0: registered (cs.group_name is the
- * daemon's word now, cs.gh holds the region it handed over, unregistered,
- * and cs.daemon_slot the slot to take); 1: no daemon, standalone; -1:
- * refused, or the node's daemon did not answer within CUSLICE_DAEMON_WAIT,
- * or required but absent (the process failed closed).
+ * What registering with cusliced came to:
+ *   registered     cs.group_name is the daemon's word now, cs.gh holds the
+ *                  region it handed over (no slot taken yet), and
+ *                  cs.daemon_slot the slot to take
+ *   standalone     no daemon (or CUSLICE_DAEMON=off): on the environment's limits
+ *   failed closed  refused, or the node's daemon did not answer within
+ *                  CUSLICE_DAEMON_WAIT, or required but absent
  */
-int cs_daemon_register(void);
+#define CS_REGISTRATIONS(X)                                                                        \
+	X(CS_REGISTERED, "registered")                                                             \
+	X(CS_STANDALONE, "standalone")                                                             \
+	X(CS_REFUSED, "failed closed")
+CS_XENUM(cs_registration, CS_REGISTRATION_COUNT, CS_REGISTRATIONS)
+
+/* Registers with cusliced, at attach. */
+enum cs_registration cs_daemon_register(void);
 /*
  * Reads CUSLICE_SOCKET, CUSLICE_DAEMON, CUSLICE_DAEMON_WAIT and
  * CUSLICE_TOKEN (at load, with the rest of the configuration). False when

@@ -10,6 +10,7 @@
 #include "cs-preload.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 
 #include "cs-log.h"
 
@@ -20,19 +21,45 @@ static _Atomic(void *) nvml_h;
 static _Atomic bool driver_warned, nvml_warned;
 
 /*
- * Stand-ins for functions the installed library lacks. They are called
- * through a pointer of the wrapped function's type; on the ABIs we support
- * a function that ignores its arguments and returns an int is safe to call
- * that way.
+ * Stand-ins for functions the installed library lacks (STYLE.md: never call
+ * a missing function): the driver's answer for an operation this system
+ * does not support, NVML's for a function it does not have. They are
+ * called through a pointer of the wrapped function's type; on the ABIs we
+ * support a function that ignores its arguments and returns an int is safe
+ * to call that way.
  */
 static CUresult missing_driver_fn(void)
 {
-	return CUDA_ERROR_NOT_FOUND;
+	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 static nvmlReturn_t missing_nvml_fn(void)
 {
 	return NVML_ERROR_FUNCTION_NOT_FOUND;
+}
+
+/*
+ * The driver directory's shim (src/shim) has the driver's soname, so
+ * opening "libcuda.so.1" there returns the shim, whose lookups find our own
+ * wrappers first. It names the real library (cuslice_driver_shim), which
+ * it loaded as its dependency: that is where the real functions are.
+ * Returns h itself when it is no shim; NULL (logged once) when the real
+ * library cannot be opened.
+ */
+static void *past_shim(void *h, const char *soname, _Atomic bool *warned)
+{
+	const char *real = cs_real_dlsym(h, "cuslice_driver_shim");
+	void *r;
+
+	if (!real)
+		return h;
+	r = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+	if (!r && !atomic_exchange(warned, true))
+		cs_log(CS_LOG_ERROR, CS_LOG_NAME,
+		       "%s is cuslice's driver-directory shim, and the real library it names, %s, "
+		       "cannot be loaded: %s",
+		       soname, real, dlerror());
+	return r;
 }
 
 static void *load(const char *soname, _Atomic(void *) *slot, _Atomic bool *warned)
@@ -48,6 +75,9 @@ static void *load(const char *soname, _Atomic(void *) *slot, _Atomic bool *warne
 			cs_log(CS_LOG_ERROR, CS_LOG_NAME, "cannot load %s: %s", soname, dlerror());
 		return NULL;
 	}
+	h = past_shim(h, soname, warned);
+	if (!h)
+		return NULL;
 	/* Two threads may both load it: the loader counts references, drop ours. */
 	if (!atomic_compare_exchange_strong(slot, &expected, h)) {
 		dlclose(h);
@@ -94,19 +124,17 @@ void *cs_real_resolve(int id)
 
 struct cs_driver_api cs_drv;
 
-bool cs_driver_api_load(void)
+bool cs_driver_api_load(char *missing, size_t len)
 {
-#define LOAD(fn) cs_drv.fn = (__typeof__(&fn))cs_driver_sym(#fn)
-	LOAD(cuDeviceGet);
-	LOAD(cuDeviceGetCount);
-	LOAD(cuDeviceGetUuid_v2);
-	LOAD(cuCtxGetDevice);
-	LOAD(cuDeviceGetMemPool);
-	LOAD(cuDeviceGetDefaultMemPool);
-	LOAD(cuMemPoolGetAttribute);
-	LOAD(cuStreamSynchronize);
-	LOAD(cuStreamSynchronize_ptsz);
-#undef LOAD
-	return cs_drv.cuDeviceGet && cs_drv.cuDeviceGetCount && cs_drv.cuDeviceGetUuid_v2 &&
-	       cs_drv.cuCtxGetDevice;
+	enum { OPTIONAL, REQUIRED };
+	size_t at = 0;
+
+	missing[0] = '\0';
+#define X(fn, need)                                                                                \
+	cs_drv.fn = (__typeof__(&fn))cs_driver_sym(#fn);                                           \
+	if (!cs_drv.fn && (need) == REQUIRED && at < len)                                          \
+		at += (size_t)snprintf(missing + at, len - at, "%s" #fn, at ? ", " : "");
+#include "calls-cuda.def"
+#undef X
+	return missing[0] == '\0';
 }

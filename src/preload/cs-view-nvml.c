@@ -28,8 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef nvmlReturn_t (*nvml_uuid_fn)(nvmlDevice_t, char *, unsigned int);
-
 /* Handles remembered; a process sees at most this many GPUs through NVML. */
 #define HANDLE_CACHE 64
 
@@ -47,7 +45,7 @@ struct handle_entry {
 
 static struct handle_entry handles[HANDLE_CACHE];
 static _Atomic unsigned handles_used;
-static _Atomic(nvml_uuid_fn) uuid_fn;
+static _Atomic(CS_NVML_FN(nvmlDeviceGetUUID)) uuid_fn;
 
 /* The number of READY device entries of the group. */
 static unsigned ready_devices(void)
@@ -63,11 +61,12 @@ static unsigned ready_devices(void)
 /* The group device with this NVML handle's UUID, or -1. */
 static int lookup_uuid(nvmlDevice_t dev)
 {
-	nvml_uuid_fn get_uuid = atomic_load_explicit(&uuid_fn, memory_order_relaxed);
+	CS_NVML_FN(nvmlDeviceGetUUID)
+	get_uuid = atomic_load_explicit(&uuid_fn, memory_order_relaxed);
 	char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
 
 	if (!get_uuid) {
-		get_uuid = (nvml_uuid_fn)cs_nvml_sym("nvmlDeviceGetUUID");
+		get_uuid = CS_NVML_SYM(nvmlDeviceGetUUID);
 		atomic_store_explicit(&uuid_fn, get_uuid, memory_order_relaxed);
 	}
 	if (!get_uuid || get_uuid(dev, uuid, sizeof(uuid)) != NVML_SUCCESS)

@@ -17,8 +17,6 @@
  */
 #include "cs-preload.h"
 
-#include "cs-log.h"
-
 /* Drops one hold on a created handle; the last gives its memory back. */
 static void drop_hold(CUmemGenericAllocationHandle handle)
 {
@@ -45,9 +43,24 @@ static bool tracking(void)
 	return cs_mode() == CS_MODE_ACTIVE && cs.map_ready;
 }
 
+/* Undo a handle or a mapping the allocation table cannot hold (cs_track_undo_fn). */
+static void undo_create(uint64_t handle, uint64_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	CS_REAL(cuMemRelease)(handle);
+}
+
+static void undo_map(uint64_t ptr, uint64_t size, void *arg)
+{
+	(void)arg;
+	CS_REAL(cuMemUnmap)(ptr, size);
+}
+
 CS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 			       const CUmemAllocationProp *prop, unsigned long long flags)
 {
+	struct cs_track t;
 	unsigned gdev;
 	CUresult r;
 
@@ -59,20 +72,13 @@ CS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
 		return CS_REAL(cuMemCreate)(handle, size, prop, flags);
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (!cs_reserve(gdev, size))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	r = CS_REAL(cuMemCreate)(handle, size, prop, flags);
-	if (r != CUDA_SUCCESS) {
-		cs_uncharge(gdev, size);
+	r = cs_track_begin_on(&t, gdev, size);
+	if (r != CUDA_SUCCESS)
 		return r;
-	}
-	if (!cs_ptrmap_insert(&cs.map, CS_PTR_VMM_HANDLE, *handle, size, gdev, 1)) {
-		CS_REAL(cuMemRelease)(*handle);
-		cs_uncharge(gdev, size);
-		cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: allocation refused");
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	return r;
+	r = CS_REAL(cuMemCreate)(handle, size, prop, flags);
+	/* aux: the handle's holds, the creation's own to begin with. */
+	return cs_track_end(&t, r, CS_PTR_VMM_HANDLE, r == CUDA_SUCCESS ? *handle : 0, size, 1,
+			    undo_create, NULL);
 }
 
 CS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
@@ -101,13 +107,12 @@ CS_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 	if (r != CUDA_SUCCESS || !tracking() ||
 	    !cs_ptrmap_find(&cs.map, CS_PTR_VMM_HANDLE, handle))
 		return r;
-	if (!cs_ptrmap_insert(&cs.map, CS_PTR_VMM_MAP, ptr, size, 0, handle)) {
-		/* Without its entry an unmap could not find the handle: undo. */
-		CS_REAL(cuMemUnmap)(ptr, size);
-		cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: mapping refused");
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	add_hold(handle);
+	/* Not charged (the handle is). Without its entry an unmap could not find the handle: undo.
+	 */
+	r = cs_track_commit(&(struct cs_track){0}, CS_PTR_VMM_MAP, ptr, size, handle, undo_map,
+			    NULL);
+	if (r == CUDA_SUCCESS)
+		add_hold(handle);
 	return r;
 }
 

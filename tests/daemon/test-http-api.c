@@ -104,7 +104,7 @@ static void test_http_api_status(void **state)
 	(void)state;
 	j = parse(cd_api_render_status(&fake.snap));
 	ASSERT_FIELDS(j, "version", "pid", "uptime_seconds", "socket", "state_dir", "shm_dir",
-		      "metrics_listen", "groups", "processes", "gpus");
+		      "metrics_listen", "groups", "processes", "gpus", "nvml");
 	assert_str(j, "version", CS_VERSION);
 	assert_num(j, "pid", 4242);
 	assert_num(j, "uptime_seconds", 12.5);
@@ -115,6 +115,21 @@ static void test_http_api_status(void **state)
 	assert_num(j, "groups", 2);
 	assert_num(j, "processes", 2);
 	assert_num(j, "gpus", 2);
+	ASSERT_FIELDS(field(j, "nvml"), "up", "attempts", "since");
+	assert_true(cJSON_IsTrue(field(field(j, "nvml"), "up")));
+	cJSON_Delete(j);
+
+	/* NVML down: why, and when the next attempt comes. */
+	fake.snap.nvml.up = false;
+	fake.snap.nvml.attempts = 3;
+	fake.snap.nvml.next_try = 1700000004.5;
+	snprintf(fake.snap.nvml.reason, sizeof(fake.snap.nvml.reason), "nvmlInit_v2 failed (error 9)");
+	j = parse(cd_api_render_status(&fake.snap));
+	ASSERT_FIELDS(field(j, "nvml"), "up", "attempts", "since", "reason", "next_try");
+	assert_true(cJSON_IsFalse(field(field(j, "nvml"), "up")));
+	assert_num(field(j, "nvml"), "attempts", 3);
+	assert_num(field(j, "nvml"), "next_try", 1700000004.5);
+	assert_str(field(j, "nvml"), "reason", "nvmlInit_v2 failed (error 9)");
 	cJSON_Delete(j);
 }
 
@@ -125,7 +140,7 @@ static void test_http_api_gpus(void **state)
 
 	(void)state;
 	j = parse(cd_api_render_gpus(&fake.snap));
-	ASSERT_FIELDS(j, "gpus");
+	ASSERT_FIELDS(j, "gpus", "nvml");
 	arr = field(j, "gpus");
 	assert_int_equal(cJSON_GetArraySize(arr), 2);
 	g = cJSON_GetArrayItem(arr, 0);
@@ -314,8 +329,9 @@ static void test_http_api_processes(void **state)
 	arr = field(j, "processes");
 	assert_int_equal(cJSON_GetArraySize(arr), 2);
 	p = cJSON_GetArrayItem(arr, 0);
-	ASSERT_FIELDS(p, "pid", "group", "uid", "registered", "cgroup", "gpus", "state");
+	ASSERT_FIELDS(p, "pid", "name", "group", "uid", "registered", "cgroup", "gpus", "state");
 	assert_num(p, "pid", 42);
+	assert_str(p, "name", "python3");
 	assert_str(p, "group", "pid-42");
 	assert_num(p, "uid", 1000);
 	assert_bool(p, "registered", true);
@@ -328,6 +344,7 @@ static void test_http_api_processes(void **state)
 	assert_num(gpu, "memory_used", 512.0 * 1024 * 1024);
 	p = cJSON_GetArrayItem(arr, 1);
 	assert_num(p, "pid", 77);
+	assert_str(p, "name", "miner");
 	assert_str(p, "group", "");
 	assert_bool(p, "registered", false);
 	assert_str(p, "state", "stopped");
@@ -494,9 +511,11 @@ static void test_http_api_route_errors(void **state)
 	assert_error(route("PUT", "/v1/events", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
 		     "not allowed", "GET, HEAD");
 	assert_error(route("POST", "/v1/groups/train", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
-		     "not allowed", "GET, HEAD, PUT, DELETE");
-	assert_error(route("PATCH", "/v1/groups/train", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
-		     "not allowed", "GET, HEAD, PUT, DELETE");
+		     "not allowed", "GET, HEAD, PUT, PATCH, DELETE");
+	assert_error(route("PATCH", "/v1/groups", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
+		     "not allowed", "GET, HEAD");
+	assert_error(route("PUT", "/readyz", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
+		     "not allowed", "GET, HEAD");
 
 	assert_error(route("GET", "/v1/events", "abc", NULL), CD_API_ERR_INVALID_PARAMETER,
 		     "since=abc", NULL);
@@ -566,16 +585,38 @@ static void test_http_api_put(void **state)
 	cJSON *j;
 
 	(void)state;
+	/* A new policy: 201 Created, where it lives, and the group. */
 	rep = route("PUT", "/v1/groups/infer", NULL, "{\"memory_limit\":\"2GiB\"}");
-	assert_int_equal(rep.status, 200);
+	assert_int_equal(rep.status, 201);
+	assert_string_equal(rep.location, "/v1/groups/infer");
+	assert_null(rep.allow);
 	assert_string_equal(fake.put_name, "infer");
 	assert_string_equal(fake.put_body, "{\"memory_limit\":\"2GiB\"}");
+	assert_int_equal(fake.put_mode, CD_PUT_REPLACE);
 	j = parse(rep.body);
 	ASSERT_FIELDS(j, "name", "managed", "policy", "processes", "devices");
 	assert_str(j, "name", "infer");
 	assert_bool(j, "managed", true);
 	assert_str(field(j, "policy"), "memory_limit", "2GiB");
 	cJSON_Delete(j);
+	/* PUT of a policy that exists replaces it: 200, no Location. */
+	rep = route("PUT", "/v1/groups/infer", NULL, "{\"core_limit\":20}");
+	assert_int_equal(rep.status, 200);
+	assert_string_equal(rep.location, "");
+	assert_int_equal(fake.put_mode, CD_PUT_REPLACE);
+	free(rep.body);
+	/* PATCH merges: into the stored policy (200), or into the defaults (201). */
+	rep = route("PATCH", "/v1/groups/infer", NULL, "{\"mode\":\"burst\"}");
+	assert_int_equal(rep.status, 200);
+	assert_int_equal(fake.put_mode, CD_PUT_MERGE);
+	free(rep.body);
+	rep = route("PATCH", "/v1/groups/fresh", NULL, "{\"mode\":\"burst\"}");
+	assert_int_equal(rep.status, 201);
+	assert_string_equal(rep.location, "/v1/groups/fresh");
+	assert_int_equal(fake.put_mode, CD_PUT_MERGE);
+	free(rep.body);
+	assert_error(route("PATCH", "/v1/groups/infer", NULL, NULL), CD_API_ERR_MISSING_BODY,
+		     "PATCH /v1/groups/infer: expected a JSON policy", NULL);
 
 	/* The core's validation message goes back as it is. */
 	fake.put_rc = -EINVAL;
@@ -634,6 +675,7 @@ static void test_http_api_tenant_refused(void **state)
 	    "/v1/processes", "/v1/events",	   "/v1/groups/x",	"/",
 	    "/v1/self/",     "/v1/self/../groups", "//v1/self",		"/V1/self",
 	    "/v1/healthz/x", "/v2/self",	   "/v1/groups/train/", "/nope",
+	    "/healthz/",     "/v1/readyz",	   "/readyz/x",		"/metrics",
 	};
 	static const char *const methods[] = {"GET", "HEAD", "PUT", "PATCH", "DELETE", "POST"};
 
@@ -649,6 +691,8 @@ static void test_http_api_tenant_refused(void **state)
 		assert_error(route_as(&tenant_peer, methods[m], "/v1/self", NULL, NULL, "{}"),
 			     CD_API_ERR_ADMIN_ONLY, "admin socket", NULL);
 		assert_error(route_as(&tenant_peer, methods[m], "/v1/healthz", NULL, NULL, "{}"),
+			     CD_API_ERR_ADMIN_ONLY, "admin socket", NULL);
+		assert_error(route_as(&tenant_peer, methods[m], "/readyz", NULL, NULL, "{}"),
 			     CD_API_ERR_ADMIN_ONLY, "admin socket", NULL);
 	}
 	/* Nothing reached the core. */
@@ -666,6 +710,9 @@ static void test_http_api_tenant_targets(void **state)
 	(void)state;
 	assert_true(cd_api_tenant_request("GET", "/v1/self", 8));
 	assert_true(cd_api_tenant_request("HEAD", "/v1/healthz", 11));
+	assert_true(cd_api_tenant_request("GET", "/healthz", 8));
+	assert_true(cd_api_tenant_request("GET", "/readyz", 7));
+	assert_false(cd_api_tenant_request("GET", "/readyz/", 8));
 	assert_true(cd_api_tenant_request("GET", "/v1/self?group=x", 16));
 	/* %-encoding decodes to the same path (libmicrohttpd decodes it alike). */
 	assert_true(cd_api_tenant_request("GET", "/v1/%73elf", 10));
@@ -691,18 +738,64 @@ static void test_http_api_healthz(void **state)
 	cJSON *j;
 
 	(void)state;
-	for (int door = 0; door < 2; door++) {
-		rep = route_as(door ? &admin_peer : &tenant_peer, "GET", "/v1/healthz", NULL, NULL,
+	for (int door = 0; door < 4; door++) {
+		rep = route_as(door & 1 ? &admin_peer : &tenant_peer, "GET",
+			       door & 2 ? "/healthz" : "/v1/healthz", NULL, NULL, NULL);
+		assert_int_equal(rep.status, 200);
+		j = parse(rep.body);
+		ASSERT_FIELDS(j, "status", "version", "nvml");
+		assert_str(j, "status", "ok");
+		assert_str(j, "version", CS_VERSION);
+		assert_str(j, "nvml", "up");
+		cJSON_Delete(j);
+		rep = route_as(door & 1 ? &admin_peer : &tenant_peer, "GET", "/readyz", NULL, NULL,
 			       NULL);
 		assert_int_equal(rep.status, 200);
 		j = parse(rep.body);
-		ASSERT_FIELDS(j, "status", "version");
-		assert_str(j, "status", "ok");
-		assert_str(j, "version", CS_VERSION);
+		ASSERT_FIELDS(j, "status", "version", "backstop");
+		assert_str(j, "status", "ready");
+		assert_str(j, "backstop", "up");
 		cJSON_Delete(j);
 	}
+	/* NVML down: degraded, still 200 (registration and quotas work without it). */
+	fake.snap.nvml.up = false;
+	rep = route_as(&admin_peer, "GET", "/v1/healthz", NULL, NULL, NULL);
+	assert_int_equal(rep.status, 200);
+	j = parse(rep.body);
+	assert_str(j, "status", "degraded");
+	assert_str(j, "nvml", "down");
+	cJSON_Delete(j);
+	/* ... and not ready, saying why and that it retries. */
+	snprintf(fake.snap.nvml.reason, sizeof(fake.snap.nvml.reason), "nvmlInit_v2 failed (error 9)");
+	fake.snap.nvml.attempts = 4;
+	fake.snap.backstop_ok = false;
+	assert_error(route("GET", "/readyz", NULL, NULL), CD_API_ERR_NOT_READY,
+		     "NVML is not available (nvmlInit_v2 failed (error 9); 4 attempts, retrying)",
+		     NULL);
+	fake.snap.nvml.up = true;
+	fake.snap.backstop_ok = true;
 	assert_error(route_as(&tenant_peer, "GET", "/v1/healthz", "x", "1", NULL),
 		     CD_API_ERR_UNKNOWN_PARAMETER, "takes none", NULL);
+	assert_error(route_as(&tenant_peer, "GET", "/readyz", "verbose", "", NULL),
+		     CD_API_ERR_UNKNOWN_PARAMETER, "GET /readyz takes none", NULL);
+	/* A backstop that is down: not ready, and why; alive all the same. */
+	fake.snap.backstop_ok = false;
+	assert_error(route("GET", "/readyz", NULL, NULL), CD_API_ERR_NOT_READY,
+		     "its backstop's last NVML sample is ", NULL);
+	assert_error(route("GET", "/readyz", NULL, NULL), CD_API_ERR_NOT_READY,
+		     "(6 failed attempts): processes that bypass libcuslice", NULL);
+	fake.snap.backstop_last_ok = 0;
+	assert_error(route("GET", "/readyz", NULL, NULL), CD_API_ERR_NOT_READY,
+		     "has not sampled NVML yet (6 failed attempts)", NULL);
+	rep = route("GET", "/healthz", NULL, NULL);
+	assert_int_equal(rep.status, 200);
+	free(rep.body);
+	/* A state that cannot be read: neither alive nor ready. */
+	fake.snapshot_rc = -ENOMEM;
+	assert_error(route("GET", "/healthz", NULL, NULL), CD_API_ERR_INTERNAL,
+		     "cannot read the daemon's state", NULL);
+	assert_error(route("GET", "/readyz", NULL, NULL), CD_API_ERR_INTERNAL,
+		     "cannot read the daemon's state", NULL);
 }
 
 static void test_http_api_self(void **state)

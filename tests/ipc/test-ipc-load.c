@@ -171,7 +171,7 @@ static enum outcome child_register(int fd, const char *group)
 	{
 		struct cs_group_handle h;
 
-		if (ipc_last_fd < 0 || cs_group_attach_fd(&h, ipc_last_fd, want) != 0 ||
+		if (ipc_last_fd < 0 || cs_group_open_fd(&h, ipc_last_fd, want) != 0 ||
 		    cs_group_register_slot(&h, (int)reply.u.ok.slot) != (int)reply.u.ok.slot)
 			return E_GROUP;
 		ipc_last_fd = -1;	/* h owns it; the process exits with it */

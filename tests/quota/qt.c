@@ -493,7 +493,7 @@ bool qt_region_of_pid(struct cs_group_handle *h, pid_t pid, const char *group)
 		fd = open(fdpath, O_RDWR | O_CLOEXEC);
 		if (fd < 0)
 			continue;
-		if (cs_group_attach_fd(h, fd, group) == 0)
+		if (cs_group_open_fd(h, fd, group) == 0)
 			found = true;
 		else
 			close(fd);

@@ -218,7 +218,7 @@ static void test_system_hostile_ipc(void **state)
 		struct cs_group_handle h;
 
 		assert_true(sys_ipc_fd >= 0);
-		assert_int_equal(cs_group_attach_fd(&h, sys_ipc_fd, "hostile-good"), 0);
+		assert_int_equal(cs_group_open_fd(&h, sys_ipc_fd, "hostile-good"), 0);
 		sys_ipc_fd = -1;
 		assert_int_equal(cs_group_register_slot(&h, (int)m.u.ok.slot), (int)m.u.ok.slot);
 		cs_group_close(&h);

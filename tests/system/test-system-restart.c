@@ -281,7 +281,7 @@ static void test_system_let_go(void **state)
 	assert_int_equal(sys_ipc_register(fd, g, NULL, &m), 0);
 	assert_int_equal(m.h.type, CS_IPC_REGISTERED);
 	assert_true(sys_ipc_fd >= 0);
-	assert_int_equal(cs_group_attach_fd(&h, sys_ipc_fd, g), 0);
+	assert_int_equal(cs_group_open_fd(&h, sys_ipc_fd, g), 0);
 	sys_ipc_fd = -1;
 	assert_int_equal(cs_group_register_slot(&h, (int)m.u.ok.slot), (int)m.u.ok.slot);
 	close(fd);

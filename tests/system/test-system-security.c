@@ -302,7 +302,7 @@ static void test_security_other_group_unreachable(void **state)
 		else {
 			struct cs_group_handle h;
 
-			if (cs_group_attach_fd(&h, sys_ipc_fd, gb) == 0)
+			if (cs_group_open_fd(&h, sys_ipc_fd, gb) == 0)
 				n += 10; /* it must be ga's, not gb's */
 		}
 		_exit(n);

@@ -178,7 +178,7 @@ static void test_trust_sealed_region(void **state)
 	assert_int_equal(cs_group_create_sealed(&m, "bad/name"), -EINVAL);
 
 	/* A member adopts it from its own descriptor, and cannot shrink it either. */
-	assert_int_equal(cs_group_attach_fd(&m, reopen(&r), "ga"), 0);
+	assert_int_equal(cs_group_open_fd(&m, reopen(&r), "ga"), 0);
 	assert_true(m.sealed);
 	assert_int_equal(ftruncate(m.fd, 0), -1);
 	assert_int_equal(fcntl(m.fd, F_ADD_SEALS, F_SEAL_WRITE), -1);	/* F_SEAL_SEAL */
@@ -189,7 +189,7 @@ static void test_trust_sealed_region(void **state)
 		struct cs_group_handle x;
 		int fd = reopen(&r);
 
-		assert_int_equal(cs_group_attach_fd(&x, fd, "gb"), -EPROTO);
+		assert_int_equal(cs_group_open_fd(&x, fd, "gb"), -EPROTO);
 		close(fd);
 	}
 	cs_group_close(&m);
@@ -207,26 +207,26 @@ static void test_trust_attach_refuses_unsealed(void **state)
 	fd = memfd_create("cuslice-group-ga", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, sizeof(struct cs_group)), 0);
-	assert_int_equal(cs_group_attach_fd(&h, fd, "ga"), -EPROTO);
+	assert_int_equal(cs_group_open_fd(&h, fd, "ga"), -EPROTO);
 	/* Sealed against shrinking only. */
 	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
-	assert_int_equal(cs_group_attach_fd(&h, fd, "ga"), -EPROTO);
+	assert_int_equal(cs_group_open_fd(&h, fd, "ga"), -EPROTO);
 	close(fd);
 	/* Sealed, but of another size. */
 	fd = memfd_create("cuslice-group-ga", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	assert_int_equal(ftruncate(fd, 4096), 0);
 	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
-	assert_int_equal(cs_group_attach_fd(&h, fd, "ga"), -EPROTO);
+	assert_int_equal(cs_group_open_fd(&h, fd, "ga"), -EPROTO);
 	close(fd);
 	/* A standalone region file (unsealed). */
 	assert_int_equal(cs_group_open(&r, tmpdir, "file"), 0);
 	region_path(path, sizeof(path), "file");
 	fd = open(path, O_RDWR | O_CLOEXEC);
-	assert_int_equal(cs_group_attach_fd(&h, fd, "file"), -EPROTO);
+	assert_int_equal(cs_group_open_fd(&h, fd, "file"), -EPROTO);
 	close(fd);
 	cs_group_close(&r);
 	/* Not even a regular file. */
-	assert_int_equal(cs_group_attach_fd(&h, 0, NULL), -EPROTO);
+	assert_int_equal(cs_group_open_fd(&h, 0, NULL), -EPROTO);
 }
 
 /* ---- slots the daemon assigns ---- */
@@ -240,8 +240,8 @@ static void test_trust_assigned_slots(void **state)
 	assert_int_equal(cs_group_create_sealed(&r, "gs"), 0);
 	d = cs_group_device(&r, UUID_A, 8 * GiB, 2 * GiB);
 	assert_int_equal(d, 0);
-	assert_int_equal(cs_group_attach_fd(&a, reopen(&r), "gs"), 0);
-	assert_int_equal(cs_group_attach_fd(&b, reopen(&r), "gs"), 0);
+	assert_int_equal(cs_group_open_fd(&a, reopen(&r), "gs"), 0);
+	assert_int_equal(cs_group_open_fd(&b, reopen(&r), "gs"), 0);
 	/* Members do not pick slots, reclaim or heal: the daemon does. */
 	assert_int_equal(cs_group_register(&a), -EINVAL);
 	assert_int_equal(cs_group_register_slot(&a, 5), 5);
@@ -305,7 +305,7 @@ static pid_t member(const struct cs_group_handle *r, int slot, bool bind, int *r
 
 		close(up[0]);
 		close(down[1]);
-		KID_CHECK(cs_group_attach_fd(&h, reopen(r), NULL) == 0);
+		KID_CHECK(cs_group_open_fd(&h, reopen(r), NULL) == 0);
 		KID_CHECK(cs_group_register_slot(&h, slot) == slot);
 		if (bind)
 			cs_group_bind(&h);
@@ -342,7 +342,7 @@ static void test_trust_limit_rule(void **state)
 	assert_int_equal(cs_group_create_sealed(&r, "gl"), 0);
 	/* An earlier run left "unlimited" behind. */
 	assert_int_equal(cs_group_device(&r, UUID_A, 8 * GiB, CS_LIMIT_NONE), 0);
-	assert_int_equal(cs_group_attach_fd(&me, reopen(&r), "gl"), 0);
+	assert_int_equal(cs_group_open_fd(&me, reopen(&r), "gl"), 0);
 	assert_int_equal(cs_group_register_slot(&me, 0), 0);
 
 	/* Nobody else lives: the leftover is replaced by our tighter limit. */
@@ -367,7 +367,7 @@ static void test_trust_limit_rule(void **state)
 		struct cs_group_handle h;
 		uint64_t v = 0;
 
-		KID_CHECK(cs_group_attach_fd(&h, reopen(&r), "gl") == 0);
+		KID_CHECK(cs_group_open_fd(&h, reopen(&r), "gl") == 0);
 		KID_CHECK(cs_group_register_slot(&h, 1) == 1);
 		KID_CHECK(cs_group_adopt_limit(&h, 0, GiB / 2, &v) == -EBUSY);
 		KID_CHECK(v == GiB);
@@ -379,7 +379,7 @@ static void test_trust_limit_rule(void **state)
 	/* A member still registering (not bound) does not count: it runs the rule itself. */
 	cs_group_close(&me);
 	pid = member(&r, 3, false, &rel);
-	assert_int_equal(cs_group_attach_fd(&me, reopen(&r), "gl"), 0);
+	assert_int_equal(cs_group_open_fd(&me, reopen(&r), "gl"), 0);
 	assert_int_equal(cs_group_register_slot(&me, 0), 0);
 	assert_int_equal(cs_group_adopt_limit(&me, 0, GiB / 4, &have), 1);
 	join(pid, rel);
@@ -419,7 +419,7 @@ static void test_trust_managed_limits(void **state)
 	assert_int_equal(cs_group_device(&r, UUID_A, 8 * GiB, 2 * GiB), 0);
 	atomic_store(&r.g->dev[0].core_limit, 400000);
 	atomic_store(&r.g->flags, CS_GROUP_MANAGED);
-	assert_int_equal(cs_group_attach_fd(&me, reopen(&r), "gm"), 0);
+	assert_int_equal(cs_group_open_fd(&me, reopen(&r), "gm"), 0);
 	assert_int_equal(cs_group_register_slot(&me, 0), 0);
 	assert_int_equal(cs_group_adopt_limit(&me, 0, GiB, &have), -EPERM);
 	assert_int_equal(have, 2 * GiB);
