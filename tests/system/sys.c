@@ -4,6 +4,8 @@
  */
 #include "sys.h"
 
+#include "cusliced-spawn.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -242,47 +244,22 @@ static int exit_code(int status)
 void sys_daemon_start(void)
 {
 	char listen[64];
-	char *argv[16];
-	unsigned n = 0;
 	uint64_t deadline = qt_now_ms() + START_TIMEOUT_MS;
 
 	assert_int_equal(d.pid, 0);
 	d.port = sys_free_port();
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", d.port);
-	argv[n++] = (char *)cusliced_path;
-	argv[n++] = "--socket";
-	argv[n++] = d.sock;
-	argv[n++] = "--admin-socket";
-	argv[n++] = d.admin;
-	argv[n++] = "--state-dir";
-	argv[n++] = d.state;
-	argv[n++] = "--shm-dir";
-	argv[n++] = (char *)qt_dir();
-	argv[n++] = "--metrics-listen";
-	argv[n++] = listen;
-	if (d.config[0]) {
-		argv[n++] = "--config";
-		argv[n++] = d.config;
-	}
-	argv[n] = NULL;
-	fflush(NULL);
-	d.pid = fork();
-	assert_true(d.pid >= 0);
-	if (d.pid == 0) {
-		int log = open(d.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-		/* A test program that dies must not leave its daemon behind. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (log < 0 || null < 0)
-			_exit(126);
-		dup2(null, STDIN_FILENO);
-		dup2(log, STDOUT_FILENO);
-		dup2(log, STDERR_FILENO);
-		execv(argv[0], argv);
-		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
+	d.pid = cusliced_spawn(&(struct cusliced_spawn){
+	    .path = cusliced_path,
+	    .socket = d.sock,
+	    .admin_socket = d.admin,
+	    .state_dir = d.state,
+	    .shm_dir = qt_dir(),
+	    .metrics_listen = listen,
+	    .config = d.config[0] ? d.config : NULL,
+	    .log = d.log,
+	});
+	assert_true(d.pid > 0);
 	for (;;) {
 		struct sys_http r;
 		int status, st;
