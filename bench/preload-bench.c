@@ -139,6 +139,17 @@ static void must(CUresult r, const char *call)
 /* Runs the operation n times; returns the ns of the part that is timed. */
 typedef uint64_t (*op_fn)(void *arg, uint64_t n);
 
+static bool interposed(void);
+static int interposed_state = -1;
+
+/* interposed(), asked once (dladdr is not something to time). */
+static bool interposed_cached(void)
+{
+	if (interposed_state < 0)
+		interposed_state = interposed() ? 1 : 0;
+	return interposed_state == 1;
+}
+
 /*
  * The median cost of one call of fn in ns: calibrates n so that a run's
  * timed part lasts run_ns (capped at max_n), warms up, then times CHILD_REPS
@@ -170,12 +181,26 @@ struct pairs {
 	pthread_barrier_t start;
 };
 
+/*
+ * The oversubscribe mode's pair (alloc-um): under libcuslice a cuMemAlloc_v2
+ * that the interposer turns into managed memory, bare the same driver work
+ * asked for directly (cuMemAllocManaged), so that the difference is what the
+ * interposer adds, as for the hard mode's pairs.
+ */
+static bool um_pairs;
+
+static CUresult alloc_one(CUdeviceptr *p)
+{
+	return um_pairs && !interposed_cached() ? cuMemAllocManaged(p, PAIR_SIZE, CU_MEM_ATTACH_GLOBAL)
+						: cuMemAlloc(p, PAIR_SIZE);
+}
+
 static void pair_loop(uint64_t n)
 {
 	CUdeviceptr p;
 
 	for (uint64_t i = 0; i < n; i++) {
-		must(cuMemAlloc(&p, PAIR_SIZE), "cuMemAlloc_v2");
+		must(alloc_one(&p), um_pairs ? "cuMemAlloc_v2 / cuMemAllocManaged" : "cuMemAlloc_v2");
 		must(cuMemFree(p), "cuMemFree_v2");
 	}
 }
@@ -351,9 +376,11 @@ static unsigned parse_count(const char *s, const char *what, unsigned max)
 __attribute__((noreturn)) static void child_usage(void)
 {
 	fprintf(stderr,
-		"usage: %s child {alloc LIVE THREADS | launch | launch-mt | procaddr | meminfo}"
-		" [RUN_MS]\n"
+		"usage: %s child {alloc LIVE THREADS | alloc-um LIVE THREADS | launch | launch-mt"
+		" | procaddr | meminfo} [RUN_MS]\n"
 		"  launch-mt: launch with an idle second thread in the process\n"
+		"  alloc-um: pairs of managed memory: cuMemAllocManaged bare, cuMemAlloc_v2\n"
+		"    under libcuslice (run it with CUSLICE_MEM_MODE=oversubscribe)\n"
 		"  RUN_MS: length of a timed run (default %llu; longer for profiling)\n"
 		"  prints: result NS_PER_CALL NS_PER_CALL_OF_A_THREAD total=BYTES interposed=0|1"
 		" ctl=0|1\n",
@@ -402,13 +429,15 @@ static void start_idle_thread(void)
 static int child_main(int argc, char **argv)
 {
 	static CUdeviceptr live[MAX_LIVE];
-	static const char *const modes[] = {"alloc", "launch", "procaddr", "meminfo", "launch-mt"};
+	static const char *const modes[] = {"alloc", "launch", "procaddr", "meminfo", "launch-mt",
+					    "alloc-um"};
 	enum {
 		MODE_ALLOC,
 		MODE_LAUNCH,
 		MODE_PROCADDR,
 		MODE_MEMINFO,
 		MODE_LAUNCH_MT,
+		MODE_ALLOC_UM,
 		MODE_COUNT
 	} mode = 0;
 	struct pairs pp = {.threads = 1};
@@ -426,6 +455,10 @@ static int child_main(int argc, char **argv)
 		mode++;
 	if (mode == MODE_COUNT)
 		child_usage();
+	if (mode == MODE_ALLOC_UM) {
+		um_pairs = true;
+		mode = MODE_ALLOC;
+	}
 	nargs = mode == MODE_ALLOC ? 3 : 1;
 	if ((unsigned)argc == nargs + 1) {
 		run_ns = parse_count(argv[nargs], "RUN_MS", 600000) * 1000000ull;
@@ -449,8 +482,24 @@ static int child_main(int argc, char **argv)
 	switch (mode) {
 	case MODE_ALLOC:
 		pp.ctx = ctx;
+		if (um_pairs) {
+			/* Both sides must time managed memory: the interposer's conversion included. */
+			CUdeviceptr p;
+			unsigned int managed = 0;
+
+			must(alloc_one(&p), "alloc-um probe");
+			must(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p),
+			     "cuPointerGetAttribute(IS_MANAGED)");
+			must(cuMemFree(p), "cuMemFree_v2");
+			if (!managed) {
+				fprintf(stderr, "%s: alloc-um: the allocation is not managed memory "
+						"(CUSLICE_MEM_MODE=oversubscribe not in force?)\n",
+					prog);
+				exit(1);
+			}
+		}
 		for (unsigned i = 0; i < nlive; i++)
-			must(cuMemAlloc(&live[i], PAIR_SIZE), "cuMemAlloc_v2 (live set)");
+			must(alloc_one(&live[i]), "cuMemAlloc_v2 (live set)");
 		if (pp.threads == 1) {
 			fig[0] = fig[1] = measure(op_pairs, NULL, run_ns, 1000000000);
 		} else {
@@ -499,19 +548,24 @@ enum config { CFG_BARE, CFG_CUSLICE, CFG_COUNT };
 struct run {
 	const char *args[4];
 	const char *core_limit;
+	bool oversub;			/* under libcuslice: CUSLICE_MEM_MODE=oversubscribe */
 };
 
 static const struct run runs[] = {
-	{{"alloc", "0", "1"}, NULL},
-	{{"alloc", "1000", "1"}, NULL},
-	{{"alloc", "100000", "1"}, NULL},
-	{{"alloc", "0", "8"}, NULL},
-	{{"launch"}, NULL},
-	{{"procaddr"}, NULL},
-	{{"meminfo"}, NULL},
-	{{"launch"}, CORE_LIMIT},
-	{{"launch-mt"}, CORE_LIMIT},
-	{{"launch-mt"}, CORE_LIMIT_PACED},
+	{{"alloc", "0", "1"}, NULL, false},
+	{{"alloc", "1000", "1"}, NULL, false},
+	{{"alloc", "100000", "1"}, NULL, false},
+	{{"alloc", "0", "8"}, NULL, false},
+	{{"launch"}, NULL, false},
+	{{"procaddr"}, NULL, false},
+	{{"meminfo"}, NULL, false},
+	{{"launch"}, CORE_LIMIT, false},
+	{{"launch-mt"}, CORE_LIMIT, false},
+	{{"launch-mt"}, CORE_LIMIT_PACED, false},
+	{{"alloc-um", "0", "1"}, NULL, true},
+	{{"alloc-um", "1000", "1"}, NULL, true},
+	{{"meminfo"}, NULL, true},
+	{{"launch"}, NULL, true},
 };
 
 enum { RUN_COUNT = sizeof(runs) / sizeof(runs[0]) };
@@ -535,6 +589,10 @@ enum row_id {
 	ROW_LAUNCH_CORE,
 	ROW_LAUNCH_CORE_MT,
 	ROW_LAUNCH_PACED_MT,
+	ROW_UM_PAIR_0,
+	ROW_UM_PAIR_1K,
+	ROW_UM_MEMINFO,
+	ROW_UM_LAUNCH,
 	ROW_COUNT
 };
 
@@ -550,6 +608,10 @@ static const struct row rows[ROW_COUNT] = {
 	[ROW_LAUNCH_CORE] = {"cuLaunchKernel, group with CUSLICE_CORE_LIMIT=" CORE_LIMIT, 7, 0},
 	[ROW_LAUNCH_CORE_MT] = {"  the same, both processes multi-threaded", 8, 0},
 	[ROW_LAUNCH_PACED_MT] = {"  CUSLICE_CORE_LIMIT=" CORE_LIMIT_PACED " (paced), multi-threaded", 9, 0},
+	[ROW_UM_PAIR_0] = {"oversubscribe: managed 4 KiB pair, 0 live", 10, 0},
+	[ROW_UM_PAIR_1K] = {"oversubscribe: managed 4 KiB pair, 1,000 live", 11, 0},
+	[ROW_UM_MEMINFO] = {"oversubscribe: cuMemGetInfo_v2", 12, 0},
+	[ROW_UM_LAUNCH] = {"oversubscribe: cuLaunchKernel", 13, 0},
 };
 
 struct driver {
@@ -607,6 +669,7 @@ void pb_child_env(const char *dir, const char *preload, bool cuslice, const char
 	static const char *const cuslice_vars[] = {
 		"LD_PRELOAD", "CUSLICE_GROUP", "CUSLICE_MEM_LIMIT", "CUSLICE_SHM_DIR",
 		"CUSLICE_CTX_MEM", "CUSLICE_LOG_LEVEL", "CUSLICE_CORE_LIMIT", "CUSLICE_CORE_MODE",
+		"CUSLICE_MEM_MODE",
 	};
 	char name[64];
 
@@ -634,6 +697,8 @@ void pb_child_env(const char *dir, const char *preload, bool cuslice, const char
 static void child_env(unsigned run, enum config cfg)
 {
 	pb_child_env(drv.dir, drv.preload, cfg == CFG_CUSLICE, runs[run].core_limit);
+	if (cfg == CFG_CUSLICE && runs[run].oversub)
+		set("CUSLICE_MEM_MODE", "oversubscribe");
 }
 
 /* Prints the child's command line with the environment that matters, for running it by hand. */
@@ -830,6 +895,11 @@ static void report(double secs)
 	       " both multi-threaded)\n",
 	       TARGET_LAUNCH_CORE_NS, verdict(added(ROW_LAUNCH_PACED_MT), TARGET_LAUNCH_CORE_NS),
 	       added(ROW_LAUNCH_PACED_MT));
+	printf("  oversubscribe mode, the same as hard mode (issue 13): pair %+.1f ns (hard %+.1f),"
+	       " 1,000 live %+.1f ns (hard %+.1f);\n      cuMemGetInfo_v2 %+.1f ns (hard %+.1f),"
+	       " cuLaunchKernel %+.1f ns (hard %+.1f)\n",
+	       added(ROW_UM_PAIR_0), added(ROW_PAIR_0), added(ROW_UM_PAIR_1K), added(ROW_PAIR_1K),
+	       added(ROW_UM_MEMINFO), added(ROW_MEMINFO), added(ROW_UM_LAUNCH), added(ROW_LAUNCH));
 	printf("  peers, for scale: +40 ns per launch; +0.9 us per pair, growing to 25 us at"
 	       " 10k live\n");
 }

@@ -16,7 +16,9 @@
  * --managed SIZE allocates SIZE of managed memory once (cuMemAllocManaged)
  * and keeps it: on cusim every kernel of the process then needs that working
  * set resident (src/sim/memory/sim-um.h), so two such processes whose sets do not
- * fit together thrash. --wait-go prints `ready` after setup and waits for a
+ * fit together thrash. --alloc SIZE does the same with cuMemAlloc: device
+ * memory, unless libcuslice's oversubscribe mode makes it managed (what
+ * the oversubscription benchmark runs). --wait-go prints `ready` after setup and waits for a
  * line (or EOF) on stdin before the first launch: a start barrier for
  * several processes. --linger-ms keeps the context alive that long after
  * the result line, idle.
@@ -84,6 +86,7 @@ struct opts {
 	uint64_t total_ms;
 	unsigned long sync_every; /* 0: only at the end */
 	uint64_t managed;	  /* bytes, 0: none */
+	uint64_t alloc;		  /* bytes of cuMemAlloc, 0: none */
 	int device;
 	const char *module; /* NULL: from the environment or built in */
 	bool wait_go;
@@ -104,6 +107,7 @@ static void usage(FILE *f)
 	    "  --sync-every K    cuStreamSynchronize after every K launches (default 0: at\n"
 	    "                    the end only)\n"
 	    "  --managed SIZE    allocate SIZE of managed memory first and keep it\n"
+	    "  --alloc SIZE      allocate SIZE with cuMemAlloc first and keep it\n"
 	    "  --device D        CUDA ordinal (default 0)\n"
 	    "  --module PATH     module holding cusim_spin (default: $CUSIM_TEST_KERNELS,\n"
 	    "                    a file or a directory with " KERNELS_FILE ", else built-in PTX)\n"
@@ -159,6 +163,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"sync-every", required_argument, NULL, 's'},
 	    {"launch", required_argument, NULL, 'L'},
 	    {"managed", required_argument, NULL, 'm'},
+	    {"alloc", required_argument, NULL, 'a'},
 	    {"device", required_argument, NULL, 'd'},
 	    {"module", required_argument, NULL, 'M'},
 	    {"wait-go", no_argument, NULL, 'w'},
@@ -192,6 +197,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'm':
 			if (cs_size_parse(optarg, &o->managed) < 0 || o->managed == 0) {
 				fprintf(stderr, PROG ": --managed: expected %s, got \"%s\"\n",
+					CS_SIZE_FORMS, optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'a':
+			if (cs_size_parse(optarg, &o->alloc) < 0 || o->alloc == 0) {
+				fprintf(stderr, PROG ": --alloc: expected %s, got \"%s\"\n",
 					CS_SIZE_FORMS, optarg);
 				return -EINVAL;
 			}
@@ -431,7 +443,7 @@ int main(int argc, char **argv)
 	CUcontext ctx;
 	CUmodule mod;
 	CUfunction f;
-	CUdeviceptr managed = 0;
+	CUdeviceptr managed = 0, alloc = 0;
 	uint64_t launches, wall_ns = 0;
 	int rc = 1;
 
@@ -449,6 +461,8 @@ int main(int argc, char **argv)
 	if (o.managed && !check(cuMemAllocManaged(&managed, o.managed, CU_MEM_ATTACH_GLOBAL),
 				"cuMemAllocManaged"))
 		goto out_unload;
+	if (o.alloc && !check(cuMemAlloc(&alloc, o.alloc), "cuMemAlloc"))
+		goto out_free;
 	if (o.cost) {
 		if (o.launch == LAUNCH_GRAPH) {
 			fprintf(stderr, PROG ": --cost measures kernel launches, not --launch graph\n");
@@ -468,6 +482,8 @@ int main(int argc, char **argv)
 	rc = 0;
 out_free:
 	if (managed && !check(cuMemFree(managed), "cuMemFree"))
+		rc = 1;
+	if (alloc && !check(cuMemFree(alloc), "cuMemFree"))
 		rc = 1;
 out_unload:
 	if (!check(cuModuleUnload(mod), "cuModuleUnload"))

@@ -42,9 +42,12 @@ static bool one_line(const char *err, size_t len)
 /* What rule r gives a device of `total`. */
 static uint64_t rule_value(const struct cs_limit_rule *r, uint64_t total)
 {
+	unsigned __int128 v;
+
 	if (!r->percent)
 		return r->bytes;
-	return (uint64_t)((unsigned __int128)total * r->ppm / 1000000u);
+	v = (unsigned __int128)total * r->ppm / 1000000u;
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
 }
 
 /* Devices to resolve: no UUID, fixed UUIDs (two sharing a long prefix), the rules' keys. */
@@ -134,8 +137,11 @@ static void check_rules(const struct cs_limits *l, const char *var, const char *
 		default:
 			broken("unknown key kind", var, text, flags);
 		}
-		if (r->percent && (!(flags & CS_LIMIT_PERCENT) || r->ppm > CS_LIMIT_PPM_MAX))
-			broken("percentage not accepted or over 100%", var, text, flags);
+		if (r->percent &&
+		    (!(flags & CS_LIMIT_PERCENT) ||
+		     r->ppm > (flags & CS_LIMIT_OVER ? CS_LIMIT_OVER_PPM_MAX : CS_LIMIT_PPM_MAX)))
+			broken("percentage not accepted or over 100% (1000% with CS_LIMIT_OVER)", var,
+			       text, flags);
 		if (!r->percent && !(flags & CS_LIMIT_SIZES))
 			broken("size accepted where only percentages are", var, text, flags);
 	}
@@ -180,6 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(text, data, size);
 	text[size] = '\0';
 	check_one("CUSLICE_MEM_LIMIT", text, CS_LIMIT_SIZES | CS_LIMIT_PERCENT);
+	check_one("CUSLICE_MEM_LIMIT", text, CS_LIMIT_SIZES | CS_LIMIT_PERCENT | CS_LIMIT_OVER);
 	check_one("CUSLICE_CORE_LIMIT", text, CS_LIMIT_PERCENT);
 	check_one("LIMIT", text, CS_LIMIT_SIZES);
 	free(text);

@@ -26,8 +26,10 @@ set -eu
 # the tests' CA); @node and @k8s_js (node and the npm packages, from the
 # committed lockfile, of the fake kubelet and API server in tests/k8s/js);
 # the OpenGL, EGL and VDPAU headers (cusim's interop entry points are
-# declared with the toolkit's cudaGL.h, cudaEGL.h and cudaVDPAU.h).
-group_build="make meson ninja-build pkg-config python3 gcc libc6-dev g++ binutils util-linux libcmocka-dev libcjson-dev libmicrohttpd-dev libinih-dev libsmartcols-dev libcurl4-openssl-dev valgrind slurmd slurmctld slurm-client libslurm-dev munge libgrpc-dev libprotobuf-c-dev protobuf-c-compiler openssl libgl-dev libegl-dev libvdpau-dev @promtool @node @k8s_js"
+# declared with the toolkit's cudaGL.h, cudaEGL.h and cudaVDPAU.h); chromium
+# (headless: the daemon's status page is rendered in it, tests/system); zsh
+# (the CLI's zsh completion is parsed, tests/cli).
+group_build="make meson ninja-build pkg-config python3 gcc libc6-dev g++ binutils util-linux libcmocka-dev libcjson-dev libmicrohttpd-dev libinih-dev libsmartcols-dev libcurl4-openssl-dev valgrind slurmd slurmctld slurm-client libslurm-dev munge libgrpc-dev libprotobuf-c-dev protobuf-c-compiler openssl libgl-dev libegl-dev libvdpau-dev chromium zsh @promtool @node @k8s_js"
 # fuzz: `make fuzz`. clang, and its libFuzzer and sanitizer runtimes, which Debian 12 ships apart.
 group_fuzz="clang libclang-rt-14-dev"
 # fresh: `make fresh-check` builds a fresh Debian 12 root to run the README's commands in.

@@ -7,13 +7,15 @@
  * CD_DEFAULT_ADMIN_SOCKET, src/daemon/cusliced.h).
  * The admin socket serves every endpoint to administrators; the
  * registration socket, the only one tenants are given, serves the TENANT
- * endpoints of api-endpoints.def (GET /v1/healthz, GET /v1/self) and
- * refuses the rest (403 admin_socket_required).
+ * endpoints of api-endpoints.def (the probes, GET /v1/self) and refuses the
+ * rest (403 admin_socket_required). The probes /healthz and /readyz are
+ * served on metrics_listen (TCP) too, for the kubelet's httpGet.
  *
  * Who writes what: the daemon renders every reply (api-keys.def names every
  * key, api-errors.def every error); clients read them, and write policies
- * (PUT /v1/groups/NAME with a policy object, include/cuslice/policy.h),
- * which the daemon merges into the stored one. Numbers that count bytes are
+ * (PUT /v1/groups/NAME with a whole policy object, include/cuslice/policy.h,
+ * which replaces the stored one; PATCH with some of its fields, which the
+ * daemon merges into it; 201 Created when the group had none). Numbers that count bytes are
  * JSON integers, exact to 2^64 (a client that parses into doubles loses
  * above 2^53).
  *
@@ -135,7 +137,10 @@ CS_XENUM(cs_api_self_how, CS_API_SELF_HOW_COUNT, CS_API_SELF_HOWS)
 	X(CS_EVENT_SUPPRESSED, "suppressed", ENFORCEMENT)	/* a flood's summary (its class) */
 CS_XENUM(cs_event_kind, CS_EVENT_KIND_COUNT, CS_EVENT_KINDS)
 
-/* GET /v1/healthz's "status". */
+/* GET /v1/healthz's and /healthz's "status". */
 #define CS_API_HEALTHY "ok"
+/* GET /readyz's "status" (200), and its "backstop". */
+#define CS_API_READY "ready"
+#define CS_API_BACKSTOP_UP "up"
 
 #endif

@@ -37,8 +37,14 @@
 #define CS_DEFAULT_SHM_DIR "/dev/shm"
 /* cusliced's state (policy.json, events). */
 #define CS_DEFAULT_STATE_DIR "/var/lib/cuslice"
-/* cusliced's Prometheus listener. */
-#define CS_DEFAULT_METRICS_LISTEN "127.0.0.1:9464"
+/*
+ * cusliced's Prometheus listener (metrics, probes, status page): 10463, out
+ * of 9100-9999 where the Prometheus project lists exporters' ports (9464 is
+ * OpenTelemetry's exporter's, 9400 dcgm-exporter's; docs/metrics.md).
+ */
+#define CS_DEFAULT_METRICS_LISTEN "127.0.0.1:10463"
+/* cusliced's status page at "/" on that listener (status_page). */
+#define CS_DEFAULT_STATUS_PAGE true
 /* How long libcuslice waits for a daemon whose socket exists but does not answer. */
 #define CS_DEFAULT_DAEMON_WAIT_MS 10000
 
@@ -56,6 +62,9 @@
 	X(CS_ENV_MEM_LIMIT, "CUSLICE_MEM_LIMIT", PLAIN, LIB)                                       \
 	X(CS_ENV_CORE_LIMIT, "CUSLICE_CORE_LIMIT", PLAIN, LIB)                                     \
 	X(CS_ENV_CORE_MODE, "CUSLICE_CORE_MODE", PLAIN, LIB)                                       \
+	X(CS_ENV_MEM_MODE, "CUSLICE_MEM_MODE", PLAIN, LIB)                                         \
+	X(CS_ENV_OVERSUB_SINGLE, "CUSLICE_OVERSUB_SINGLE", PLAIN, LIB)                             \
+	X(CS_ENV_OVERSUB_KEEP_DEVICE, "CUSLICE_OVERSUB_KEEP_DEVICE", PLAIN, LIB)                   \
 	X(CS_ENV_SHM_DIR, "CUSLICE_SHM_DIR", SECURE, LIB)                                          \
 	X(CS_ENV_CTX_MEM, "CUSLICE_CTX_MEM", PLAIN, LIB)                                           \
 	X(CS_ENV_LOG_LEVEL, "CUSLICE_LOG_LEVEL", PLAIN, LIB)                                       \

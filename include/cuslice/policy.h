@@ -20,6 +20,11 @@
  *   labels           {KEY: VALUE}: facts the daemon stores and shows (API,
  *                    metrics) but never decides by; CS_POLICY_LABELS are
  *                    those cuslice's plugins write
+ *   memory_mode      CS_POLICY_MEMORY_MODES; memory_limit may pass 100 %
+ *                    (up to 1000 %) only when oversubscribing
+ *   oversubscribe_single  true: one process may hold more than the GPU
+ *   keep_device_min  null, bytes or "64MiB": oversubscribing, cuMemAlloc of
+ *                    at least this stays device memory (CUDA IPC)
  *
  * Who writes what: administrators (the CLI's set, scripts) and the plugins
  * (a Kubernetes container or claim, a Slurm step) write policies; only the
@@ -47,7 +52,10 @@
 	X(daemon_required)                                                                         \
 	X(members)                                                                                 \
 	X(on_violation)                                                                            \
-	X(labels)
+	X(labels)                                                                                  \
+	X(memory_mode)                                                                             \
+	X(oversubscribe_single)                                                                    \
+	X(keep_device_min)
 
 /* members' fields. X(key) */
 #define CS_POLICY_MEMBER_FIELDS(X)                                                                 \
@@ -61,6 +69,15 @@
 	X(CS_POLICY_MODE_HARD, "hard")                                                             \
 	X(CS_POLICY_MODE_BURST, "burst")
 CS_XENUM(cs_policy_mode, CS_POLICY_MODE_COUNT, CS_POLICY_MODES)
+
+/*
+ * memory_mode: hard, device memory never more than the GPU; oversubscribe,
+ * members' cuMemAlloc* becomes unified memory (docs/libcuslice.md).
+ */
+#define CS_POLICY_MEMORY_MODES(X)                                                                  \
+	X(CS_POLICY_MEMORY_HARD, "hard")                                                           \
+	X(CS_POLICY_MEMORY_OVERSUBSCRIBE, "oversubscribe")
+CS_XENUM(cs_policy_memory_mode, CS_POLICY_MEMORY_MODE_COUNT, CS_POLICY_MEMORY_MODES)
 
 /* on_violation: report only; SIGSTOP; SIGKILL. */
 #define CS_POLICY_ACTIONS(X)                                                                       \

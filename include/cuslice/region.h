@@ -48,6 +48,12 @@
  *   core[].cost_ns                  the controller
  *   core_proc[slot][].launches      the slot's owner
  *   core_proc[slot][].cost_ns       the controller (the owner resets it at bind)
+ *   mem_mode, um_flags,             managed group: cusliced only, from the policy;
+ *     keep_device_min               otherwise a member in oversubscribe mode
+ *                                   (informational: each member decides from
+ *                                   its own environment)
+ *   um[].managed, device            members charging and giving back (like used);
+ *   um_proc[slot][]                 whoever reclaims the slot
  *
  * Locks are OFD write locks on bytes of the region's file: byte `slot` for a
  * process slot (the kernel drops it when the owner dies), and the three
@@ -67,8 +73,8 @@
 #define CS_GROUP_UUID_LEN 48		/* buffer size for "GPU-..." + NUL */
 
 #define CS_GROUP_MAGIC "CSGP"		/* first 4 bytes of the file */
-/* 2: compute fields in the device entries; 3: slot flags; 4: compute pacing */
-#define CS_GROUP_VERSION 4u
+/* 2: compute fields in the device entries; 3: slot flags; 4: compute pacing; 5: oversubscription */
+#define CS_GROUP_VERSION 5u
 
 /* The accepted form of a group name, for error messages. */
 #define CS_GROUP_NAME_FORMS "1 to 63 characters of [A-Za-z0-9._-], not starting with '.' or '-'"
@@ -84,6 +90,12 @@
 /* cs_group.flags, written by the daemon */
 #define CS_GROUP_MANAGED 1u		/* cusliced owns this group's policy */
 #define CS_GROUP_DAEMON_REQUIRED 2u	/* members must reach cusliced, or fail closed */
+
+/* cs_group.mem_mode: how members allocate device memory (docs/libcuslice.md) */
+#define CS_MEM_HARD 0u			/* device memory, never more than the GPU */
+#define CS_MEM_OVERSUBSCRIBE 1u		/* cuMemAlloc* becomes managed; the limit may pass the GPU */
+/* cs_group.um_flags */
+#define CS_UM_SINGLE 1u			/* one process may hold more than the GPU's memory */
 
 /* cs_group_dev.core_limit: no compute limit. Otherwise a share in parts per million. */
 #define CS_CORE_NONE UINT32_MAX
@@ -170,6 +182,24 @@ struct cs_group_core_proc {
 					   0 not yet */
 };
 
+/*
+ * Oversubscription of one group device (version 5). Of dev[].used, `managed`
+ * is managed memory (converted cuMemAlloc*, cuMemAllocManaged) and `device`
+ * the rest, which needs the GPU's physical memory: in oversubscribe mode it
+ * is reserved against dev[].total as used is against the limit.
+ */
+struct cs_group_um {
+	_Atomic uint64_t managed;	/* bytes */
+	_Atomic uint64_t device;	/* bytes (oversubscribe mode) */
+	uint64_t reserved[6];
+} __attribute__((aligned(64)));
+
+/* One process's share of those counters on one group device (version 5). */
+struct cs_group_um_proc {
+	_Atomic uint64_t managed;
+	_Atomic uint64_t device;
+};
+
 struct cs_group {
 	char magic[4];			/* CS_GROUP_MAGIC, no NUL */
 	uint32_t version;		/* CS_GROUP_VERSION */
@@ -181,12 +211,20 @@ struct cs_group {
 	char name[CS_GROUP_NAME_MAX + 1];	/* the group name, NUL-terminated */
 	_Atomic uint32_t flags;		/* CS_GROUP_MANAGED, CS_GROUP_DAEMON_REQUIRED */
 	uint32_t pad2;
-	uint64_t reserved[19];
+	/* Oversubscription (version 5): read by members at attach. */
+	_Atomic uint32_t mem_mode;	/* CS_MEM_* */
+	_Atomic uint32_t um_flags;	/* CS_UM_* */
+	_Atomic uint64_t keep_device_min;	/* oversubscribe: cuMemAlloc of at least this many
+						   bytes stays device memory; 0 none */
+	uint64_t reserved[17];
 	struct cs_group_dev dev[CS_GROUP_MAX_DEVICES];
 	struct cs_group_proc proc[CS_GROUP_MAX_PROCS];
 	/* Compute pacing (version 4): per device, and per process slot and device. */
 	struct cs_group_core core[CS_GROUP_MAX_DEVICES];
 	struct cs_group_core_proc core_proc[CS_GROUP_MAX_PROCS][CS_GROUP_MAX_DEVICES];
+	/* Oversubscription (version 5): per device, and per process slot and device. */
+	struct cs_group_um um[CS_GROUP_MAX_DEVICES];
+	struct cs_group_um_proc um_proc[CS_GROUP_MAX_PROCS][CS_GROUP_MAX_DEVICES];
 };
 
 _Static_assert(sizeof(struct cs_group_dev) == 128, "device entry layout");
@@ -198,8 +236,12 @@ _Static_assert(sizeof(struct cs_group_core_proc) == 16, "process pacing layout")
 _Static_assert(offsetof(struct cs_group, core) ==
 		   256 + 128 * CS_GROUP_MAX_DEVICES + 320 * CS_GROUP_MAX_PROCS,
 	       "group layout");
+_Static_assert(sizeof(struct cs_group_um) == 64, "oversubscription entry layout");
+_Static_assert(offsetof(struct cs_group, mem_mode) == 104, "group header layout");
 _Static_assert(sizeof(struct cs_group) == 256 + 128 * CS_GROUP_MAX_DEVICES +
 					  320 * CS_GROUP_MAX_PROCS + 64 * CS_GROUP_MAX_DEVICES +
+					  16 * CS_GROUP_MAX_DEVICES * CS_GROUP_MAX_PROCS +
+					  64 * CS_GROUP_MAX_DEVICES +
 					  16 * CS_GROUP_MAX_DEVICES * CS_GROUP_MAX_PROCS,
 	       "group layout");
 /* Other processes update the counters too: they must be plain lock-free words. */

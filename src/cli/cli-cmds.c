@@ -42,6 +42,43 @@ static int show(const char *path, int e)
 	return CLI_EXIT_OK;
 }
 
+static int render_status(const cJSON *reply, const void *arg, const struct cli_view *v, FILE *f)
+{
+	(void)arg;
+	return cli_render_status(reply, v, f);
+}
+
+static int render_gpus(const cJSON *reply, const void *arg, const struct cli_view *v, FILE *f)
+{
+	(void)arg;
+	return cli_render_gpus(reply, v, f);
+}
+
+/* The other replies a table of processes or groups reads: /v1/groups, /v1/gpus. */
+struct ps_extra {
+	const cJSON *groups, *gpus;
+};
+
+static int render_ps(const cJSON *reply, const void *arg, const struct cli_view *v, FILE *f)
+{
+	const struct ps_extra *x = arg;
+
+	return cli_render_ps(reply, x->groups, x->gpus, v, f);
+}
+
+static int render_groups(const cJSON *reply, const void *arg, const struct cli_view *v, FILE *f)
+{
+	const struct ps_extra *x = arg;
+
+	return cli_render_groups(reply, x->gpus, v, f);
+}
+
+/* A table needs more than the reply: JSON and YAML print the reply alone. */
+static bool tabular(const struct cli *c)
+{
+	return c->output == CLI_OUTPUT_TABLE || c->output == CLI_OUTPUT_WIDE;
+}
+
 int cli_cmd_status(struct cli *c, int argc, char **argv)
 {
 	cJSON *st;
@@ -52,10 +89,7 @@ int cli_cmd_status(struct cli *c, int argc, char **argv)
 	rc = cli_get_json(c, cs_api_path(CS_API_STATUS), &st);
 	if (rc)
 		return rc;
-	if (c->output == CLI_OUTPUT_JSON)
-		rc = cli_json_print(st, stdout);
-	else
-		rc = cli_render_status(st, stdout);
+	rc = cli_output_reply(c, st, render_status, NULL);
 	cJSON_Delete(st);
 	return show(cs_api_path(CS_API_STATUS), rc);
 }
@@ -70,10 +104,7 @@ int cli_cmd_gpus(struct cli *c, int argc, char **argv)
 	rc = cli_get_json(c, cs_api_path(CS_API_GPUS), &g);
 	if (rc)
 		return rc;
-	if (c->output == CLI_OUTPUT_JSON)
-		rc = cli_json_print(g, stdout);
-	else
-		rc = cli_render_gpus(g, stdout);
+	rc = cli_output_reply(c, g, render_gpus, NULL);
 	cJSON_Delete(g);
 	return show(cs_api_path(CS_API_GPUS), rc);
 }
@@ -88,18 +119,17 @@ int cli_cmd_ps(struct cli *c, int argc, char **argv)
 	rc = cli_get_json(c, cs_api_path(CS_API_PROCESSES), &procs);
 	if (rc)
 		return rc;
-	if (c->output == CLI_OUTPUT_JSON) {
-		rc = cli_json_print(procs, stdout);
-		cJSON_Delete(procs);
-		return show(cs_api_path(CS_API_PROCESSES), rc);
-	}
 	/* The limits and core shares are the groups'; GPU indices come from /v1/gpus. */
-	rc = cli_get_json(c, cs_api_path(CS_API_GROUPS), &groups);
-	if (!rc)
+	if (tabular(c))
+		rc = cli_get_json(c, cs_api_path(CS_API_GROUPS), &groups);
+	if (!rc && tabular(c))
 		rc = cli_get_json(c, cs_api_path(CS_API_GPUS), &gpus);
-	if (!rc)
-		rc =
-		    show(cs_api_path(CS_API_PROCESSES), cli_render_ps(procs, groups, gpus, stdout));
+	if (!rc) {
+		struct ps_extra x = {groups, gpus};
+
+		rc = show(cs_api_path(CS_API_PROCESSES),
+			  cli_output_reply(c, procs, render_ps, &x));
+	}
 	cJSON_Delete(procs);
 	cJSON_Delete(groups);
 	cJSON_Delete(gpus);
@@ -124,12 +154,12 @@ int cli_cmd_groups(struct cli *c, int argc, char **argv)
 	rc = cli_get_json(c, path, &groups);
 	if (rc)
 		return rc;
-	if (c->output == CLI_OUTPUT_JSON) {
-		rc = show(path, cli_json_print(groups, stdout));
-	} else {
+	if (tabular(c))
 		rc = cli_get_json(c, cs_api_path(CS_API_GPUS), &gpus);
-		if (!rc)
-			rc = show(path, cli_render_groups(groups, gpus, stdout));
+	if (!rc) {
+		struct ps_extra x = {NULL, gpus};
+
+		rc = show(path, cli_output_reply(c, groups, render_groups, &x));
 	}
 	cJSON_Delete(groups);
 	cJSON_Delete(gpus);

@@ -15,15 +15,18 @@
 #include <string.h>
 
 #define OPT_O                                                                                      \
-	"       -o, --output table|json\n"                                                         \
-	"              Print a table (default) or the daemon's JSON reply, re-indented.\n"
+	"       -o, --output table|wide|json|yaml\n"                                               \
+	"              Print a table (default), a table with more columns (wide), or the\n"        \
+	"              daemon's reply as indented JSON or as YAML.\n"                              \
+	"       --no-headers\n"                                                                    \
+	"              Print tables without their headings line.\n"
 
 static const struct cli_command commands[] = {
     {
 	.name = "run",
 	.run = cli_cmd_run,
 	.synopsis = "cuslice run [--mem SIZE] [--cores PCT] [--gpu LIST] [--group NAME]\n"
-		    "                   [--burst] [--] CMD [ARGS...]",
+		    "                   [--burst] [--oversubscribe] [--] CMD [ARGS...]",
 	.summary = "run a command (and its children) as a group with GPU limits",
 	.description =
 	    "       Runs CMD with libcuslice preloaded, so CMD and every process it starts\n"
@@ -34,7 +37,8 @@ static const struct cli_command commands[] = {
 	    "\n"
 	    "       Environment given to CMD: CUSLICE_GROUP (--group, default \"run-PID\"),\n"
 	    "       CUSLICE_MEM_LIMIT (--mem), CUSLICE_CORE_LIMIT (--cores),\n"
-	    "       CUSLICE_CORE_MODE=burst (--burst), CUDA_VISIBLE_DEVICES (--gpu),\n"
+	    "       CUSLICE_CORE_MODE=burst (--burst), CUSLICE_MEM_MODE=oversubscribe\n"
+	    "       (--oversubscribe), CUDA_VISIBLE_DEVICES (--gpu),\n"
 	    "       CUSLICE_SOCKET (--socket), and LD_PRELOAD with libcuslice.so first (an\n"
 	    "       existing LD_PRELOAD is kept after it). Variables for options not given\n"
 	    "       pass through unchanged: an exported CUSLICE_MEM_LIMIT applies when --mem\n"
@@ -71,14 +75,18 @@ static const struct cli_command commands[] = {
 	    "              Group name: 1 to 63 characters of A-Z a-z 0-9 . _ -, not starting\n"
 	    "              with . or -. Processes with the same name share the quota.\n"
 	    "       --burst\n"
-	    "              Let the group use idle compute time above --cores.\n",
+	    "              Let the group use idle compute time above --cores.\n"
+	    "       --oversubscribe\n"
+	    "              cuMemAlloc becomes unified memory, paged to host RAM when the\n"
+	    "              GPU is full: --mem may pass the GPU (a size, or up to 1000%).\n",
 	.examples = "       cuslice run --mem 4GiB --cores 30 -- python train.py --epochs 3\n"
+		    "       cuslice run --oversubscribe --mem 150% -- jupyter lab\n"
 		    "       cuslice run --gpu 0,1 --mem 50% --group team-a ./serve\n",
     },
     {
 	.name = "self",
 	.run = cli_cmd_self,
-	.synopsis = "cuslice self [--group NAME] [-o table|json]",
+	.synopsis = "cuslice self [--group NAME] [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "show your own group, limits and usage (no administrator needed)",
 	.description =
 	    "       Asks cusliced, on the registration socket every user under libcuslice\n"
@@ -95,33 +103,38 @@ static const struct cli_command commands[] = {
     {
 	.name = "ps",
 	.run = cli_cmd_ps,
-	.synopsis = "cuslice ps [-o table|json]",
+	.synopsis = "cuslice ps [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "list GPU processes with their group's limits",
 	.description =
-	    "       One line per process and GPU: GROUP, PID (as the daemon sees it), GPU\n"
-	    "       (NVML index), MEM-USED (the process's memory on that GPU), MEM-LIMIT\n"
+	    "       One line per process and GPU: GROUP, PID (as the daemon sees it), NAME\n"
+	    "       (its /proc/PID/comm), GPU (NVML index), MEM-USED (the process's memory\n"
+	    "       on that GPU), MEM-LIMIT\n"
 	    "       (its group's limit there), CORES (the group's share of that GPU's time\n"
 	    "       in the last second), CORE-LIMIT and STATE (running or stopped; a\n"
 	    "       process using a GPU without libcuslice shows group \"-\" and state\n"
-	    "       \",unregistered\" appended). \"-\" means none. With -o json: the reply of\n"
-	    "       GET /v1/processes.\n",
+	    "       \",unregistered\" appended). \"-\" means none. When a group oversubscribes\n"
+	    "       unified memory, RESIDENT follows MEM-LIMIT: of the group's managed memory\n"
+	    "       on that GPU, how much is resident there (the rest is in host RAM). -o wide\n"
+	    "       adds UID, the GPU's UUID, CGROUP and the group's LABELS. With -o json: the\n"
+	    "       reply of GET /v1/processes.\n",
 	.options = OPT_O,
 	.examples = "       cuslice ps\n       cuslice ps -o json | jq '.processes[].pid'\n",
     },
     {
 	.name = "gpus",
 	.run = cli_cmd_gpus,
-	.synopsis = "cuslice gpus [-o table|json]",
+	.synopsis = "cuslice gpus [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "list the node's GPUs",
-	.description = "       INDEX, UUID, NAME, MEM-USED, MEM-TOTAL and UTIL (busy percent in\n"
-		       "       the last second) of every GPU. With -o json: GET /v1/gpus.\n",
+	.description = "       INDEX, NAME, MEM-USED, MEM-TOTAL and UTIL (busy percent in\n"
+		       "       the last second) of every GPU; -o wide adds the UUID. With -o\n"
+		       "       json: GET /v1/gpus.\n",
 	.options = OPT_O,
 	.examples = "       cuslice gpus\n",
     },
     {
 	.name = "groups",
 	.run = cli_cmd_groups,
-	.synopsis = "cuslice groups [-o table|json] [NAME]",
+	.synopsis = "cuslice groups [-o table|wide|json|yaml] [--no-headers] [NAME]",
 	.summary = "list groups (or one group) with their policy and usage",
 	.description =
 	    "       One line per group and GPU: GROUP, MANAGED (yes when the daemon holds\n"
@@ -136,7 +149,8 @@ static const struct cli_command commands[] = {
 	.name = "set",
 	.run = cli_cmd_set,
 	.synopsis = "cuslice set GROUP [--mem SIZE|none] [--cores PCT|none] [--burst|--hard]\n"
-		    "                   [--required|--optional] [-o table|json]",
+		    "                   [--required|--optional] [--oversubscribe|--no-oversubscribe]\n"
+		    "                   [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "create or change a group's policy",
 	.description =
 	    "       Changes the policy cusliced keeps for GROUP (creating it: the group\n"
@@ -155,8 +169,13 @@ static const struct cli_command commands[] = {
 	    "              never (hard, the default).\n"
 	    "       --required, --optional\n"
 	    "              Whether the group's processes must reach cusliced: required means\n"
-	    "              they refuse GPU memory when the daemon is unreachable.\n" OPT_O,
+	    "              they refuse GPU memory when the daemon is unreachable.\n"
+	    "       --oversubscribe, --no-oversubscribe\n"
+	    "              memory_mode: the group's cuMemAlloc becomes unified memory and --mem\n"
+	    "              may pass the GPU (up to 1000%), or device memory (hard). Processes\n"
+	    "              read it when they start.\n" OPT_O,
 	.examples = "       cuslice set team-a --mem 16GiB --cores 40 --burst\n"
+		    "       cuslice set notebooks --oversubscribe --mem 150%\n"
 		    "       cuslice set team-a --mem none\n",
     },
     {
@@ -173,23 +192,28 @@ static const struct cli_command commands[] = {
     {
 	.name = "top",
 	.run = cli_cmd_top,
-	.synopsis = "cuslice top [-o table|json]",
+	.synopsis = "cuslice top [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "live view of GPUs and groups, refreshed every second",
 	.description =
 	    "       Shows every GPU (memory and utilization) and, per group and GPU, bars\n"
 	    "       for memory (against the limit, or the GPU's memory when none) and for\n"
-	    "       compute (against the share, or 100%). Refreshes every second in the\n"
-	    "       terminal's alternate screen; q, Q, Ctrl-C, Ctrl-D, SIGINT, SIGTERM or\n"
-	    "       SIGHUP exits and restores the terminal. When standard output is not a\n"
-	    "       terminal, prints one frame and exits; with -o json, prints one\n"
-	    "       {\"status\", \"gpus\", \"groups\"} document and exits.\n",
+	    "       compute (against the share, or 100%). Processes that hold GPU memory\n"
+	    "       without registering with cusliced (bypassing libcuslice) show as a\n"
+	    "       \"(bypassing)\" row per GPU: the memory no group accounts for.\n"
+	    "       Refreshes every second in the terminal's alternate screen, in colour\n"
+	    "       (bars green, yellow from 75%, red from 90%; bypassers red) unless\n"
+	    "       NO_COLOR is set or TERM is dumb; q, Q, Ctrl-C, Ctrl-D, SIGINT, SIGTERM\n"
+	    "       or SIGHUP exits and restores the terminal. When standard output is not\n"
+	    "       a terminal, prints one frame without colour, every line cut to\n"
+	    "       $COLUMNS (default 100), and exits; with -o json or yaml, prints one\n"
+	    "       {\"status\", \"gpus\", \"groups\", \"processes\"} document and exits.\n",
 	.options = OPT_O,
-	.examples = "       cuslice top\n       cuslice top | cat\n",
+	.examples = "       cuslice top\n       COLUMNS=80 cuslice top | cat\n",
     },
     {
 	.name = "status",
 	.run = cli_cmd_status,
-	.synopsis = "cuslice status [-o table|json]",
+	.synopsis = "cuslice status [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "show the daemon's state",
 	.description = "       Version, PID, uptime, socket, directories, metrics address and the\n"
 		       "       numbers of groups, processes and GPUs. With -o json: GET\n"
@@ -263,7 +287,7 @@ void cli_print_help(FILE *f)
 	      "       inspect and control them through cusliced\n"
 	      "\n"
 	      "SYNOPSIS\n"
-	      "       cuslice [--admin-socket PATH] [--socket PATH] [-o table|json] COMMAND\n"
+	      "       cuslice [--admin-socket PATH] [--socket PATH] [-o table|wide|json|yaml] [--no-headers] COMMAND\n"
 	      "               [OPTIONS] [ARGS]\n"
 	      "       cuslice help [COMMAND]\n"
 	      "\n"
@@ -354,10 +378,18 @@ int cli_common_option(struct cli *c, int opt, char **argv)
 	case CLI_OPT_OUTPUT:
 		if (strcmp(optarg, "table") == 0)
 			c->output = CLI_OUTPUT_TABLE;
+		else if (strcmp(optarg, "wide") == 0)
+			c->output = CLI_OUTPUT_WIDE;
 		else if (strcmp(optarg, "json") == 0)
 			c->output = CLI_OUTPUT_JSON;
+		else if (strcmp(optarg, "yaml") == 0)
+			c->output = CLI_OUTPUT_YAML;
 		else
-			return cli_usage(c, "-o \"%s\": expected table or json", optarg);
+			return cli_usage(c, "-o \"%s\": expected table, wide, json or yaml",
+					 optarg);
+		return CLI_CONTINUE;
+	case CLI_OPT_NO_HEADERS:
+		c->no_headers = true;
 		return CLI_CONTINUE;
 	case CLI_OPT_SOCKET:
 		if (!optarg[0])

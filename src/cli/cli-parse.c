@@ -59,16 +59,22 @@ static int parse_percent(const char *s, bool need_sign, double *ret)
 int cli_parse_mem(const char *opt, const char *s, uint64_t *ret_bytes, double *ret_percent,
 		  char *err, size_t errlen)
 {
+	return cli_parse_mem_upto(opt, s, 100, ret_bytes, ret_percent, err, errlen);
+}
+
+int cli_parse_mem_upto(const char *opt, const char *s, unsigned max_percent, uint64_t *ret_bytes,
+		       double *ret_percent, char *err, size_t errlen)
+{
 	size_t n = strlen(s);
 	double pct;
 	int e;
 
 	if (n && s[n - 1] == '%') {
-		if (parse_percent(s, true, &pct) < 0 || pct > 100.0) {
+		if (parse_percent(s, true, &pct) < 0 || pct > (double)max_percent) {
 			snprintf(err, errlen,
 				 "%s \"%s\": expected a percentage of the GPU's memory from 0%% to "
-				 "100%%, up to 4 decimals (e.g. 50%%)",
-				 opt, s);
+				 "%u%%, up to 4 decimals (e.g. 50%%)",
+				 opt, s, max_percent);
 			return -EINVAL;
 		}
 		*ret_bytes = 0;

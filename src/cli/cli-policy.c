@@ -2,7 +2,7 @@
  * Policy changes: `cuslice set`, `cuslice delete`, and the policy `run`
  * stores.
  *
- * A change is sent as a partial policy: cusliced's PUT merges the fields
+ * A change is sent as a partial policy: cusliced's PATCH merges the fields
  * given into the stored policy (src/daemon/cd-groups.c, cd_policy_put), so
  * `set team --cores 30` keeps team's memory limit, members and on_violation,
  * and two concurrent `set`s of different fields both take effect. "none" is
@@ -21,6 +21,8 @@ enum {
 	OPT_HARD,
 	OPT_REQUIRED,
 	OPT_OPTIONAL,
+	OPT_OVERSUB,
+	OPT_NO_OVERSUB,
 };
 
 /* Replaces (or adds) member `key` of o with v, which o then owns. false on failure. */
@@ -67,6 +69,11 @@ cJSON *cli_policy_body(const struct cli_policy_change *ch)
 		ok = put_member(p, cs_key_mode,
 				cJSON_CreateString(cs_policy_mode_name(
 				    ch->mode == 2 ? CS_POLICY_MODE_BURST : CS_POLICY_MODE_HARD)));
+	if (ok && ch->mem_mode)
+		ok = put_member(p, cs_key_memory_mode,
+				cJSON_CreateString(cs_policy_memory_mode_name(
+				    ch->mem_mode == 2 ? CS_POLICY_MEMORY_OVERSUBSCRIBE
+						      : CS_POLICY_MEMORY_HARD)));
 	if (ok && ch->required)
 		ok = put_member(p, cs_key_daemon_required, cJSON_CreateBool(ch->required == 1));
 	if (!ok) {
@@ -88,14 +95,14 @@ int cli_policy_apply(const struct cli *c, const char *group, const struct cli_po
 	if (!body)
 		return cli_fail(CLI_EXIT_FAIL, "out of memory");
 	snprintf(path, sizeof(path), "%s%s", cs_api_path(CS_API_GROUP), group);
-	e = cli_http(c, "PUT", path, body, &r);
+	e = cli_http(c, "PATCH", path, body, &r);
 	cJSON_free(body);
 	if (quiet_unreachable && (e || cli_http_not_admin(e, &r))) {
 		cli_reply_free(&r);
 		return e ? e : -EACCES;
 	}
 	if (e || r.status >= 300) {
-		rc = cli_report(c, e, &r, "PUT", path);
+		rc = cli_report(c, e, &r, "PATCH", path);
 	} else {
 		rc = CLI_EXIT_OK;
 		if (ret_group) {
@@ -115,8 +122,9 @@ static int set_value(struct cli *c, int opt, const char *arg, struct cli_policy_
 	if (opt == OPT_MEM) {
 		ch->mem_set = true;
 		ch->mem_none = strcmp(arg, "none") == 0;
-		if (!ch->mem_none && cli_parse_mem("--mem", arg, &ch->mem_bytes, &ch->mem_percent,
-						   err, sizeof(err)) < 0)
+		/* Past 100% only for a group that oversubscribes: the daemon says which. */
+		if (!ch->mem_none && cli_parse_mem_upto("--mem", arg, 1000, &ch->mem_bytes,
+							&ch->mem_percent, err, sizeof(err)) < 0)
 			return cli_usage(c, "%s", err);
 		ch->mem_is_percent = !ch->mem_none && ch->mem_percent >= 0;
 	} else {
@@ -139,6 +147,8 @@ int cli_cmd_set(struct cli *c, int argc, char **argv)
 	    {"hard", no_argument, NULL, OPT_HARD},
 	    {"required", no_argument, NULL, OPT_REQUIRED},
 	    {"optional", no_argument, NULL, OPT_OPTIONAL},
+	    {"oversubscribe", no_argument, NULL, OPT_OVERSUB},
+	    {"no-oversubscribe", no_argument, NULL, OPT_NO_OVERSUB},
 	    {0},
 	};
 	struct cli_policy_change ch = {0};
@@ -166,6 +176,14 @@ int cli_cmd_set(struct cli *c, int argc, char **argv)
 			ch.required = opt == OPT_REQUIRED ? 1 : 2;
 			rc = CLI_CONTINUE;
 			break;
+		case OPT_OVERSUB:
+		case OPT_NO_OVERSUB:
+			if (ch.mem_mode && ch.mem_mode != (opt == OPT_OVERSUB ? 2 : 1))
+				return cli_usage(
+				    c, "--oversubscribe and --no-oversubscribe exclude each other");
+			ch.mem_mode = opt == OPT_OVERSUB ? 2 : 1;
+			rc = CLI_CONTINUE;
+			break;
 		default:
 			rc = cli_common_option(c, opt, argv);
 			break;
@@ -179,20 +197,22 @@ int cli_cmd_set(struct cli *c, int argc, char **argv)
 		return cli_usage(c, "unexpected argument \"%s\"", argv[optind + 1]);
 	if (cli_parse_group("group", argv[optind], err, sizeof(err)) < 0)
 		return cli_usage(c, "%s", err);
-	if (!ch.mem_set && !ch.cores_set && !ch.mode && !ch.required)
+	if (!ch.mem_set && !ch.cores_set && !ch.mode && !ch.required && !ch.mem_mode)
 		return cli_usage(c, "nothing to change: give --mem, --cores, --burst or --hard, "
-				    "--required or --optional");
+				    "--required or --optional, --oversubscribe or --no-oversubscribe");
 
 	rc = cli_policy_apply(c, argv[optind], &ch, false, &group);
 	if (rc || !group)
 		goto out;
-	if (c->output == CLI_OUTPUT_JSON) {
-		rc = cli_json_print(group, stdout) ? cli_fail(CLI_EXIT_FAIL, "out of memory") : 0;
+	if (cli_output_document(c)) {
+		rc = cli_print_document(c, group) ? cli_fail(CLI_EXIT_FAIL, "out of memory") : 0;
 	} else {
+		struct cli_view v = cli_view_of(c);
+
 		rc = cli_get_json(c, cs_api_path(CS_API_GPUS), &gpus);
-		if (!rc && cli_render_groups(group, gpus, stdout) < 0)
+		if (!rc && cli_render_groups(group, gpus, &v, stdout) < 0)
 			rc = cli_fail(CLI_EXIT_FAIL,
-				      "cusliced's reply to PUT /v1/groups/%s lacks "
+				      "cusliced's reply to PATCH /v1/groups/%s lacks "
 				      "the fields the table needs (try -o json)",
 				      argv[optind]);
 	}

@@ -18,9 +18,19 @@
 struct column {
 	const char *name;
 	int flags;
+	bool wide; /* shown with -o wide only */
 };
 
 #define RIGHT SCOLS_FL_RIGHT
+#define WIDE true
+
+/* A table being filled: its columns, and which are shown. */
+struct table {
+	struct libscols_table *t;
+	const struct column *cols;
+	unsigned n;
+	bool wide;
+};
 
 char *cli_fmt_bytes(const cJSON *o, const char *key, char *buf, size_t len)
 {
@@ -164,37 +174,57 @@ const char *cli_gpu_label(const struct cli_gpu_map *m, const char *uuid, char *b
 	return uuid;
 }
 
-static struct libscols_table *new_table(const struct column *cols, unsigned n, bool headings)
-{
-	struct libscols_table *t = scols_new_table();
+static const struct cli_view default_view;
 
-	if (!t)
-		return NULL;
-	scols_table_enable_noheadings(t, !headings);
+/*
+ * A table of the n columns cols, those marked wide only with v->wide;
+ * headings unless the table has none (key/value) or v->no_headers. 0 or
+ * -ENOMEM.
+ */
+static int new_table(struct table *tb, const struct column *cols, unsigned n, bool headings,
+		     const struct cli_view *v)
+{
+	if (!v)
+		v = &default_view;
+	tb->cols = cols;
+	tb->n = n;
+	tb->wide = v->wide;
+	tb->t = scols_new_table();
+	if (!tb->t)
+		return -ENOMEM;
+	scols_table_enable_noheadings(tb->t, !headings || v->no_headers);
 	for (unsigned i = 0; i < n; i++) {
-		if (!scols_table_new_column(t, cols[i].name, 0, cols[i].flags)) {
-			scols_unref_table(t);
-			return NULL;
+		if (cols[i].wide && !tb->wide)
+			continue;
+		if (!scols_table_new_column(tb->t, cols[i].name, 0, cols[i].flags)) {
+			scols_unref_table(tb->t);
+			tb->t = NULL;
+			return -ENOMEM;
 		}
 	}
-	return t;
-}
-
-/* Adds a line of n cells; -ENOMEM on failure. */
-static int add_line(struct libscols_table *t, const char *const *cells, unsigned n)
-{
-	struct libscols_line *l = scols_table_new_line(t, NULL);
-
-	if (!l)
-		return -ENOMEM;
-	for (unsigned i = 0; i < n; i++)
-		if (scols_line_set_data(l, i, cells[i]) < 0)
-			return -ENOMEM;
 	return 0;
 }
 
-static int print_table(struct libscols_table *t, FILE *f, int e)
+/* Adds a line: one cell per column of the table, shown or not; -ENOMEM on failure. */
+static int add_line(struct table *tb, const char *const *cells)
 {
+	struct libscols_line *l = scols_table_new_line(tb->t, NULL);
+	size_t shown = 0;
+
+	if (!l)
+		return -ENOMEM;
+	for (unsigned i = 0; i < tb->n; i++) {
+		if (tb->cols[i].wide && !tb->wide)
+			continue;
+		if (scols_line_set_data(l, shown++, cells[i]) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int print_table(struct table *tb, FILE *f, int e)
+{
+	struct libscols_table *t = tb->t;
 	struct libscols_column *cl;
 	struct libscols_iter *it;
 	const char *sep = "";
@@ -248,12 +278,12 @@ static char *fmt_count(const cJSON *o, const char *key, char *buf, size_t len)
 	return buf;
 }
 
-int cli_render_status(const cJSON *st, FILE *f)
+int cli_render_status(const cJSON *st, const struct cli_view *v, FILE *f)
 {
-	static const struct column cols[] = {{"KEY", 0}, {"VALUE", 0}};
+	static const struct column cols[] = {{"KEY", 0, false}, {"VALUE", 0, false}};
 	char b[8][64];
 	double up;
-	struct libscols_table *t;
+	struct table t;
 	int e = 0;
 
 	if (!cJSON_IsObject(st))
@@ -273,45 +303,43 @@ int cli_render_status(const cJSON *st, FILE *f)
 	    {"gpus", fmt_count(st, cs_key_gpus, b[4], sizeof(b[4]))},
 	};
 
-	t = new_table(cols, 2, false);
-	if (!t)
+	if (new_table(&t, cols, 2, false, v))
 		return -ENOMEM;
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]) && !e; i++)
-		e = add_line(t, rows[i], 2);
-	return print_table(t, f, e);
+		e = add_line(&t, rows[i]);
+	return print_table(&t, f, e);
 }
 
-int cli_render_gpus(const cJSON *gpus, FILE *f)
+int cli_render_gpus(const cJSON *gpus, const struct cli_view *v, FILE *f)
 {
 	static const struct column cols[] = {
-	    {"INDEX", RIGHT},	 {"UUID", 0},	       {"NAME", 0},
-	    {"MEM-USED", RIGHT}, {"MEM-TOTAL", RIGHT}, {"UTIL", RIGHT},
+	    {"INDEX", RIGHT, false},	{"NAME", 0, false},	      {"MEM-USED", RIGHT, false},
+	    {"MEM-TOTAL", RIGHT, false}, {"UTIL", RIGHT, false},     {"UUID", 0, WIDE},
 	};
 	const cJSON *list = cli_json_array(gpus, cs_key_gpus), *g;
-	struct libscols_table *t;
+	struct table t;
 	char b[4][64];
 	int e = 0;
 
 	if (!list)
 		return -EPROTO;
-	t = new_table(cols, 6, true);
-	if (!t)
+	if (new_table(&t, cols, 6, true, v))
 		return -ENOMEM;
 	cJSON_ArrayForEach(g, list)
 	{
 		const char *cells[] = {
 		    fmt_int(g, cs_key_index, b[0], sizeof(b[0])),
-		    str_or_dash(g, cs_key_uuid),
 		    str_or_dash(g, cs_key_name),
 		    cli_fmt_bytes(g, cs_key_memory_used, b[1], sizeof(b[1])),
 		    cli_fmt_bytes(g, cs_key_memory_total, b[2], sizeof(b[2])),
 		    fmt_util(g, b[3], sizeof(b[3])),
+		    str_or_dash(g, cs_key_uuid),
 		};
-		e = add_line(t, cells, 6);
+		e = add_line(&t, cells);
 		if (e)
 			break;
 	}
-	return print_table(t, f, e);
+	return print_table(&t, f, e);
 }
 
 /* Group `name`'s entry in a /v1/groups reply, or NULL. */
@@ -348,23 +376,63 @@ static const cJSON *find_device(const cJSON *group, const char *uuid)
 	return NULL;
 }
 
-int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus, FILE *f)
+/* True when some group of the listing oversubscribes (its devices carry "unified_memory"). */
+static bool any_oversubscribing(const cJSON *groups)
 {
-	static const struct column cols[] = {
-	    {"GROUP", 0},	   {"PID", RIGHT},	 {"GPU", 0},
-	    {"MEM-USED", RIGHT},   {"MEM-LIMIT", RIGHT}, {"CORES", RIGHT},
-	    {"CORE-LIMIT", RIGHT}, {"STATE", 0},	 {"LABELS", 0},
+	const cJSON *g, *d;
+
+	cJSON_ArrayForEach(g, cli_json_array(groups, cs_key_groups))
+	{
+		cJSON_ArrayForEach(d, cli_json_array(g, cs_key_devices))
+		{
+			if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(d, cs_key_unified_memory)))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* "RESIDENT/MANAGED" of a device's unified memory, "-" in hard mode. */
+static const char *fmt_um(const cJSON *dev, char *buf, size_t len)
+{
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(dev, cs_key_unified_memory);
+	char r[32], m[32];
+
+	if (!cJSON_IsObject(u))
+		return "-";
+	snprintf(buf, len, "%s/%s", cli_fmt_bytes(u, cs_key_resident, r, sizeof(r)),
+		 cli_fmt_bytes(u, cs_key_managed, m, sizeof(m)));
+	return buf;
+}
+
+/* RESIDENT is column PS_RESIDENT, shown only when a group oversubscribes unified memory. */
+#define PS_RESIDENT 6
+#define PS_COLUMNS 14
+
+int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus,
+		  const struct cli_view *v, FILE *f)
+{
+	static const struct column cols[PS_COLUMNS] = {
+	    {"GROUP", 0, false},	  {"PID", RIGHT, false},	{"NAME", 0, false},
+	    {"GPU", 0, false},		  {"MEM-USED", RIGHT, false},	{"MEM-LIMIT", RIGHT, false},
+	    {"RESIDENT", RIGHT, false},	  {"CORES", RIGHT, false},	{"CORE-LIMIT", RIGHT, false},
+	    {"STATE", 0, false},	  {"UID", RIGHT, WIDE},		{"UUID", 0, WIDE},
+	    {"CGROUP", 0, WIDE},	  {"LABELS", 0, WIDE},
 	};
+	struct column hard_cols[PS_COLUMNS - 1];
 	const cJSON *list = cli_json_array(processes, cs_key_processes), *p;
+	bool um = any_oversubscribing(groups);
 	struct cli_gpu_map map;
-	struct libscols_table *t;
+	struct table t;
 	int e = 0;
 
 	if (!list)
 		return -EPROTO;
+	for (unsigned i = 0, k = 0; i < PS_COLUMNS; i++)
+		if (i != PS_RESIDENT)
+			hard_cols[k++] = cols[i];
 	cli_gpu_map_init(&map, gpus);
-	t = new_table(cols, 9, true);
-	if (!t)
+	if (new_table(&t, um ? cols : hard_cols, um ? PS_COLUMNS : PS_COLUMNS - 1, true, v))
 		return -ENOMEM;
 	cJSON_ArrayForEach(p, list)
 	{
@@ -372,10 +440,11 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 		const cJSON *grp = find_group(groups, group);
 		const cJSON *gl = cli_json_array(p, cs_key_gpus), *pg;
 		const cJSON *reg = cJSON_GetObjectItemCaseSensitive(p, cs_key_registered);
-		char pid[32], state[64], b[5][64], labels[1024];
+		char pid[32], uid[32], state[64], b[6][64], labels[1024];
 		int ngpu = gl ? cJSON_GetArraySize(gl) : 0;
 
 		fmt_int(p, cs_key_pid, pid, sizeof(pid));
+		fmt_int(p, cs_key_uid, uid, sizeof(uid));
 		snprintf(state, sizeof(state), "%s%s", str_or_dash(p, cs_key_state),
 			 cJSON_IsFalse(reg) ? ",unregistered" : "");
 		/* One line per GPU the process uses; a process on none still gets one. */
@@ -386,26 +455,36 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 			pg = ngpu ? cJSON_GetArrayItem(gl, i) : NULL;
 			uuid = cli_json_str(pg, cs_key_uuid);
 			dev = find_device(grp, uuid);
-			const char *cells[] = {
+			const char *cells[PS_COLUMNS] = {
 			    group && *group ? group : "-",
 			    pid,
+			    str_or_dash(p, cs_key_name),
 			    cli_gpu_label(&map, uuid, b[0], sizeof(b[0])),
 			    cli_fmt_bytes(pg, cs_key_memory_used, b[1], sizeof(b[1])),
 			    cli_fmt_bytes(dev, cs_key_memory_limit, b[2], sizeof(b[2])),
+			    fmt_um(dev, b[5], sizeof(b[5])),
 			    fmt_pct1(dev, cs_key_core_used, b[3], sizeof(b[3])),
 			    fmt_pct_limit(dev, cs_key_core_limit, b[4], sizeof(b[4])),
 			    state,
+			    uid,
+			    uuid ? uuid : "-",
+			    str_or_dash(p, cs_key_cgroup),
 			    fmt_labels(grp, labels, sizeof(labels)),
 			};
-			e = add_line(t, cells, 9);
+			const char *hard_cells[PS_COLUMNS - 1];
+
+			for (unsigned c = 0, k = 0; c < PS_COLUMNS; c++)
+				if (c != PS_RESIDENT)
+					hard_cells[k++] = cells[c];
+			e = add_line(&t, um ? cells : hard_cells);
 		}
 		if (e)
 			break;
 	}
-	return print_table(t, f, e);
+	return print_table(&t, f, e);
 }
 
-static int group_lines(struct libscols_table *t, const cJSON *g, const struct cli_gpu_map *map)
+static int group_lines(struct table *t, const cJSON *g, const struct cli_gpu_map *map)
 {
 	const cJSON *devs = cli_json_array(g, cs_key_devices);
 	const cJSON *managed = cJSON_GetObjectItemCaseSensitive(g, cs_key_managed);
@@ -435,40 +514,42 @@ static int group_lines(struct libscols_table *t, const cJSON *g, const struct cl
 		    fmt_int(d, cs_key_oom_denials, b[5], sizeof(b[5])),
 		    b[6],
 		    labels[0] ? labels : "-",
+		    str_or_dash(d, cs_key_uuid),
 		};
-		e = add_line(t, cells, 12);
+		e = add_line(t, cells);
 	}
 	return e;
 }
 
-int cli_render_groups(const cJSON *groups, const cJSON *gpus, FILE *f)
+int cli_render_groups(const cJSON *groups, const cJSON *gpus, const struct cli_view *v, FILE *f)
 {
 	static const struct column cols[] = {
-	    {"GROUP", 0},	 {"MANAGED", 0},       {"PROCS", RIGHT},     {"GPU", 0},
-	    {"MEM-USED", RIGHT}, {"MEM-LIMIT", RIGHT}, {"CORES", RIGHT},     {"CORE-LIMIT", RIGHT},
-	    {"MODE", 0},	 {"OOM", RIGHT},       {"THROTTLED", RIGHT}, {"LABELS", 0},
+	    {"GROUP", 0, false},	 {"MANAGED", 0, false},	     {"PROCS", RIGHT, false},
+	    {"GPU", 0, false},		 {"MEM-USED", RIGHT, false},  {"MEM-LIMIT", RIGHT, false},
+	    {"CORES", RIGHT, false},	 {"CORE-LIMIT", RIGHT, false}, {"MODE", 0, false},
+	    {"OOM", RIGHT, false},	 {"THROTTLED", RIGHT, false}, {"LABELS", 0, false},
+	    {"UUID", 0, WIDE},
 	};
 	const cJSON *list = cli_json_array(groups, cs_key_groups), *g;
 	struct cli_gpu_map map;
-	struct libscols_table *t;
+	struct table t;
 	int e = 0;
 
 	/* One GROUP object (GET/PUT /v1/groups/NAME) is a list of one. */
 	if (!list && !cli_json_str(groups, cs_key_name))
 		return -EPROTO;
 	cli_gpu_map_init(&map, gpus);
-	t = new_table(cols, 12, true);
-	if (!t)
+	if (new_table(&t, cols, 13, true, v))
 		return -ENOMEM;
 	if (!list) {
-		e = group_lines(t, groups, &map);
+		e = group_lines(&t, groups, &map);
 	} else {
 		cJSON_ArrayForEach(g, list)
 		{
-			e = group_lines(t, g, &map);
+			e = group_lines(&t, g, &map);
 			if (e)
 				break;
 		}
 	}
-	return print_table(t, f, e);
+	return print_table(&t, f, e);
 }

@@ -40,10 +40,11 @@ enum {
 	OPT_GPU,
 	OPT_GROUP,
 	OPT_BURST,
+	OPT_OVERSUB,
 };
 
 /* Variables a run sets; extra room for the array cli_run_env builds. */
-#define RUN_VARS 8
+#define RUN_VARS 9
 
 static bool is_var(const char *entry, const char *name)
 {
@@ -115,6 +116,7 @@ char **cli_run_env(const struct cli_run_opts *o, char *const *env, const char *p
 		    (o->mem && is_var(v, cs_env_name(CS_ENV_MEM_LIMIT))) ||
 		    (o->cores && is_var(v, cs_env_name(CS_ENV_CORE_LIMIT))) ||
 		    (o->burst && is_var(v, cs_env_name(CS_ENV_CORE_MODE))) ||
+		    (o->oversub && is_var(v, cs_env_name(CS_ENV_MEM_MODE))) ||
 		    (o->gpus && is_var(v, "CUDA_VISIBLE_DEVICES")) ||
 		    (o->socket && is_var(v, cs_env_name(CS_ENV_SOCKET))))
 			continue;
@@ -130,6 +132,8 @@ char **cli_run_env(const struct cli_run_opts *o, char *const *env, const char *p
 		e = add_var(out, &n, cs_env_name(CS_ENV_CORE_LIMIT), o->cores);
 	if (!e && o->burst)
 		e = add_var(out, &n, cs_env_name(CS_ENV_CORE_MODE), "burst");
+	if (!e && o->oversub)
+		e = add_var(out, &n, cs_env_name(CS_ENV_MEM_MODE), "oversubscribe");
 	if (!e && o->gpus)
 		e = add_var(out, &n, "CUDA_VISIBLE_DEVICES", o->gpus);
 	if (!e && o->socket)
@@ -265,9 +269,13 @@ static int store_policy(const struct cli *c, const char *group, const struct cli
 
 	if (o->mem) {
 		ch.mem_set = true;
-		cli_parse_mem("--mem", o->mem, &ch.mem_bytes, &ch.mem_percent, err, sizeof(err));
+		cli_parse_mem_upto("--mem", o->mem, o->oversub ? 1000 : 100, &ch.mem_bytes,
+				   &ch.mem_percent, err, sizeof(err));
 		ch.mem_is_percent = ch.mem_percent >= 0;
 	}
+	/* Stored only when asked for: a policy's memory mode is not undone by a plain run. */
+	if (o->oversub)
+		ch.mem_mode = 2;
 	if (o->cores) {
 		ch.cores_set = true;
 		cli_parse_cores("--cores", o->cores, &ch.cores_percent, err, sizeof(err));
@@ -336,6 +344,7 @@ int cli_cmd_run(struct cli *c, int argc, char **argv)
 	    {"gpu", required_argument, NULL, OPT_GPU},
 	    {"group", required_argument, NULL, OPT_GROUP},
 	    {"burst", no_argument, NULL, OPT_BURST},
+	    {"oversubscribe", no_argument, NULL, OPT_OVERSUB},
 	    {0},
 	};
 	struct cli_run_opts o = {0};
@@ -351,8 +360,7 @@ int cli_cmd_run(struct cli *c, int argc, char **argv)
 		rc = CLI_CONTINUE;
 		switch (opt) {
 		case OPT_MEM:
-			if (cli_parse_mem("--mem", optarg, &bytes, &pct, err, sizeof(err)) < 0)
-				return cli_usage(c, "%s", err);
+			/* Checked after the loop: --oversubscribe may come later. */
 			o.mem = optarg;
 			break;
 		case OPT_CORES:
@@ -373,12 +381,23 @@ int cli_cmd_run(struct cli *c, int argc, char **argv)
 		case OPT_BURST:
 			o.burst = true;
 			break;
+		case OPT_OVERSUB:
+			o.oversub = true;
+			break;
 		default:
 			rc = cli_common_option(c, opt, argv);
 			break;
 		}
 		if (rc != CLI_CONTINUE)
 			return rc;
+	}
+	if (o.mem && cli_parse_mem_upto("--mem", o.mem, o.oversub ? 1000 : 100, &bytes, &pct, err,
+					sizeof(err)) < 0) {
+		if (!o.oversub &&
+		    cli_parse_mem_upto("--mem", o.mem, 1000, &bytes, &pct, NULL, 0) == 0)
+			return cli_usage(c, "--mem \"%s\": more than the GPU needs --oversubscribe",
+					 o.mem);
+		return cli_usage(c, "%s", err);
 	}
 	if (optind >= argc)
 		return cli_usage(c, "missing command: cuslice run [OPTIONS] [--] CMD [ARGS...]");

@@ -73,7 +73,7 @@ int cli_render_self(const cJSON *self, FILE *f)
 		return 0;
 	fputc('\n', f);
 	/* Its limits and usage; GPUs by UUID (their indices are the admin socket's to tell). */
-	return cli_render_groups(group, NULL, f);
+	return cli_render_groups(group, NULL, NULL, f);
 }
 
 int cli_cmd_self(struct cli *c, int argc, char **argv)
@@ -106,8 +106,8 @@ int cli_cmd_self(struct cli *c, int argc, char **argv)
 	rc = cli_get_json_registration(c, path, &self);
 	if (rc)
 		return rc;
-	if (c->output == CLI_OUTPUT_JSON)
-		rc = cli_json_print(self, stdout) ? cli_fail(CLI_EXIT_FAIL, "out of memory") : 0;
+	if (cli_output_document(c))
+		rc = cli_print_document(c, self) ? cli_fail(CLI_EXIT_FAIL, "out of memory") : 0;
 	else if (cli_render_self(self, stdout) < 0)
 		rc = cli_fail(CLI_EXIT_FAIL,
 			      "cusliced's reply to GET %s lacks the fields the table needs (try -o "

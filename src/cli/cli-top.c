@@ -11,6 +11,8 @@
  */
 #include "cli.h"
 
+#include "cs-size.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
@@ -35,7 +37,18 @@ struct top_row {
 	char col[3][72];
 	double frac[2]; /* 0..1, drawn clamped; < 0: no bar */
 	char text[2][80];
+	bool alert;	/* drawn in red with colour: processes that bypass libcuslice */
 };
+
+/* Colours (SGR), used only with CLI_TOP_COLOR. */
+#define SGR_RED "\033[31m"
+#define SGR_YELLOW "\033[33m"
+#define SGR_GREEN "\033[32m"
+#define SGR_BOLD "\033[1m"
+#define SGR_RESET "\033[0m"
+/* A bar turns yellow at 75% of what it measures against, red at 90%. */
+#define BAR_WARN 0.75
+#define BAR_HIGH 0.90
 
 struct top_section {
 	const char *head[5]; /* the leading columns and the two bars */
@@ -197,7 +210,61 @@ static int group_rows(struct top_section *s, const cJSON *groups, const cJSON *g
 	return 0;
 }
 
-static void put_bar(FILE *f, double frac, unsigned width)
+/*
+ * One row per GPU on which processes hold memory without registering
+ * (GET /v1/processes: registered false): the memory NVML shows on the GPU
+ * that no group's row accounts for, and that no limit covers.
+ */
+static int bypass_rows(struct top_section *s, const cJSON *processes, const cJSON *gpus)
+{
+	const cJSON *g;
+
+	cJSON_ArrayForEach(g, cli_json_array(gpus, cs_key_gpus))
+	{
+		const char *uuid = cli_json_str(g, cs_key_uuid);
+		const cJSON *p, *pg;
+		double used = 0, v, idx, total = 0;
+		unsigned n = 0;
+		struct top_row *r;
+		char b[32];
+
+		cJSON_ArrayForEach(p, cli_json_array(processes, cs_key_processes))
+		{
+			if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(p, cs_key_registered)))
+				continue;
+			cJSON_ArrayForEach(pg, cli_json_array(p, cs_key_gpus))
+			{
+				const char *u = cli_json_str(pg, cs_key_uuid);
+
+				if (!u || !uuid || strcmp(u, uuid) != 0)
+					continue;
+				n++;
+				if (cli_json_num(pg, cs_key_memory_used, &v))
+					used += v;
+			}
+		}
+		if (!n)
+			continue;
+		if (section_add(s, &r))
+			return -ENOMEM;
+		r->alert = true;
+		snprintf(r->col[0], sizeof(r->col[0]), "(bypassing)");
+		if (cli_json_num(g, cs_key_index, &idx))
+			snprintf(r->col[1], sizeof(r->col[1]), "%.0f", idx);
+		else
+			snprintf(r->col[1], sizeof(r->col[1]), "-");
+		snprintf(r->col[2], sizeof(r->col[2]), "%u", n);
+		cli_json_num(g, cs_key_memory_total, &total);
+		r->frac[0] = frac_of(used, total);
+		cs_size_format((uint64_t)used, b, sizeof(b));
+		snprintf(r->text[0], sizeof(r->text[0]), "%s / no limit", b);
+		r->frac[1] = -1;
+		snprintf(r->text[1], sizeof(r->text[1]), "not registered with cusliced");
+	}
+	return 0;
+}
+
+static void put_bar(FILE *f, double frac, unsigned width, bool color)
 {
 	unsigned fill;
 
@@ -205,12 +272,17 @@ static void put_bar(FILE *f, double frac, unsigned width)
 		fprintf(f, "%*s", (int)width + 2, "");
 		return;
 	}
-	if (frac > 1)
-		frac = 1;
-	fill = (unsigned)(frac * width + 0.5);
+	fill = (unsigned)((frac > 1 ? 1 : frac) * width + 0.5);
 	fputc('[', f);
-	for (unsigned i = 0; i < width; i++)
+	if (color && fill)
+		fputs(frac >= BAR_HIGH ? SGR_RED : frac >= BAR_WARN ? SGR_YELLOW : SGR_GREEN, f);
+	for (unsigned i = 0; i < width; i++) {
+		if (color && fill && i == fill)
+			fputs(SGR_RESET, f);
 		fputc(i < fill ? '#' : '.', f);
+	}
+	if (color && fill == width)
+		fputs(SGR_RESET, f);
 	fputc(']', f);
 }
 
@@ -225,7 +297,7 @@ static size_t max_len(size_t a, const char *s)
  * Prints a section: columns padded to their longest cell, the two bars
  * sharing what the terminal has left (at least MIN_BAR each).
  */
-static void print_section(FILE *f, const struct top_section *s, unsigned width)
+static void print_section(FILE *f, const struct top_section *s, unsigned width, bool color)
 {
 	size_t w[5] = {0}, lead = 0;
 	long rest;
@@ -244,21 +316,27 @@ static void print_section(FILE *f, const struct top_section *s, unsigned width)
 	/* Leading columns, then "[bar] text " twice (the last text is not padded). */
 	rest = (long)width - (long)lead - (long)(2 * 4 + w[3] + 1 + w[4]);
 	bar = rest / 2 > MIN_BAR ? (unsigned)(rest / 2) : MIN_BAR;
+	if (color)
+		fputs(SGR_BOLD, f);
 	for (int c = 0; c < s->ncols; c++)
 		fprintf(f, "%*s ", s->right[c] ? (int)w[c] : -(int)w[c], s->head[c]);
 	/* The bar headings start over the bars' '['. */
-	fprintf(f, "%-*s %s\n", (int)(bar + 3 + w[3]), s->head[3], s->head[4]);
+	fprintf(f, "%-*s %s", (int)(bar + 3 + w[3]), s->head[3], s->head[4]);
+	fputs(color ? SGR_RESET "\n" : "\n", f);
 	for (unsigned i = 0; i < s->n; i++) {
 		const struct top_row *r = &s->rows[i];
+		bool red = color && r->alert;
 
+		if (red)
+			fputs(SGR_RED, f);
 		for (int c = 0; c < s->ncols; c++)
 			fprintf(f, "%*s ", s->right[c] ? (int)w[c] : -(int)w[c], r->col[c]);
-		put_bar(f, r->frac[0], bar);
+		put_bar(f, r->frac[0], bar, color && !red);
 		fprintf(f, " %-*s ", (int)w[3], r->text[0]);
-		put_bar(f, r->frac[1], bar);
+		put_bar(f, r->frac[1], bar, color && !red);
 		if (r->text[1][0])
 			fprintf(f, " %s", r->text[1]);
-		fputc('\n', f);
+		fputs(red ? SGR_RESET "\n" : "\n", f);
 	}
 }
 
@@ -272,6 +350,65 @@ static void trim_lines(char *s)
 			while (w > s && w[-1] == ' ')
 				w--;
 		*w++ = *p;
+	}
+	*w = '\0';
+}
+
+/*
+ * Bytes of line[0..len) that show at most cols columns: SGR sequences
+ * (ESC [ ... m) take none, every other byte one (frames are ASCII: the
+ * daemon turns anything else into '?'). *open: a colour is still on at
+ * the cut.
+ */
+static size_t visible_prefix(const char *line, size_t len, unsigned cols, bool *open)
+{
+	size_t i = 0;
+	unsigned shown = 0;
+
+	*open = false;
+	while (i < len) {
+		if (line[i] == '\033' && i + 1 < len && line[i + 1] == '[') {
+			size_t j = i + 2;
+
+			while (j < len && line[j] != 'm')
+				j++;
+			*open = !(j - i == 3 && line[i + 2] == '0');
+			i = j < len ? j + 1 : len;
+			continue;
+		}
+		if (shown == cols)
+			break;
+		shown++;
+		i++;
+	}
+	return i;
+}
+
+/*
+ * Cuts every line of s to cols columns in place, closing a colour left on
+ * at the cut. In place is safe: a colour on at the cut is closed later on
+ * that line (every row closes what it opens), so the bytes cut are at
+ * least the SGR_RESET written instead.
+ */
+static void cut_lines(char *s, unsigned cols)
+{
+	char *w = s;
+
+	for (char *p = s; *p;) {
+		char *nl = strchr(p, '\n');
+		size_t l = nl ? (size_t)(nl - p) : strlen(p);
+		bool open;
+		size_t keep = visible_prefix(p, l, cols, &open);
+
+		memmove(w, p, keep);
+		w += keep;
+		if (open && keep < l) {
+			memcpy(w, SGR_RESET, sizeof(SGR_RESET) - 1);
+			w += sizeof(SGR_RESET) - 1;
+		}
+		if (nl)
+			*w++ = '\n';
+		p += l + (nl ? 1 : 0);
 	}
 	*w = '\0';
 }
@@ -298,8 +435,9 @@ static void header(FILE *f, const cJSON *st)
 }
 
 char *cli_top_frame(const cJSON *status, const cJSON *gpus, const cJSON *groups,
-		    const char *problem, unsigned width)
+		    const cJSON *processes, const char *problem, unsigned width, unsigned flags)
 {
+	bool color = flags & CLI_TOP_COLOR;
 	struct top_section gs = {
 	    .head = {"GPU", "NAME", "", "MEMORY", "UTIL"},
 	    .ncols = 2,
@@ -319,6 +457,8 @@ char *cli_top_frame(const cJSON *status, const cJSON *gpus, const cJSON *groups,
 		e = gpu_rows(&gs, gpus);
 	if (!e && groups)
 		e = group_rows(&ps, groups, gpus);
+	if (!e && groups && processes)
+		e = bypass_rows(&ps, processes, gpus);
 	f = e ? NULL : open_memstream(&out, &len);
 	if (f) {
 		if (status)
@@ -326,15 +466,15 @@ char *cli_top_frame(const cJSON *status, const cJSON *gpus, const cJSON *groups,
 		else
 			fputs("cuslice top\n", f);
 		if (problem)
-			fprintf(f, "%s\n", problem);
+			fprintf(f, color ? SGR_RED "%s" SGR_RESET "\n" : "%s\n", problem);
 		if (gpus) {
 			fputc('\n', f);
-			print_section(f, &gs, width);
+			print_section(f, &gs, width, color);
 		}
 		if (groups) {
 			fputc('\n', f);
 			if (ps.n)
-				print_section(f, &ps, width);
+				print_section(f, &ps, width, color);
 			else
 				fputs("no groups\n", f);
 		}
@@ -343,6 +483,8 @@ char *cli_top_frame(const cJSON *status, const cJSON *gpus, const cJSON *groups,
 			out = NULL;
 		}
 	}
+	if (out && (flags & CLI_TOP_CUT))
+		cut_lines(out, width);
 	if (out)
 		trim_lines(out);
 	free(gs.rows);
@@ -385,7 +527,7 @@ static void fetch(const struct cli *c, const char *path, cJSON **ret, char *prob
 }
 
 struct snapshot {
-	cJSON *status, *gpus, *groups;
+	cJSON *status, *gpus, *groups, *processes;
 	char problem[1024];
 	int code; /* exit code of the first failure, CLI_EXIT_OK when none */
 };
@@ -397,6 +539,8 @@ static void snapshot_take(const struct cli *c, struct snapshot *s)
 	fetch(c, cs_api_path(CS_API_STATUS), &s->status, s->problem, sizeof(s->problem), &s->code);
 	fetch(c, cs_api_path(CS_API_GPUS), &s->gpus, s->problem, sizeof(s->problem), &s->code);
 	fetch(c, cs_api_path(CS_API_GROUPS), &s->groups, s->problem, sizeof(s->problem), &s->code);
+	fetch(c, cs_api_path(CS_API_PROCESSES), &s->processes, s->problem, sizeof(s->problem),
+	      &s->code);
 }
 
 static void snapshot_free(struct snapshot *s)
@@ -404,18 +548,20 @@ static void snapshot_free(struct snapshot *s)
 	cJSON_Delete(s->status);
 	cJSON_Delete(s->gpus);
 	cJSON_Delete(s->groups);
-	s->status = s->gpus = s->groups = NULL;
+	cJSON_Delete(s->processes);
+	s->status = s->gpus = s->groups = s->processes = NULL;
 }
 
-static int print_json(const struct snapshot *s)
+static int print_json(const struct cli *c, const struct snapshot *s)
 {
 	cJSON *o = cJSON_CreateObject();
 	int e = -ENOMEM;
 
 	if (o && cJSON_AddItemReferenceToObject(o, cs_key_status, s->status) &&
 	    cJSON_AddItemReferenceToObject(o, cs_key_gpus, s->gpus) &&
-	    cJSON_AddItemReferenceToObject(o, cs_key_groups, s->groups))
-		e = cli_json_print(o, stdout);
+	    cJSON_AddItemReferenceToObject(o, cs_key_groups, s->groups) &&
+	    cJSON_AddItemReferenceToObject(o, cs_key_processes, s->processes))
+		e = cli_print_document(c, o);
 	cJSON_Delete(o);
 	return e ? cli_fail(CLI_EXIT_FAIL, "out of memory") : CLI_EXIT_OK;
 }
@@ -465,11 +611,12 @@ static int draw(const char *frame, unsigned cols, unsigned rows)
 	for (const char *p = frame; *p && line + 1 < rows; line++) {
 		const char *nl = strchr(p, '\n');
 		size_t l = nl ? (size_t)(nl - p) : strlen(p);
-		size_t shown = l < cols ? l : cols;
+		bool open;
+		size_t shown = visible_prefix(p, l, cols, &open);
 
 		memcpy(buf + n, p, shown);
 		n += shown;
-		n += (size_t)snprintf(buf + n, cap - n, "\033[K\r\n");
+		n += (size_t)snprintf(buf + n, cap - n, "%s\033[K\r\n", open ? SGR_RESET : "");
 		p += l + (nl ? 1 : 0);
 	}
 	n += (size_t)snprintf(buf + n, cap - n, "\033[J");
@@ -501,8 +648,17 @@ static bool quit_key(int fd)
 	return false;
 }
 
+/* Colour on a terminal, unless NO_COLOR is set to something (no-color.org) or TERM is dumb. */
+static bool use_color(void)
+{
+	const char *no = getenv("NO_COLOR"), *term = getenv("TERM");
+
+	return isatty(STDOUT_FILENO) && !(no && *no) && !(term && strcmp(term, "dumb") == 0);
+}
+
 static int live(const struct cli *c, struct snapshot *s)
 {
+	unsigned flags = use_color() ? CLI_TOP_COLOR : 0;
 	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
 	struct sigaction sa = {.sa_handler = on_signal}, old[4];
 	sigset_t block, orig;
@@ -532,8 +688,8 @@ static int live(const struct cli *c, struct snapshot *s)
 		uint64_t due;
 
 		term_size(&cols, &rows);
-		frame = cli_top_frame(s->status, s->gpus, s->groups,
-				      s->problem[0] ? s->problem : NULL, cols);
+		frame = cli_top_frame(s->status, s->gpus, s->groups, s->processes,
+				      s->problem[0] ? s->problem : NULL, cols, flags);
 		if (!frame || draw(frame, cols, rows) < 0) {
 			free(frame);
 			rc = CLI_EXIT_FAIL;
@@ -595,13 +751,15 @@ int cli_cmd_top(struct cli *c, int argc, char **argv)
 	if (s.code) {
 		cli_fail(s.code, "%s", s.problem);
 		rc = s.code;
-	} else if (c->output == CLI_OUTPUT_JSON) {
-		rc = print_json(&s);
+	} else if (cli_output_document(c)) {
+		rc = print_json(c, &s);
 	} else if (!isatty(STDOUT_FILENO)) {
+		/* No terminal to ask: $COLUMNS says how wide, and every line is cut to it. */
 		const char *cols = getenv("COLUMNS");
 		long w = cols ? strtol(cols, NULL, 10) : 0;
-		char *frame = cli_top_frame(s.status, s.gpus, s.groups, NULL,
-					    w > 0 && w < 1000 ? (unsigned)w : PLAIN_WIDTH);
+		char *frame = cli_top_frame(s.status, s.gpus, s.groups, s.processes, NULL,
+					    w > 0 && w < 1000 ? (unsigned)w : PLAIN_WIDTH,
+					    CLI_TOP_CUT);
 
 		rc = frame ? CLI_EXIT_OK : cli_fail(CLI_EXIT_FAIL, "out of memory");
 		if (frame)

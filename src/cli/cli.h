@@ -8,6 +8,7 @@
  *                  one place that turns a failed call into a message and an
  *                  exit code
  *   cli-json.c     small cJSON accessors
+ *   cli-yaml.c     -o yaml, and the one place that prints a reply as -o asks
  *   cli-parse.c    option values (--mem, --cores, --gpu, group names): the
  *                  exact messages of usage errors
  *   cli-render.c   tables (libsmartcols) of the daemon's JSON: pure functions
@@ -55,9 +56,18 @@ enum cli_exit {
 	CLI_EXIT_NO_DAEMON = 3, /* cusliced is not running */
 };
 
+/* -o: what a command prints. */
 enum cli_output {
-	CLI_OUTPUT_TABLE = 0,
-	CLI_OUTPUT_JSON = 1,
+	CLI_OUTPUT_TABLE = 0, /* a table (libsmartcols) */
+	CLI_OUTPUT_JSON = 1,  /* the daemon's JSON reply, re-indented */
+	CLI_OUTPUT_WIDE = 2,  /* a table with more columns */
+	CLI_OUTPUT_YAML = 3,  /* the daemon's reply as YAML */
+};
+
+/* How a table is printed: -o wide adds columns, --no-headers drops the headings. */
+struct cli_view {
+	bool wide;
+	bool no_headers;
 };
 
 /* Options shared by every command. */
@@ -68,6 +78,7 @@ struct cli {
 	/* --admin-socket, else $CUSLICE_ADMIN_SOCKET, else CLI_DEFAULT_ADMIN_SOCKET. */
 	const char *admin_socket;
 	enum cli_output output;
+	bool no_headers;     /* --no-headers */
 	const char *token;   /* $CUSLICE_TOKEN: sent as "Authorization: Bearer" */
 	const char *command; /* the command's name, for messages */
 };
@@ -103,6 +114,7 @@ enum cli_common_opt {
 	CLI_OPT_OUTPUT = 'o',
 	CLI_OPT_SOCKET = 0x100,
 	CLI_OPT_ADMIN_SOCKET,
+	CLI_OPT_NO_HEADERS,
 };
 /* Commands that take options after operands use it as is; run and main prefix "+". */
 #define CLI_COMMON_SHORT ":ho:"
@@ -112,7 +124,8 @@ enum cli_common_opt {
 	{"help", no_argument, NULL, CLI_OPT_HELP},                                                 \
 	{"output", required_argument, NULL, CLI_OPT_OUTPUT},                                       \
 	{"socket", required_argument, NULL, CLI_OPT_SOCKET},                                       \
-	{"admin-socket", required_argument, NULL, CLI_OPT_ADMIN_SOCKET}
+	{"admin-socket", required_argument, NULL, CLI_OPT_ADMIN_SOCKET},                           \
+	{"no-headers", no_argument, NULL, CLI_OPT_NO_HEADERS}
 /* clang-format on */
 
 /* cli_common_option's "not finished: go on parsing". */
@@ -210,6 +223,9 @@ bool cli_http_not_admin(int err, const struct cli_reply *r);
  */
 
 /* A memory limit: a size (cs_size_parse forms) or a percentage "50%". */
+/* The same with percentages up to max_percent (1000 for an oversubscribing group). */
+int cli_parse_mem_upto(const char *opt, const char *s, unsigned max_percent, uint64_t *ret_bytes,
+		       double *ret_percent, char *err, size_t errlen);
 int cli_parse_mem(const char *opt, const char *s, uint64_t *ret_bytes, double *ret_percent,
 		  char *err, size_t errlen);
 /*
@@ -232,6 +248,34 @@ bool cli_json_num(const cJSON *o, const char *key, double *ret);
 const cJSON *cli_json_array(const cJSON *o, const char *key);
 /* Prints j as formatted JSON and a newline on f. Returns 0 or -ENOMEM. */
 int cli_json_print(const cJSON *j, FILE *f);
+
+/* ---- cli-yaml.c ---- */
+
+/*
+ * Prints j as a YAML document (block style, two-space indents) on f:
+ * strings double-quoted with JSON's escapes (valid YAML, whatever they
+ * hold), numbers, true/false/null as JSON writes them, empty containers as
+ * {} and []. Returns 0 or -ENOMEM.
+ */
+int cli_yaml_print(const cJSON *j, FILE *f);
+
+/* -o json or yaml: the reply as a document, not a table. */
+bool cli_output_document(const struct cli *c);
+/* Prints j on stdout as -o json or yaml asks. 0 or -ENOMEM. */
+int cli_print_document(const struct cli *c, const cJSON *j);
+
+/* The view of c's options (-o wide, --no-headers). */
+struct cli_view cli_view_of(const struct cli *c);
+
+/*
+ * Prints a reply as c->output asks: JSON, YAML, or render(reply, ...) as a
+ * table (render_arg passed through). Returns render's result (0, -EPROTO,
+ * -ENOMEM) or the printer's.
+ */
+int cli_output_reply(const struct cli *c, const cJSON *reply,
+		     int (*render)(const cJSON *reply, const void *arg, const struct cli_view *v,
+				   FILE *f),
+		     const void *render_arg);
 
 /* ---- cli-self.c ---- */
 
@@ -277,12 +321,18 @@ const char *cli_gpu_label(const struct cli_gpu_map *m, const char *uuid, char *b
  * or -EPROTO when the reply lacks what the table needs (the caller says the
  * daemon sent something unexpected), -ENOMEM.
  */
-int cli_render_status(const cJSON *status, FILE *f);
-int cli_render_gpus(const cJSON *gpus, FILE *f);
-/* processes: /v1/processes; groups: /v1/groups (limits, core shares); gpus: /v1/gpus or NULL. */
-int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus, FILE *f);
-/* groups: /v1/groups, or one GROUP object (GET/PUT /v1/groups/NAME). */
-int cli_render_groups(const cJSON *groups, const cJSON *gpus, FILE *f);
+/* v NULL: the default view (no wide columns, headings). */
+int cli_render_status(const cJSON *status, const struct cli_view *v, FILE *f);
+/* Wide: the UUID. */
+int cli_render_gpus(const cJSON *gpus, const struct cli_view *v, FILE *f);
+/*
+ * processes: /v1/processes; groups: /v1/groups (limits, core shares); gpus:
+ * /v1/gpus or NULL. Wide: UID, the GPU's UUID, CGROUP, the group's LABELS.
+ */
+int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus,
+		  const struct cli_view *v, FILE *f);
+/* groups: /v1/groups, or one GROUP object (GET/PUT /v1/groups/NAME). Wide: the UUID. */
+int cli_render_groups(const cJSON *groups, const cJSON *gpus, const struct cli_view *v, FILE *f);
 
 /* ---- commands (cli-cmds.c, cli-policy.c, cli-run.c, cli-top.c) ---- */
 
@@ -309,6 +359,7 @@ struct cli_policy_change {
 	bool cores_none;
 	double cores_percent;
 	int mode;     /* 0 keep, 1 hard, 2 burst */
+	int mem_mode; /* 0 keep, 1 hard, 2 oversubscribe (memory_mode) */
 	int required; /* 0 keep, 1 daemon_required true, 2 false */
 };
 
@@ -339,13 +390,15 @@ struct cli_run_opts {
 	const char *gpus;
 	const char *group; /* NULL: "run-<pid>" */
 	bool burst;
+	bool oversub;	    /* --oversubscribe: CUSLICE_MEM_MODE=oversubscribe */
 	const char *socket; /* to pass on as CUSLICE_SOCKET, or NULL */
 };
 
 /*
  * The environment of a run's command: `env` (a NULL-terminated environ) with
  * CUSLICE_GROUP (o->group or "run-<pid>"), CUSLICE_MEM_LIMIT,
- * CUSLICE_CORE_LIMIT, CUSLICE_CORE_MODE=burst, CUDA_VISIBLE_DEVICES and
+ * CUSLICE_CORE_LIMIT, CUSLICE_CORE_MODE=burst, CUSLICE_MEM_MODE=oversubscribe,
+ * CUDA_VISIBLE_DEVICES and
  * CUSLICE_SOCKET set for the options given (other variables, inherited
  * CUSLICE_* included, pass through), and `preload` put first in LD_PRELOAD
  * (once; the rest kept). Returns a malloc'd NULL-terminated array of
@@ -364,13 +417,21 @@ int cli_find_preload(const char *self_exe, char *buf, size_t len, char *err, siz
 
 /* ---- cli-top.c ---- */
 
+/* cli_top_frame's flags. */
+enum {
+	CLI_TOP_COLOR = 1, /* SGR colours: bars by how full, headings bold, bypassers red */
+	CLI_TOP_CUT = 2,   /* every line cut to `width` columns (no terminal to do it) */
+};
+
 /*
  * One frame of `top`, `width` columns wide, from the replies of /v1/status,
- * /v1/gpus and /v1/groups (any may be NULL: that part is left out), plus an
- * optional one-line `problem` (e.g. the daemon went away). Lines end in
- * "\n", no escape sequences. Returns a malloc'd string or NULL.
+ * /v1/gpus, /v1/groups and /v1/processes (any may be NULL: that part is
+ * left out; processes that did not register show as a "(bypassing)" row
+ * per GPU under the groups), plus an optional one-line `problem` (e.g. the
+ * daemon went away). Lines end in "\n"; escape sequences only with
+ * CLI_TOP_COLOR. Returns a malloc'd string or NULL.
  */
 char *cli_top_frame(const cJSON *status, const cJSON *gpus, const cJSON *groups,
-		    const char *problem, unsigned width);
+		    const cJSON *processes, const char *problem, unsigned width, unsigned flags);
 
 #endif

@@ -10,10 +10,15 @@
 
 #define KEY_FORMS "KEY: CUDA device ordinal or GPU UUID / UUID prefix"
 #define PERCENT_FORMS "PERCENT: 0 to 100, up to 4 decimals"
+#define PERCENT_OVER_FORMS "PERCENT: 0 to 1000 (past 100: oversubscription), up to 4 decimals"
 
 /* The accepted forms, by value flags, for the tail of every message. */
 static const char *forms(unsigned flags)
 {
+	if (flags & CS_LIMIT_OVER)
+		return "SIZE or PERCENT% for every device, or a comma list of KEY=VALUE (" KEY_FORMS
+		       "), optionally with one bare default VALUE; SIZE: " CS_SIZE_FORMS
+		       "; " PERCENT_OVER_FORMS;
 	switch (flags & (CS_LIMIT_SIZES | CS_LIMIT_PERCENT)) {
 	case CS_LIMIT_SIZES:
 		return "SIZE for every device, or a comma list of KEY=SIZE (" KEY_FORMS
@@ -79,9 +84,9 @@ static const char not_percent[] = "is not a percentage";
 
 /*
  * Parses "D[.DDDD]" (no '%') into parts per million. Returns NULL, or why
- * the text is not a percentage from 0 to 100.
+ * the text is not a percentage from 0 to 100 (to 1000 with CS_LIMIT_OVER).
  */
-static const char *parse_percent(const char *s, size_t n, uint32_t *ret_ppm)
+static const char *parse_percent(const char *s, size_t n, unsigned flags, uint32_t *ret_ppm)
 {
 	uint64_t whole = 0, frac = 0;
 	unsigned decimals = 0;
@@ -91,8 +96,8 @@ static const char *parse_percent(const char *s, size_t n, uint32_t *ret_ppm)
 		return not_percent;
 	for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
 		whole = whole * 10 + (uint64_t)(s[i] - '0');
-		if (whole > 100)
-			whole = 101;	/* saturate: any such value is refused below */
+		if (whole > 1000)
+			whole = 1001;	/* saturate: any such value is refused below */
 	}
 	if (i < n && s[i] == '.') {
 		i++;
@@ -108,8 +113,12 @@ static const char *parse_percent(const char *s, size_t n, uint32_t *ret_ppm)
 		return "has more than 4 decimals";
 	for (; decimals < 4; decimals++)
 		frac *= 10;
-	if (whole * 10000 + frac > CS_LIMIT_PPM_MAX)
+	if (flags & CS_LIMIT_OVER) {
+		if (whole * 10000 + frac > CS_LIMIT_OVER_PPM_MAX)
+			return "is more than 1000%";
+	} else if (whole * 10000 + frac > CS_LIMIT_PPM_MAX) {
 		return "is more than 100%";
+	}
 	*ret_ppm = (uint32_t)(whole * 10000 + frac);
 	return NULL;
 }
@@ -127,12 +136,12 @@ static const char *parse_value(const char *s, size_t n, unsigned flags, struct c
 	if (s[n - 1] == '%') {
 		if (!(flags & CS_LIMIT_PERCENT))
 			return "is a percentage: only sizes are accepted here";
-		why = parse_percent(s, n - 1, &r->ppm);
+		why = parse_percent(s, n - 1, flags, &r->ppm);
 		r->percent = why == NULL;
 		return why;
 	}
 	if (!(flags & CS_LIMIT_SIZES)) {
-		why = parse_percent(s, n, &r->ppm);
+		why = parse_percent(s, n, flags, &r->ppm);
 		if (why == not_percent)
 			return "is not a percentage (only percentages are accepted here)";
 		r->percent = why == NULL;
@@ -350,13 +359,18 @@ static const struct cs_limit_rule *decide(const struct cs_limits *l,
 uint64_t cs_limits_resolve(const struct cs_limits *l, const struct cs_limit_device *d)
 {
 	const struct cs_limit_rule *r = decide(l, d);
+	unsigned __int128 v;
 
 	if (!r)
 		return CS_LIMIT_NONE;
 	if (!r->percent)
 		return r->bytes;
-	/* total * 10^6 may not fit in 64 bits; the quotient always does. */
-	return (uint64_t)((unsigned __int128)d->total * r->ppm / CS_LIMIT_PPM_MAX);
+	/*
+	 * total * ppm may not fit in 64 bits; the quotient does up to 100 %,
+	 * and past it (CS_LIMIT_OVER) saturates.
+	 */
+	v = (unsigned __int128)d->total * r->ppm / CS_LIMIT_PPM_MAX;
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
 }
 
 int cs_limits_check_ordinals(const struct cs_limits *l, int device_count, char *err,

@@ -13,7 +13,8 @@
  *                              key names
  *
  * A VALUE is a size (cs_size_parse forms) or a percentage from 0 to 100 with
- * up to 4 decimals ("12.5%"). When only percentages are accepted (core
+ * up to 4 decimals ("12.5%"); with CS_LIMIT_OVER (a group that
+ * oversubscribes unified memory) up to 1000% ("150%": 1.5 x the GPU). When only percentages are accepted (core
  * limits), the '%' is optional: "30" and "30%" both mean 30%. A key is a
  * decimal ordinal or "GPU-"/"MIG-" followed by hex digits and dashes.
  * Nothing else is accepted: no blanks anywhere (a blank is more likely a
@@ -40,10 +41,12 @@
 #define CS_LIMIT_UUID_LEN 48		/* buffer for a UUID or prefix + NUL */
 #define CS_LIMIT_UUID_MAX 40		/* "GPU-" + 36 characters: longer keys name no device */
 #define CS_LIMIT_PPM_MAX 1000000u	/* 100% */
+#define CS_LIMIT_OVER_PPM_MAX 10000000u	/* 1000%: CS_LIMIT_OVER's bound */
 
 enum cs_limit_flags {
 	CS_LIMIT_SIZES = 1,		/* values may be sizes */
 	CS_LIMIT_PERCENT = 2,		/* values may be percentages */
+	CS_LIMIT_OVER = 4,		/* percentages up to 1000% (oversubscribe mode) */
 };
 
 enum cs_limit_key {

@@ -231,6 +231,7 @@ static void bypass_add(struct cusliced *d, struct cd_snap_proc *list, unsigned *
 		sp->uid = p->uid;
 		snprintf(sp->cgroup, sizeof(sp->cgroup), "%s", p->cgroup);
 		sp->stopped = cd_pid_state(p->pid) == 'T';
+		cd_pid_comm(p->pid, sp->name, sizeof(sp->name));
 	}
 	(void)d;
 	if (sp->ngpu < 8) {
@@ -353,6 +354,7 @@ static void check_quota(struct cusliced *d, struct cd_gpu_sample *gs, unsigned n
 				 (unsigned long long)limit, claimed);
 			if (!(g->over_quota & bit)) {
 				g->over_quota |= bit;
+				d->over_memory_total++;
 				cd_event(d, CS_EVENT_OVER_QUOTA, g->name, 0, "%s; action: %s", why,
 					 cs_policy_action_name(g->policy
 								   ? g->policy->on_violation
@@ -430,10 +432,46 @@ static void core_use(struct cusliced *d, struct cd_gpu_sample *gs, unsigned ngs,
 				 lim * 100);
 			if (!(g->over_core & bit)) {
 				g->over_core |= bit;
+				d->over_compute_total++;
 				cd_event(d, CS_EVENT_OVER_COMPUTE, g->name, 0, "%s; action: %s",
 					 why, cs_policy_action_name(g->policy->on_violation));
 			}
 			act_on_group(d, g, &gs[i], map, true, why);
+		}
+	}
+}
+
+/*
+ * Residency of oversubscribing groups, for listings (and the scheduler):
+ * on each GPU, what the members hold by NVML less the device memory they
+ * are charged (contexts, VMM, pools, arrays, kept allocations) is their
+ * managed memory resident there, at most what they hold as managed; the
+ * rest of it is evicted to host RAM. The counters are the region's, which
+ * members write: shown, never acted on.
+ */
+static void um_residency(struct cusliced *d, const struct cd_gpu_sample *gs, unsigned ngs,
+			 const struct pidmap *map)
+{
+	for (unsigned gi = 0; gi < d->ngroups; gi++) {
+		struct cd_group *g = d->groups[gi];
+
+		memset(g->um_resident, 0, sizeof(g->um_resident));
+		if (!g->h.g || atomic_load(&g->h.g->mem_mode) != CS_MEM_OVERSUBSCRIBE)
+			continue;
+		for (unsigned i = 0; i < ngs && i < CD_GPUS_MAX; i++) {
+			int dev = group_dev(g, gs[i].uuid);
+			uint64_t nvml = 0, device, managed;
+
+			if (dev < 0)
+				continue;
+			for (unsigned k = 0; k < gs[i].nprocs; k++)
+				if (map_find(map, gs[i].procs[k].pid) == g)
+					nvml += gs[i].procs[k].used;
+			device = atomic_load(&g->h.g->um[dev].device);
+			managed = atomic_load(&g->h.g->um[dev].managed);
+			g->um_resident[dev] = nvml > device ? nvml - device : 0;
+			if (g->um_resident[dev] > managed)
+				g->um_resident[dev] = managed;
 		}
 	}
 }
@@ -477,12 +515,20 @@ void cd_backstop_tick(struct cusliced *d)
 	if (gs)
 		ngs = cd_nvml_sample(d->nvml, gs); /* outside the lock: NVML may be slow */
 	pthread_mutex_lock(&d->lock);
+	/* Without NVML (not loaded) there is no backstop: a failure, not an empty node. */
+	if (ngs < 0 || !d->nvml) {
+		d->backstop_failures++;
+	} else {
+		d->backstop_ok_ms = cd_now_ms();
+		d->backstop_ok_real = cd_now_real();
+	}
 	if (ngs >= 0) {
 		gpus_store(d, gs, ngs);
 		build_map(d, &map);
 		check_bypass(d, gs, (unsigned)ngs, &map);
 		core_use(d, gs, (unsigned)ngs, &map);
 		check_quota(d, gs, (unsigned)ngs, &map);
+		um_residency(d, gs, (unsigned)ngs, &map);
 		seen_prune(d);
 	}
 	pthread_mutex_unlock(&d->lock);

@@ -43,6 +43,7 @@ const char *const cd_config_keys[] = {
     "on_bypass",
     "ipc_sessions_per_uid",
     "api_connections_per_uid",
+    "status_page",
     NULL,
 };
 
@@ -56,6 +57,7 @@ void cd_config_defaults(struct cd_config *c)
 	strcpy(c->state_dir, CS_DEFAULT_STATE_DIR);
 	strcpy(c->shm_dir, CS_DEFAULT_SHM_DIR);
 	strcpy(c->metrics_listen, CS_DEFAULT_METRICS_LISTEN);
+	c->status_page = CS_DEFAULT_STATUS_PAGE;
 	c->backstop_interval_ms = 1000;
 	c->session_ttl_s = 30;
 	c->on_bypass = CS_POLICY_ACTION_REPORT;
@@ -345,8 +347,15 @@ int cd_config_set(struct cd_config *c, const char *key, const char *value, char 
 		if (!listen_form(value) || strlen(value) >= sizeof(c->metrics_listen))
 			return refuse(why, whylen, value,
 				      "expected HOST:PORT with PORT 1 to 65535 (an IPv6 HOST in "
-				      "brackets, e.g. [::1]:9464), or none");
+				      "brackets, e.g. [::1]:10463), or none");
 		strcpy(c->metrics_listen, value);
+		return 0;
+	}
+	if (strcmp(key, "status_page") == 0) {
+		if (strcmp(value, "yes") != 0 && strcmp(value, "no") != 0)
+			return refuse(why, whylen, value,
+				      "expected yes (the status page at / on metrics_listen) or no");
+		c->status_page = value[0] == 'y';
 		return 0;
 	}
 	if (strcmp(key, "log_level") == 0) {
@@ -595,7 +604,8 @@ static int on_key(void *user, const char *section, const char *name, const char 
 			 "unknown key \"%.64s\"; accepted: socket, socket_group, admin_socket, "
 			 "admin_group, state_dir, shm_dir, metrics_listen, log_level, token_file, "
 			 "allow_uids, allow_gids, admin_uids, admin_gids, backstop_interval, "
-			 "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid",
+			 "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid, "
+			 "status_page",
 			 name);
 		return 0;
 	}

@@ -140,6 +140,13 @@ void cd_group_apply(struct cusliced *d, struct cd_group *g)
 		atomic_store(&r->flags, flags);
 	if (!p)
 		return;
+	/* Read by members at attach: a running member keeps the mode it started with. */
+	if (atomic_load(&r->mem_mode) != (p->oversubscribe ? CS_MEM_OVERSUBSCRIBE : CS_MEM_HARD))
+		atomic_store(&r->mem_mode, p->oversubscribe ? CS_MEM_OVERSUBSCRIBE : CS_MEM_HARD);
+	if (atomic_load(&r->um_flags) != (p->oversub_single ? CS_UM_SINGLE : 0u))
+		atomic_store(&r->um_flags, p->oversub_single ? CS_UM_SINGLE : 0u);
+	if (atomic_load(&r->keep_device_min) != p->keep_device_min)
+		atomic_store(&r->keep_device_min, p->keep_device_min);
 	/* Entries for every GPU the daemon sees, so limits are in place before the first process.
 	 */
 	for (unsigned i = 0; i < d->ngpus; i++) {
@@ -185,6 +192,9 @@ static void group_unmanage(struct cd_group *g)
 	if (!r)
 		return;
 	atomic_store(&r->flags, 0);
+	atomic_store(&r->mem_mode, CS_MEM_HARD);
+	atomic_store(&r->um_flags, 0);
+	atomic_store(&r->keep_device_min, 0);
 	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++) {
 		struct cs_group_dev *gd = &r->dev[i];
 
@@ -453,8 +463,8 @@ static int check_indices(const struct cusliced *d, const struct cd_policy *p, ch
 	return 0;
 }
 
-int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len, char *err,
-		  size_t errlen)
+int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len,
+		  enum cd_put_mode mode, bool *ret_created, char *err, size_t errlen)
 {
 	struct cd_policy *p;
 	struct cd_group *g;
@@ -473,7 +483,7 @@ int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t
 		return -ENOMEM;
 	pthread_mutex_lock(&d->lock);
 	g = cd_group_find(d, name);
-	if (g && g->policy)
+	if (g && g->policy && mode == CD_PUT_MERGE)
 		*p = *g->policy;
 	else
 		cd_policy_init(p, name);
@@ -502,6 +512,8 @@ int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t
 		free(p);
 		return e;
 	}
+	if (ret_created)
+		*ret_created = !g->policy;
 	free(g->policy);
 	g->policy = p;
 	g->idle_since_ms = 0;

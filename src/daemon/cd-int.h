@@ -244,6 +244,9 @@ struct cd_policy {
 	struct cs_limits mem;  /* sizes / percentages; n == 0: no limit */
 	struct cs_limits core; /* percentages; n == 0: no limit */
 	bool burst;	       /* mode "burst" (else "hard") */
+	bool oversubscribe;    /* memory_mode "oversubscribe" (else "hard") */
+	bool oversub_single;   /* oversubscribe_single: one process may pass the GPU */
+	uint64_t keep_device_min; /* keep_device_min: cuMemAlloc from this size stays device memory */
 	bool daemon_required;
 	struct cd_members members;
 	int on_violation;		       /* CS_POLICY_ACTION_* */
@@ -256,7 +259,8 @@ void cd_policy_init(struct cd_policy *p, const char *name);
 
 /*
  * Applies a JSON policy object (API form: memory_limit, core_limit, mode,
- * daemon_required, members, on_violation, labels; every field optional, null
+ * memory_mode, oversubscribe_single, keep_device_min, daemon_required,
+ * members, on_violation, labels; every field optional, null
  * clears a limit; labels replace the previous set whole) over *p. On error *p is untouched and err holds one line naming
  * the field and the accepted form. 0 or -EINVAL. Pure.
  */
@@ -363,6 +367,8 @@ enum cd_pidns cd_pid_pidns(pid_t pid);
 int cd_pid_creds(pid_t pid, struct cd_peer *p);
 /* 'R', 'S', 'T', ... (field 3 of /proc/PID/stat), 0 when gone. */
 char cd_pid_state(pid_t pid);
+/* The process's name (/proc/PID/comm, the process's own to set) into buf; "" when gone. */
+void cd_pid_comm(pid_t pid, char *buf, size_t len);
 /*
  * The lowest process-slot byte (< CS_GROUP_MAX_PROCS) that descriptor fd of
  * pid holds an OFD write lock on, from /proc/PID/fdinfo/FD's "lock:" lines
@@ -560,6 +566,8 @@ struct cd_group {
 	uint64_t assigned[CS_GROUP_MAX_PROCS / 64]; /* slots given to registrations */
 	uint64_t idle_since_ms;			/* unmanaged and without processes since; 0 busy */
 	double core_used[CS_GROUP_MAX_DEVICES]; /* by region device index, 0..1, for listings */
+	/* oversubscribing: managed bytes resident on each region device, last tick (cd-backstop.c) */
+	uint64_t um_resident[CS_GROUP_MAX_DEVICES];
 	/* the backstop, by the daemon's GPU (position in d->gpus) */
 	double core_gpu[CD_GPUS_MAX];		/* share of the GPU's time, last window */
 	uint64_t over_quota;			/* bit i: GPU i reported over its memory limit */
@@ -604,6 +612,10 @@ struct cusliced {
 
 	pthread_mutex_t lock; /* guards everything below */
 	uint64_t bypass_total, refused_total, registrations_total;
+	uint64_t over_memory_total, over_compute_total; /* over_quota, over_compute events */
+	uint64_t backstop_ok_ms;      /* last good NVML sample (cd_now_ms), 0 never */
+	double backstop_ok_real;      /* the same, unix seconds */
+	uint64_t backstop_failures;   /* NVML samples that failed */
 	struct cd_events events;
 	struct cd_group **groups;
 	unsigned ngroups, groups_cap;

@@ -46,7 +46,7 @@ static const char usage_text[] =
     "                           on the command line override it\n"
     "      --socket PATH        the registration socket, the only one tenants get:\n"
     "                           processes register there and may read their own\n"
-    "                           view (GET /v1/healthz, /v1/self); mode 0660\n"
+    "                           view (GET /healthz, /readyz, /v1/self); mode 0660\n"
     "                           (default " CS_DEFAULT_SOCKET ")\n"
     "      --socket-group GROUP group owning it: name or gid (default: the daemon's\n"
     "                           group)\n"
@@ -59,8 +59,12 @@ static const char usage_text[] =
     "                           (default " CS_DEFAULT_STATE_DIR ")\n"
     "      --shm-dir DIR        ignored (regions are sealed memory files the daemon\n"
     "                           hands to its members; kept for old configurations)\n"
-    "      --metrics-listen ADDR  Prometheus metrics on HOST:PORT ([::1]:PORT for\n"
-    "                           IPv6), or none (default " CS_DEFAULT_METRICS_LISTEN ")\n"
+    "      --metrics-listen ADDR  Prometheus metrics (/metrics), the probes\n"
+    "                           (/healthz, /readyz) and the status page on\n"
+    "                           HOST:PORT ([::1]:PORT for IPv6), or none\n"
+    "                           (default " CS_DEFAULT_METRICS_LISTEN ")\n"
+    "      --status-page yes|no the read-only status page at / on the metrics\n"
+    "                           address (default yes)\n"
     "      --log-level LEVEL    error, warn, info (default) or debug\n"
     "      --token-file FILE    file holding a token that processes (CUSLICE_TOKEN)\n"
     "                           and API clients (Authorization: Bearer) must present\n"
@@ -160,6 +164,7 @@ static const struct option longopts[] = {
     {"on-bypass", required_argument, NULL, 0},
     {"ipc-sessions-per-uid", required_argument, NULL, 0},
     {"api-connections-per-uid", required_argument, NULL, 0},
+    {"status-page", required_argument, NULL, 0},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},

@@ -79,6 +79,16 @@ char cd_pid_state(pid_t pid)
 	return f ? *f : 0;
 }
 
+void cd_pid_comm(pid_t pid, char *buf, size_t len)
+{
+	char text[64];
+	ssize_t n = pid > 0 ? read_proc(pid, "comm", text, sizeof(text)) : -ESRCH;
+
+	while (n > 0 && text[n - 1] == '\n')
+		text[--n] = '\0';
+	snprintf(buf, len, "%s", n > 0 ? text : "");
+}
+
 void cd_pid_cgroup(pid_t pid, char *buf, size_t len)
 {
 	char text[8192], *line, *save = NULL, *first = NULL, *pick = NULL;

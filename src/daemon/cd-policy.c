@@ -21,7 +21,11 @@
 #include <string.h>
 #include <strings.h>
 
-#define FIELDS "memory_limit, core_limit, mode, daemon_required, members, on_violation, labels"
+#include "cs-size.h"
+
+#define FIELDS                                                                                     \
+	"memory_limit, core_limit, mode, memory_mode, oversubscribe_single, keep_device_min, "     \
+	"daemon_required, members, on_violation, labels"
 #define MEM_FORMS                                                                                  \
 	"null (no limit), bytes (a number), a size string (e.g. \"8GiB\"), a percentage of the "   \
 	"GPU's memory (e.g. \"50%\"), or an object of such values keyed by GPU index, GPU UUID "   \
@@ -134,7 +138,8 @@ static int parse_limit(const char *field, const cJSON *v, bool core, struct cs_l
 		       char *err, size_t errlen)
 {
 	char shown[160];
-	unsigned flags = core ? CS_LIMIT_PERCENT : CS_LIMIT_SIZES | CS_LIMIT_PERCENT;
+	/* Memory percentages past 100% are for memory_mode "oversubscribe" (checked at the end). */
+	unsigned flags = core ? CS_LIMIT_PERCENT : CS_LIMIT_SIZES | CS_LIMIT_PERCENT | CS_LIMIT_OVER;
 	const char *forms = core ? CORE_FORMS : MEM_FORMS;
 	struct cs_limits l;
 	const cJSON *it;
@@ -463,6 +468,34 @@ static int parse_labels(const cJSON *v, struct cd_policy *out, char *err, size_t
 	return 0;
 }
 
+/* keep_device_min: null or 0 (none), bytes, or a size string. */
+static int parse_keep_device(const cJSON *v, uint64_t *out, char *err, size_t errlen)
+{
+	if (cJSON_IsNull(v)) {
+		*out = 0;
+		return 0;
+	}
+	if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0 &&
+	    v->valuedouble == (double)(uint64_t)v->valuedouble) {
+		*out = (uint64_t)v->valuedouble;
+		return 0;
+	}
+	if (cJSON_IsString(v) && strlen(v->valuestring) < 64 && cs_size_parse(v->valuestring, out) == 0)
+		return 0;
+	return fail(err, errlen,
+		    "keep_device_min: expected null (none), bytes (a number) or a size string (e.g. "
+		    "\"64MiB\"): cuMemAlloc of at least this stays device memory");
+}
+
+/* True when a percentage rule asks more than the GPU (only oversubscribing groups may). */
+static bool limit_passes_gpu(const struct cs_limits *l)
+{
+	for (unsigned i = 0; i < l->n; i++)
+		if (l->rule[i].percent && l->rule[i].ppm > CS_LIMIT_PPM_MAX)
+			return true;
+	return false;
+}
+
 /* ---- the policy object ---- */
 
 int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err, size_t errlen)
@@ -515,6 +548,23 @@ int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err
 				e = fail(err, errlen,
 					 "mode: expected \"hard\" (never above the core limit) or "
 					 "\"burst\" (may use idle GPU time above it)");
+		} else if (strcmp(k, cs_key_memory_mode) == 0) {
+			int mm = cJSON_IsString(it) ? cs_policy_memory_mode_parse(it->valuestring) : -1;
+
+			if (mm < 0)
+				e = fail(err, errlen,
+					 "memory_mode: expected \"hard\" (device memory, never more than "
+					 "the GPU) or \"oversubscribe\" (unified memory: the limit may "
+					 "pass the GPU)");
+			else
+				tmp.oversubscribe = mm == CS_POLICY_MEMORY_OVERSUBSCRIBE;
+		} else if (strcmp(k, cs_key_oversubscribe_single) == 0) {
+			if (cJSON_IsBool(it))
+				tmp.oversub_single = cJSON_IsTrue(it);
+			else
+				e = fail(err, errlen, "oversubscribe_single: expected true or false");
+		} else if (strcmp(k, cs_key_keep_device_min) == 0) {
+			e = parse_keep_device(it, &tmp.keep_device_min, err, errlen);
 		} else if (strcmp(k, cs_key_daemon_required) == 0) {
 			if (cJSON_IsBool(it))
 				tmp.daemon_required = cJSON_IsTrue(it);
@@ -539,6 +589,9 @@ int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err
 		}
 	}
 	cJSON_Delete(root);
+	if (!e && !tmp.oversubscribe && limit_passes_gpu(&tmp.mem))
+		e = fail(err, errlen,
+			 "memory_limit: a percentage above 100%% needs memory_mode \"oversubscribe\"");
 	if (e)
 		return e;
 	*p = tmp;
@@ -672,6 +725,15 @@ char *cd_policy_to_json(const struct cd_policy *p)
 	ok = ok && (lb = cJSON_AddObjectToObject(o, cs_key_labels)) != NULL;
 	for (unsigned i = 0; ok && i < p->nlabels; i++)
 		ok = add(lb, p->labels[i].key, cJSON_CreateString(p->labels[i].value));
+	/* Last: the policy event shows the first 200 bytes, the fields every group has. */
+	ok = ok &&
+	     add(o, cs_key_memory_mode,
+		 cJSON_CreateString(cs_policy_memory_mode_name(
+		     p->oversubscribe ? CS_POLICY_MEMORY_OVERSUBSCRIBE : CS_POLICY_MEMORY_HARD))) &&
+	     add(o, cs_key_oversubscribe_single, cJSON_CreateBool(p->oversub_single)) &&
+	     add(o, cs_key_keep_device_min, p->keep_device_min
+						? cJSON_CreateNumber((double)p->keep_device_min)
+						: cJSON_CreateNull());
 	if (ok)
 		text = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);

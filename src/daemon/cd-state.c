@@ -335,6 +335,20 @@ static void snap_group(struct cusliced *d, struct cd_group *g, struct cd_snap_gr
 		sd->core_used = g->core_used[i];
 		sd->oom_denials = atomic_load(&gd->oom_denials);
 		sd->throttled_ns = atomic_load(&gd->throttled_ns);
+		/* The backstop's findings are by the daemon's GPU position. */
+		for (unsigned k = 0; k < d->ngpus && k < 64; k++) {
+			if (strcmp(d->gpus[k].uuid, sd->uuid) != 0)
+				continue;
+			sd->over_memory = g->over_quota >> k & 1;
+			sd->over_compute = g->over_core >> k & 1;
+		}
+		sd->oversubscribe = atomic_load(&g->h.g->mem_mode) == CS_MEM_OVERSUBSCRIBE;
+		if (sd->oversubscribe) {
+			sd->um_managed = atomic_load(&g->h.g->um[i].managed);
+			/* The region may have changed since the tick: never more than is managed. */
+			sd->um_resident = g->um_resident[i] < sd->um_managed ? g->um_resident[i]
+									    : sd->um_managed;
+		}
 	}
 }
 
@@ -395,11 +409,30 @@ static void snap_procs(struct cusliced *d, struct cd_snapshot *s, unsigned cap)
 		sp->registered = true;
 		snprintf(sp->cgroup, sizeof(sp->cgroup), "%s", p->peer.cgroup);
 		sp->stopped = stopped(d, sp->pid);
+		cd_pid_comm(sp->pid, sp->name, sizeof(sp->name));
 		slot_gpus(cd_group_find(d, p->group), p->slot, sp);
 	}
 	for (unsigned i = 0; i < d->nbypass && s->nprocs < cap; i++)
 		if (!find_proc(s, d->bypass[i].pid))
 			s->procs[s->nprocs++] = d->bypass[i];
+}
+
+/*
+ * The node's name as metrics label it (dcgm-exporter's Hostname): $NODE_NAME
+ * (the Kubernetes downward API's spec.nodeName, where the daemon's own
+ * hostname is its pod's), else the kernel's hostname.
+ */
+static void node_name(char *buf, size_t len)
+{
+	const char *env = getenv("NODE_NAME");
+
+	if (env && *env) {
+		snprintf(buf, len, "%s", env);
+		return;
+	}
+	if (gethostname(buf, len) != 0)
+		buf[0] = '\0';
+	buf[len - 1] = '\0';
 }
 
 int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
@@ -419,6 +452,14 @@ int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
 	s->conns_http = d->admit.total[CD_CLASS_HTTP];
 	memcpy(s->conns_refused, d->conn_refused, sizeof(s->conns_refused));
 	s->events_suppressed = d->events.suppressed_total;
+	s->over_memory_total = d->over_memory_total;
+	s->over_compute_total = d->over_compute_total;
+	s->backstop_last_ok = d->backstop_ok_real;
+	s->backstop_failures = d->backstop_failures;
+	s->backstop_ok = d->backstop_ok_ms &&
+			 cd_now_ms() - d->backstop_ok_ms <=
+			     (uint64_t)CD_BACKSTOP_STALE_INTERVALS * d->cfg->backstop_interval_ms;
+	node_name(s->hostname, sizeof(s->hostname));
 	cap = d->nprocs + d->nbypass;
 	s->gpus = calloc(d->ngpus ? d->ngpus : 1, sizeof(*s->gpus));
 	s->groups = calloc(d->ngroups ? d->ngroups : 1, sizeof(*s->groups));

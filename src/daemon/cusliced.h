@@ -92,6 +92,7 @@ struct cd_config {
 	char state_dir[256];
 	char shm_dir[256];
 	char metrics_listen[128];	/* "HOST:PORT", or "none" */
+	bool status_page;	/* the status page at "/" on metrics_listen */
 	char token_file[256];	/* "" = no token */
 	char token[256];	/* read from token_file */
 	uid_t allow_uids[32];
@@ -146,6 +147,12 @@ struct cd_snap_dev {
 	double core_used;		/* share of the device's time in the last second, 0..1 */
 	uint64_t oom_denials;
 	uint64_t throttled_ns;
+	bool over_memory;		/* the backstop finds the group over its memory limit here */
+	bool over_compute;		/* ... over its hard core limit, sustained */
+	/* oversubscribe mode (memory_mode): unified memory, else all 0 */
+	bool oversubscribe;
+	uint64_t um_managed;		/* bytes of memory_used that are managed memory */
+	uint64_t um_resident;		/* of those, resident on the GPU (NVML, last tick) */
 };
 
 struct cd_snap_group {
@@ -164,6 +171,7 @@ struct cd_snap_proc_gpu {
 
 struct cd_snap_proc {
 	pid_t pid;			/* in the daemon's PID namespace */
+	char name[16];			/* /proc/PID/comm: the process's to set, "" when unknown */
 	char group[CS_GROUP_NAME_MAX + 1];	/* "" for an unregistered (bypassing) process */
 	uid_t uid;
 	bool registered;
@@ -195,6 +203,15 @@ struct cd_snapshot {
 	unsigned conns_ipc, conns_http;	/* connections held now (IPC: sessions and undecided) */
 	uint64_t conns_refused[CD_PROTO_COUNT][CD_REFUSED_COUNT];
 	uint64_t events_suppressed;	/* events the per-peer rate limit dropped */
+	uint64_t over_memory_total;	/* over_quota events: a group found over its memory limit */
+	uint64_t over_compute_total;	/* over_compute events: ... over its hard core limit */
+	/* The backstop's NVML sampling: the last that succeeded (unix seconds, 0 never),
+	 * samples that failed, and whether it is healthy now (it succeeded within
+	 * CD_BACKSTOP_STALE_INTERVALS intervals). */
+	double backstop_last_ok;
+	uint64_t backstop_failures;
+	bool backstop_ok;
+	char hostname[256];		/* $NODE_NAME, else gethostname(): metrics' Hostname */
 	unsigned ngpus;
 	struct cd_snap_gpu *gpus;
 	unsigned ngroups;
@@ -250,6 +267,9 @@ static inline void cd_label_metric_name(const char *key, char *out, size_t len)
 	out[o] = '\0';
 }
 
+/* The backstop counts as down after this many intervals without a good NVML sample. */
+#define CD_BACKSTOP_STALE_INTERVALS 3
+
 /* A deep copy of the daemon's view. 0 or -ENOMEM. */
 int cd_snapshot(struct cusliced *d, struct cd_snapshot *s);
 void cd_snapshot_free(struct cd_snapshot *s);
@@ -277,13 +297,20 @@ struct cd_self {
 int cd_self(struct cusliced *d, const struct cd_peer *p, const char *asked, struct cd_self *out);
 void cd_self_free(struct cd_self *s);
 
+/* How cd_policy_put treats the fields a JSON policy does not give. */
+enum cd_put_mode {
+	CD_PUT_REPLACE, /* PUT: they take their defaults (the body is the whole policy) */
+	CD_PUT_MERGE,	/* PATCH: they keep their stored values (defaults for a new policy) */
+};
+
 /*
  * Creates or updates group `name`'s policy from a JSON object (fields as in
- * the API), persists it and applies it to the group's region. 0, or -EINVAL
+ * the API), persists it and applies it to the group's region. *ret_created
+ * (may be NULL) says whether the group had no policy before. 0, or -EINVAL
  * with a one-line message in err naming the field and the accepted form.
  */
-int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len, char *err,
-		  size_t errlen);
+int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len,
+		  enum cd_put_mode mode, bool *ret_created, char *err, size_t errlen);
 /* Deletes group `name`'s policy (the group becomes unmanaged). 0 or -ENOENT. */
 int cd_policy_delete(struct cusliced *d, const char *name);
 

@@ -38,6 +38,12 @@ void cs_group_slot_release(struct cs_group *g, unsigned i)
 
 		if (v)
 			cs_group_sub_sat(&g->dev[d].used, v);
+		v = atomic_exchange_explicit(&g->um_proc[i][d].managed, 0, memory_order_relaxed);
+		if (v)
+			cs_group_sub_sat(&g->um[d].managed, v);
+		v = atomic_exchange_explicit(&g->um_proc[i][d].device, 0, memory_order_relaxed);
+		if (v)
+			cs_group_sub_sat(&g->um[d].device, v);
 	}
 	p->pid = 0;
 	p->pidns = 0;
@@ -50,13 +56,20 @@ void cs_group_slot_release(struct cs_group *g, unsigned i)
 	atomic_store_explicit(&p->state, CS_GROUP_PROC_FREE, memory_order_release);
 }
 
+/* A slot being taken, or wiped, holds nothing. */
+static void clear_counters(struct cs_group *g, unsigned i)
+{
+	for (unsigned d = 0; d < CS_GROUP_MAX_DEVICES; d++) {
+		atomic_store_explicit(&g->proc[i].used[d], 0, memory_order_relaxed);
+		atomic_store_explicit(&g->um_proc[i][d].managed, 0, memory_order_relaxed);
+		atomic_store_explicit(&g->um_proc[i][d].device, 0, memory_order_relaxed);
+	}
+}
+
 /* Frees slot i without giving its numbers back (they are not to be believed). */
 static void slot_wipe(struct cs_group *g, unsigned i)
 {
-	struct cs_group_proc *p = &g->proc[i];
-
-	for (unsigned d = 0; d < CS_GROUP_MAX_DEVICES; d++)
-		atomic_store_explicit(&p->used[d], 0, memory_order_relaxed);
+	clear_counters(g, i);
 	cs_group_slot_release(g, i);
 }
 
@@ -104,8 +117,11 @@ static void reset_devices(struct cs_group *g)
 {
 	for (unsigned d = 0; d < CS_GROUP_MAX_DEVICES; d++)
 		if (atomic_load_explicit(&g->dev[d].state, memory_order_acquire) ==
-		    CS_GROUP_DEV_READY)
+		    CS_GROUP_DEV_READY) {
 			atomic_store_explicit(&g->dev[d].used, 0, memory_order_relaxed);
+			atomic_store_explicit(&g->um[d].managed, 0, memory_order_relaxed);
+			atomic_store_explicit(&g->um[d].device, 0, memory_order_relaxed);
+		}
 }
 
 /*
@@ -186,8 +202,7 @@ int cs_group_register(struct cs_group_handle *h)
 	/* Published before the slot goes LIVE, so every scan that can see it LIVE covers it. */
 	raise_hwm(h->g, (uint32_t)slot + 1);
 	fill_identity(p);
-	for (unsigned d = 0; d < CS_GROUP_MAX_DEVICES; d++)
-		atomic_store_explicit(&p->used[d], 0, memory_order_relaxed);
+	clear_counters(h->g, (unsigned)slot);
 	atomic_store_explicit(&p->state, CS_GROUP_PROC_LIVE, memory_order_release);
 	/*
 	 * Alone: every other slot was free or dead (and is now reclaimed), so all
@@ -233,8 +248,7 @@ int cs_group_register_slot(struct cs_group_handle *h, int slot)
 	p = &h->g->proc[slot];
 	raise_hwm(h->g, (uint32_t)slot + 1);
 	fill_identity(p);
-	for (unsigned d = 0; d < CS_GROUP_MAX_DEVICES; d++)
-		atomic_store_explicit(&p->used[d], 0, memory_order_relaxed);
+	clear_counters(h->g, (unsigned)slot);
 	atomic_store_explicit(&p->state, CS_GROUP_PROC_LIVE, memory_order_release);
 	h->slot = slot;
 	r = slot;

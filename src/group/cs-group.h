@@ -353,6 +353,81 @@ static inline void cs_group_uncharge(struct cs_group *g, unsigned dev, struct cs
 	cs_group_sub_sat(&g->dev[dev].used, bytes);
 }
 
+/*
+ * Oversubscription counters (version 5), inline and lock-free like the
+ * above. `kind` picks cs_group_um.managed or .device; p is the caller's slot
+ * (NULL: the group only).
+ */
+enum cs_group_um_kind {
+	CS_UM_MANAGED = 0,
+	CS_UM_DEVICE = 1,
+};
+
+static inline _Atomic uint64_t *cs_group_um_counter(struct cs_group *g, unsigned dev,
+						    enum cs_group_um_kind kind)
+{
+	return kind == CS_UM_MANAGED ? &g->um[dev].managed : &g->um[dev].device;
+}
+
+static inline _Atomic uint64_t *cs_group_um_proc_counter(struct cs_group *g, unsigned dev,
+							 const struct cs_group_proc *p,
+							 enum cs_group_um_kind kind)
+{
+	struct cs_group_um_proc *u = &g->um_proc[p - g->proc][dev];
+
+	return kind == CS_UM_MANAGED ? &u->managed : &u->device;
+}
+
+/*
+ * Device memory of an oversubscribing group: charges bytes to um[dev].device
+ * when device + bytes <= the GPU's physical total, exactly as
+ * cs_group_reserve does against the limit; false charges nothing.
+ */
+static inline bool cs_group_reserve_device(struct cs_group *g, unsigned dev,
+					   struct cs_group_proc *p, uint64_t bytes)
+{
+	_Atomic uint64_t *c;
+	uint64_t cur, total;
+
+	if (dev >= CS_GROUP_MAX_DEVICES)
+		return false;
+	c = &g->um[dev].device;
+	total = g->dev[dev].total;
+	cur = atomic_load_explicit(c, memory_order_relaxed);
+	do {
+		if (bytes > total || cur > total - bytes)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(c, &cur, cur + bytes, memory_order_acq_rel,
+							memory_order_relaxed));
+	if (p)
+		atomic_fetch_add_explicit(cs_group_um_proc_counter(g, dev, p, CS_UM_DEVICE), bytes,
+					  memory_order_relaxed);
+	return true;
+}
+
+/* Counts bytes as `kind` on dev, unconditionally. */
+static inline void cs_group_um_charge(struct cs_group *g, unsigned dev, struct cs_group_proc *p,
+				      enum cs_group_um_kind kind, uint64_t bytes)
+{
+	if (dev >= CS_GROUP_MAX_DEVICES)
+		return;
+	atomic_fetch_add_explicit(cs_group_um_counter(g, dev, kind), bytes, memory_order_relaxed);
+	if (p)
+		atomic_fetch_add_explicit(cs_group_um_proc_counter(g, dev, p, kind), bytes,
+					  memory_order_relaxed);
+}
+
+/* Gives back bytes counted as `kind` (saturating at 0). */
+static inline void cs_group_um_uncharge(struct cs_group *g, unsigned dev, struct cs_group_proc *p,
+					enum cs_group_um_kind kind, uint64_t bytes)
+{
+	if (dev >= CS_GROUP_MAX_DEVICES || bytes == 0)
+		return;
+	if (p)
+		cs_group_sub_sat(cs_group_um_proc_counter(g, dev, p, kind), bytes);
+	cs_group_sub_sat(cs_group_um_counter(g, dev, kind), bytes);
+}
+
 /* Identity of the calling process, for slots and for translating PIDs between namespaces. */
 struct cs_pid_identity {
 	int32_t pid;			/* getpid() */

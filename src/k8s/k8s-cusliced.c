@@ -238,10 +238,12 @@ int k8s_cusliced_put_group(struct k8s_cusliced *c, const char *name, const char 
 	int e = 0;
 
 	snprintf(path, sizeof(path), "%s%s", cs_api_path(CS_API_GROUP), name);
-	st = request(c, "PUT", path, policy, &body, err, errlen);
+	/* PATCH: the plugins send some fields (a pod's members and labels after its
+	 * limits); the daemon keeps the others. 201: the group had no policy. */
+	st = request(c, "PATCH", path, policy, &body, err, errlen);
 	if (st < 0)
 		return (int)st;
-	if (st != 200)
+	if (st != 200 && st != 201)
 		e = http_error(c, path, st, body, err, errlen);
 	free(body);
 	return e;

@@ -46,8 +46,10 @@ int k8s_cusliced_gpus(struct k8s_cusliced *c, struct k8s_gpu *out, unsigned *n, 
 		      size_t errlen);
 
 /*
- * PUT /v1/groups/NAME with a policy object (JSON text). 0, or -EINVAL (the
- * daemon refused the policy: its message in err), or -errno.
+ * PATCH /v1/groups/NAME with a policy object (JSON text): its fields over
+ * the stored policy's, the others kept (a new group's from the defaults).
+ * 0, or -EINVAL (the daemon refused the policy: its message in err), or
+ * -errno.
  */
 int k8s_cusliced_put_group(struct k8s_cusliced *c, const char *name, const char *policy, char *err,
 			   size_t errlen);

@@ -113,7 +113,25 @@ static void log_refusal(unsigned gdev, uint64_t bytes)
 	       (unsigned long long)atomic_load(&d->limit), more);
 }
 
-bool cs_reserve(unsigned gdev, uint64_t bytes)
+/* A refusal by the oversubscribe mode's bounds, logged like quota refusals (at most once a second). */
+static void log_bound_refusal(unsigned gdev, uint64_t bytes, const char *why)
+{
+	uint64_t now = coarse_now_ns();
+	uint64_t last = atomic_load_explicit(&last_oom_log_ns, memory_order_relaxed);
+	char want[32], total[32];
+
+	if ((last && now - last < OOM_LOG_INTERVAL_NS) ||
+	    !atomic_compare_exchange_strong(&last_oom_log_ns, &last, now)) {
+		atomic_fetch_add_explicit(&oom_unlogged, 1, memory_order_relaxed);
+		return;
+	}
+	cs_log(CS_LOG_WARN, CS_LOG_NAME, "group %s: out of memory on %s: %s requested: %s (%s)",
+	       cs.group_name, cs.g->dev[gdev].uuid, cs_size_format(bytes, want, sizeof(want)), why,
+	       cs_size_format(cs.g->dev[gdev].total, total, sizeof(total)));
+}
+
+/* The quota: reserve, and at the limit reclaim the dead and try once more. */
+static bool reserve_quota(unsigned gdev, uint64_t bytes)
 {
 	bool ok;
 
@@ -130,10 +148,59 @@ bool cs_reserve(unsigned gdev, uint64_t bytes)
 	return ok;
 }
 
+/*
+ * Oversubscribe mode: a process holds at most the GPU's memory, managed or
+ * not, unless the policy lets it (the group as a whole may pass it). Only
+ * this process writes its own counter: exact.
+ */
+static bool within_process_bound(unsigned gdev, uint64_t bytes, bool quiet)
+{
+	uint64_t mine = atomic_load_explicit(&cs.self->used[gdev], memory_order_relaxed);
+	uint64_t total = cs.g->dev[gdev].total;
+
+	if (cs.oversub_single || (bytes <= total && mine <= total - bytes))
+		return true;
+	atomic_fetch_add_explicit(&cs.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
+	if (!quiet)
+		log_bound_refusal(gdev, bytes, "this process would hold more than the GPU's memory "
+				      "(the policy does not let one process oversubscribe alone)");
+	return false;
+}
+
+/* Oversubscribe mode, device memory: the GPU's physical memory first, then the quota. */
+static bool reserve_device(unsigned gdev, uint64_t bytes, bool try_only)
+{
+	if (!within_process_bound(gdev, bytes, try_only))
+		return false;
+	if (!cs_group_reserve_device(cs.g, gdev, cs.self, bytes)) {
+		atomic_fetch_add_explicit(&cs.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
+		if (!try_only)
+			log_bound_refusal(gdev, bytes,
+					  "the group's device memory (not managed: VMM, pools, arrays, "
+					  "contexts, exported buffers) would pass the GPU's memory");
+		return false;
+	}
+	if (try_only ? cs_group_reserve(cs.g, gdev, cs.self, bytes) : reserve_quota(gdev, bytes))
+		return true;
+	cs_group_um_uncharge(cs.g, gdev, cs.self, CS_UM_DEVICE, bytes);
+	return false;
+}
+
+bool cs_reserve(unsigned gdev, uint64_t bytes)
+{
+	if (CS_UNLIKELY(cs.oversub))
+		return reserve_device(gdev, bytes, false);
+	return reserve_quota(gdev, bytes);
+}
+
 bool cs_reserve_try(unsigned gdev, uint64_t bytes)
 {
-	if (cs_group_reserve(cs.g, gdev, cs.self, bytes))
+	if (CS_UNLIKELY(cs.oversub)) {
+		if (reserve_device(gdev, bytes, true))
+			return true;
+	} else if (cs_group_reserve(cs.g, gdev, cs.self, bytes)) {
 		return true;
+	}
 	/* A try is not a refusal: the caller goes on another way or calls cs_reserve. */
 	atomic_fetch_sub_explicit(&cs.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
 	return false;
@@ -142,11 +209,29 @@ bool cs_reserve_try(unsigned gdev, uint64_t bytes)
 void cs_charge(unsigned gdev, uint64_t bytes)
 {
 	cs_group_charge(cs.g, gdev, cs.self, bytes);
+	if (CS_UNLIKELY(cs.oversub))
+		cs_group_um_charge(cs.g, gdev, cs.self, CS_UM_DEVICE, bytes);
 }
 
 void cs_uncharge(unsigned gdev, uint64_t bytes)
 {
 	cs_group_uncharge(cs.g, gdev, cs.self, bytes);
+	if (CS_UNLIKELY(cs.oversub))
+		cs_group_um_uncharge(cs.g, gdev, cs.self, CS_UM_DEVICE, bytes);
+}
+
+bool cs_reserve_managed(unsigned gdev, uint64_t bytes)
+{
+	if (!within_process_bound(gdev, bytes, false) || !reserve_quota(gdev, bytes))
+		return false;
+	cs_group_um_charge(cs.g, gdev, cs.self, CS_UM_MANAGED, bytes);
+	return true;
+}
+
+void cs_uncharge_managed(unsigned gdev, uint64_t bytes)
+{
+	cs_group_uncharge(cs.g, gdev, cs.self, bytes);
+	cs_group_um_uncharge(cs.g, gdev, cs.self, CS_UM_MANAGED, bytes);
 }
 
 CUresult cs_track_full(const struct cs_track *t, enum cs_ptr_kind kind, uint64_t key, uint64_t size,
@@ -164,8 +249,7 @@ CUresult cs_track_full(const struct cs_track *t, enum cs_ptr_kind kind, uint64_t
 		return CUDA_SUCCESS;
 	}
 	undo(key, size, arg);
-	if (t->charged)
-		cs_uncharge(t->gdev, t->charged);
+	cs_track_give_back(t);
 	cs_log(CS_LOG_ERROR, CS_LOG_NAME, "allocation table full: %s refused", name);
 	return CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -195,6 +279,8 @@ CUresult cs_untrack_end(struct cs_untrack *u, CUresult r)
 	}
 	if (u->kind == CS_PTR_POOL_ALLOC)
 		cs_pool_alloc_freed(u->e.aux);	/* the pool, not the block, is charged */
+	else if (u->kind == CS_PTR_DEVICE && (u->e.aux & CS_AUX_MANAGED))
+		cs_uncharge_managed(u->e.dev, u->e.size);
 	else
 		cs_uncharge(u->e.dev, u->e.size);
 	return r;
@@ -220,4 +306,29 @@ uint64_t cs_limit_of(unsigned gdev)
 uint64_t cs_used_of(unsigned gdev)
 {
 	return atomic_load_explicit(&cs.g->dev[gdev].used, memory_order_relaxed);
+}
+
+void cs_view_memory(unsigned gdev, uint64_t *total, uint64_t *free_b)
+{
+	uint64_t limit = cs_limit_of(gdev), used;
+
+	if (limit == CS_LIMIT_NONE)
+		return;
+	used = cs_used_of(gdev);
+	/*
+	 * Oversubscribing, the slice is the quota: frameworks size their caches
+	 * to it, and the driver pages what does not fit. Residency is shown by
+	 * cuslice ps, the API and metrics instead.
+	 */
+	if (cs.oversub) {
+		if (total)
+			*total = limit;
+		if (free_b)
+			*free_b = used < limit ? limit - used : 0;
+		return;
+	}
+	if (total)
+		*total = cs_min_u64(limit, *total);
+	if (free_b)
+		*free_b = cs_min_u64(used < limit ? limit - used : 0, *free_b);
 }

@@ -8,6 +8,12 @@
  *                      given: "pid-<pid>", exported so that children join.
  *   CUSLICE_MEM_LIMIT  the group's memory limit (cs-limits.h forms).
  *   CUSLICE_CORE_LIMIT the group's share of device time, percent (same forms).
+ *   CUSLICE_MEM_MODE   hard (default) or oversubscribe: cuMemAlloc* becomes
+ *                      unified memory and CUSLICE_MEM_LIMIT may pass the GPU
+ *                      (sizes, or percentages up to 1000%).
+ *   CUSLICE_OVERSUB_SINGLE  1: one process may hold more than the GPU (default 0).
+ *   CUSLICE_OVERSUB_KEEP_DEVICE  size: cuMemAlloc of at least this stays device
+ *                      memory (buffers shared by CUDA IPC); default none.
  *   CUSLICE_CORE_MODE  hard (default: never above the share) or burst (may use
  *                      idle device time above it while other processes do not).
  *   CUSLICE_SHM_DIR    where standalone group regions live (default /dev/shm;
@@ -97,6 +103,39 @@ static void load_log_level(void)
 	       "CUSLICE_LOG_LEVEL=\"%s\": accepted: error, warn, info, debug; using warn", v);
 }
 
+/* CUSLICE_MEM_MODE and its options into cs.env_*; -EINVAL when failed closed. */
+static int load_oversub_config(void)
+{
+	const char *mode = cs_env_get(CS_ENV_MEM_MODE);
+	const char *single = cs_env_get(CS_ENV_OVERSUB_SINGLE);
+	const char *keep = cs_env_get(CS_ENV_OVERSUB_KEEP_DEVICE);
+
+	if (mode && strcmp(mode, "oversubscribe") == 0) {
+		cs.env_oversub = true;
+	} else if (mode && strcmp(mode, "hard") != 0) {
+		cs_fail_closed("CUSLICE_MEM_MODE=\"%s\": accepted: hard (device memory, never more "
+			       "than the GPU) or oversubscribe (unified memory, the limit may pass "
+			       "the GPU)",
+			       mode);
+		return -EINVAL;
+	}
+	if (single && strcmp(single, "1") == 0) {
+		cs.env_oversub_single = true;
+	} else if (single && strcmp(single, "0") != 0) {
+		cs_fail_closed("CUSLICE_OVERSUB_SINGLE=\"%s\": accepted: 0 (a process holds at most "
+			       "the GPU's memory) or 1 (one process may oversubscribe alone)",
+			       single);
+		return -EINVAL;
+	}
+	if (keep && cs_size_parse(keep, &cs.env_keep_device) != 0) {
+		cs_fail_closed("CUSLICE_OVERSUB_KEEP_DEVICE=\"%s\": expected a size, %s: cuMemAlloc "
+			       "of at least this many bytes stays device memory",
+			       keep, CS_SIZE_FORMS);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* Reads the environment; decides OFF, ACTIVE or FAIL_CLOSED. */
 static void load_config(void)
 {
@@ -112,6 +151,8 @@ static void load_config(void)
 	if (!group && !limit && !core)
 		return;
 	atomic_store(&cs.mode, CS_MODE_ACTIVE);
+	if (load_oversub_config() < 0)
+		return;
 
 	if (!dir)
 		dir = CS_DEFAULT_SHM_DIR;
@@ -138,7 +179,9 @@ static void load_config(void)
 	}
 
 	if (limit) {
-		if (cs_limits_parse("CUSLICE_MEM_LIMIT", limit, CS_LIMIT_SIZES | CS_LIMIT_PERCENT,
+		if (cs_limits_parse("CUSLICE_MEM_LIMIT", limit,
+				    CS_LIMIT_SIZES | CS_LIMIT_PERCENT |
+					    (cs.env_oversub ? CS_LIMIT_OVER : 0),
 				    &cs.limits, err, sizeof(err)) != 0) {
 			cs_fail_closed("%s", err);
 			return;
@@ -418,6 +461,39 @@ static CUresult map_devices(void)
 	return CUDA_SUCCESS;
 }
 
+/*
+ * Oversubscription: the group's policy when cusliced owns it (the region
+ * says), else this process's environment, which a standalone member also
+ * writes into the region for cuslice ps. Before any charge: fixed for the
+ * life of the attachment.
+ */
+static void decide_memory_mode(void)
+{
+	char b[32];
+
+	if (atomic_load(&cs.g->flags) & CS_GROUP_MANAGED) {
+		cs.oversub = atomic_load(&cs.g->mem_mode) == CS_MEM_OVERSUBSCRIBE;
+		cs.oversub_single = atomic_load(&cs.g->um_flags) & CS_UM_SINGLE;
+		cs.keep_device_min = atomic_load(&cs.g->keep_device_min);
+	} else {
+		cs.oversub = cs.env_oversub;
+		cs.oversub_single = cs.env_oversub_single;
+		cs.keep_device_min = cs.env_keep_device;
+		if (cs.oversub) {
+			atomic_store(&cs.g->mem_mode, CS_MEM_OVERSUBSCRIBE);
+			atomic_store(&cs.g->um_flags, cs.oversub_single ? CS_UM_SINGLE : 0u);
+			atomic_store(&cs.g->keep_device_min, cs.keep_device_min);
+		}
+	}
+	if (cs.oversub)
+		cs_log(CS_LOG_INFO, CS_LOG_NAME,
+		       "group %s: oversubscribing unified memory (cuMemAlloc* becomes managed%s%s%s)%s",
+		       cs.group_name, cs.keep_device_min ? ", except allocations of " : "",
+		       cs.keep_device_min ? cs_size_format(cs.keep_device_min, b, sizeof(b)) : "",
+		       cs.keep_device_min ? " or more" : "",
+		       cs.oversub_single ? "; one process may pass the GPU" : "");
+}
+
 /* Compute: gates on, and a controller thread when any of our devices has a core limit. */
 static void start_compute(void)
 {
@@ -519,6 +595,7 @@ static CUresult attach_steps(void)
 	cs.g = cs.gh.g;
 	cs.self = &cs.g->proc[cs.gh.slot];
 	cs_pid_identity_self(&cs.id);
+	decide_memory_mode();
 	r = map_devices();
 	if (r != CUDA_SUCCESS)
 		return r;

@@ -7,6 +7,14 @@
  * current context, before the driver is asked. The pointer and its charge go
  * into the per-process map so that free finds them in O(1).
  *
+ * In oversubscribe mode (cs.oversub) cuMemAlloc_v2 and cuMemAllocPitch_v2
+ * are served by cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL): the driver pages
+ * them to host memory when the GPU is full. They and cuMemAllocManaged are
+ * charged as managed memory (cs_reserve_managed); allocations of at least
+ * cs.keep_device_min stay device memory, for buffers that will be shared by
+ * CUDA IPC, which managed memory cannot be (cs-ipc.c refuses it). Pitched
+ * memory is laid out as the driver would: rows of PITCH_ALIGN bytes.
+ *
  * Free gives back what the map says (cs_untrack_begin/end).
  */
 #include "cs-preload.h"
@@ -39,6 +47,30 @@ static CUresult free_v1(CUdeviceptr ptr)
 	return CS_REAL(cuMemFree)((CUdeviceptr_v1)ptr);
 }
 
+/*
+ * Whether a device allocation of `bytes` is to be managed memory: attached
+ * (cs.oversub is decided at attach; attaching here if cuInit did not) and
+ * oversubscribing, below the size that stays device memory. Plain loads.
+ */
+static bool convert(uint64_t bytes)
+{
+	return cs_attached() && CS_UNLIKELY(cs.oversub) &&
+	       (cs.keep_device_min == 0 || bytes < cs.keep_device_min);
+}
+
+/* A converted allocation: managed memory, charged and mapped as such. */
+static CUresult alloc_converted(CUdeviceptr *dptr, size_t bytes)
+{
+	struct cs_track t;
+	CUresult r = cs_track_begin_managed(&t, bytes);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = CS_REAL(cuMemAllocManaged)(dptr, bytes, CU_MEM_ATTACH_GLOBAL);
+	return cs_track_end(&t, r, CS_PTR_DEVICE, *dptr, bytes, CS_AUX_MANAGED | CS_AUX_CONVERTED,
+			    undo_v2, NULL);
+}
+
 /* Frees through `real_free`, giving back what the range was charged. */
 static CUresult free_tracked(CUdeviceptr ptr, CUresult (*real_free)(CUdeviceptr))
 {
@@ -55,6 +87,8 @@ CS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
 		return CS_REAL(cuMemAlloc_v2)(dptr, bytesize);
+	if (convert(bytesize))
+		return alloc_converted(dptr, bytesize);
 	r = cs_track_begin(&t, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -67,7 +101,10 @@ CS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 	return free_tracked(dptr, free_v2);
 }
 
-/* The pre-CUDA-3.2 ABI (32-bit sizes and pointers): same accounting. */
+/*
+ * The pre-CUDA-3.2 ABI (32-bit sizes and pointers): same accounting. Never
+ * converted: a managed pointer need not fit in 32 bits.
+ */
 CS_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
 	struct cs_track t;
@@ -121,6 +158,24 @@ static uint64_t pitch_estimate(size_t width, size_t height)
 	return height > UINT64_MAX / row ? 0 : row * height;
 }
 
+/*
+ * Pitched memory made managed: the driver's checks (element size 4, 8 or
+ * 16), rows rounded up to PITCH_ALIGN, one managed allocation of
+ * pitch x height (estimate).
+ */
+static CUresult pitch_converted(CUdeviceptr *dptr, size_t *pPitch, size_t width, uint64_t estimate,
+				unsigned int elem)
+{
+	CUresult r;
+
+	if (elem != 4 && elem != 8 && elem != 16)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = alloc_converted(dptr, estimate);
+	if (r == CUDA_SUCCESS)
+		*pPitch = (width + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+	return r;
+}
+
 CS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
 				      size_t Height, unsigned int ElementSizeBytes)
 {
@@ -131,6 +186,8 @@ CS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
 	if (cs_mode() == CS_MODE_OFF || !dptr || !pPitch || estimate == 0)
 		return CS_REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height,
 						   ElementSizeBytes);
+	if (convert(estimate))
+		return pitch_converted(dptr, pPitch, WidthInBytes, estimate, ElementSizeBytes);
 	r = cs_track_begin(&t, estimate);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -158,18 +215,22 @@ CS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 
 /*
  * Managed memory counts against the device of the current context, in full:
- * the group may make all of it resident there.
+ * the group may make all of it resident there. Oversubscribing, it is
+ * managed memory of the quota, as converted allocations are.
  */
 CS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
+	bool managed;
 	struct cs_track t;
 	CUresult r;
 
 	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
 		return CS_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
-	r = cs_track_begin(&t, bytesize);
+	managed = cs_attached() && cs.oversub;
+	r = managed ? cs_track_begin_managed(&t, bytesize) : cs_track_begin(&t, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CS_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
-	return cs_track_end(&t, r, CS_PTR_DEVICE, *dptr, bytesize, 0, undo_v2, NULL);
+	return cs_track_end(&t, r, CS_PTR_DEVICE, *dptr, bytesize, managed ? CS_AUX_MANAGED : 0,
+			    undo_v2, NULL);
 }

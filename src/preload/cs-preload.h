@@ -166,6 +166,18 @@ struct cs_state {
 	bool has_core;			/* CUSLICE_CORE_LIMIT given */
 	struct cs_limits core_limits;
 	bool core_burst;		/* CUSLICE_CORE_MODE=burst */
+	bool env_oversub;		/* CUSLICE_MEM_MODE=oversubscribe */
+	bool env_oversub_single;	/* CUSLICE_OVERSUB_SINGLE=1 */
+	uint64_t env_keep_device;	/* CUSLICE_OVERSUB_KEEP_DEVICE, 0 none */
+
+	/*
+	 * Oversubscription in force, decided at attach (the group's policy
+	 * when cusliced owns it, else the environment) and fixed from then on:
+	 * read without synchronization on the allocation paths.
+	 */
+	bool oversub;			/* cuMemAlloc* and pitch become managed */
+	bool oversub_single;		/* this process may hold more than the GPU's memory */
+	uint64_t keep_device_min;	/* cuMemAlloc of at least this stays device memory; 0 none */
 
 	/* attached state */
 	struct cs_group_handle gh;
@@ -240,6 +252,28 @@ void cs_charge(unsigned gdev, uint64_t bytes);
 void cs_uncharge(unsigned gdev, uint64_t bytes);
 
 /*
+ * In oversubscribe mode the functions above charge device memory, which
+ * also needs the GPU's physical memory: the group's device bytes are
+ * reserved against it (cs_group_reserve_device). Managed memory is charged
+ * with these, against the quota only. In both, a process holds at most the
+ * GPU's memory unless cs.oversub_single.
+ */
+bool cs_reserve_managed(unsigned gdev, uint64_t bytes);
+void cs_uncharge_managed(unsigned gdev, uint64_t bytes);
+
+/* cs_ptr_entry.aux bits of CS_PTR_DEVICE entries */
+#define CS_AUX_MANAGED 1u		/* charged as managed memory (cs_reserve_managed) */
+#define CS_AUX_CONVERTED 2u		/* cuMemAlloc* the oversubscribe mode made managed */
+
+/*
+ * The group's view of memory on gdev, from the driver's numbers: hard mode
+ * total = min(limit, physical), free = min(limit - used, physical free);
+ * oversubscribe mode the quota itself: total = limit, free = limit - used.
+ * Unchanged without a limit. For cuMemGetInfo, cuDeviceTotalMem and NVML.
+ */
+void cs_view_memory(unsigned gdev, uint64_t *total, uint64_t *free_b);
+
+/*
  * Charging what a driver call creates: reserve, call, commit. The charge
  * is reserved before the driver is asked (so racing processes cannot
  * together pass the limit), given back when the driver fails, and the
@@ -255,6 +289,7 @@ void cs_uncharge(unsigned gdev, uint64_t bytes);
  */
 struct cs_track {
 	unsigned gdev;
+	bool managed;	  /* charged as managed memory (oversubscribe: cs_reserve_managed) */
 	uint64_t charged; /* reserved before the call: given back when it fails */
 };
 
@@ -268,6 +303,7 @@ typedef void (*cs_track_undo_fn)(uint64_t key, uint64_t size, void *arg);
 static inline CUresult cs_track_begin_on(struct cs_track *t, unsigned gdev, uint64_t bytes)
 {
 	t->gdev = gdev;
+	t->managed = false;
 	t->charged = bytes;
 	return cs_reserve(gdev, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -278,6 +314,29 @@ static inline CUresult cs_track_begin(struct cs_track *t, uint64_t bytes)
 	CUresult r = cs_current_gdev(&t->gdev);
 
 	return r != CUDA_SUCCESS ? r : cs_track_begin_on(t, t->gdev, bytes);
+}
+
+/* The same, charged as managed memory (recorded with CS_AUX_MANAGED). */
+static inline CUresult cs_track_begin_managed(struct cs_track *t, uint64_t bytes)
+{
+	CUresult r = cs_current_gdev(&t->gdev);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	t->managed = true;
+	t->charged = bytes;
+	return cs_reserve_managed(t->gdev, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Gives back what cs_track_begin* reserved (the driver failed, or the thing is undone). */
+static inline void cs_track_give_back(const struct cs_track *t)
+{
+	if (!t->charged)
+		return;
+	if (t->managed)
+		cs_uncharge_managed(t->gdev, t->charged);
+	else
+		cs_uncharge(t->gdev, t->charged);
 }
 
 /*
@@ -306,8 +365,7 @@ static inline CUresult cs_track_end(const struct cs_track *t, CUresult r, enum c
 				    cs_track_undo_fn undo, void *arg)
 {
 	if (r != CUDA_SUCCESS) {
-		if (t->charged)
-			cs_uncharge(t->gdev, t->charged);
+		cs_track_give_back(t);
 		return r;
 	}
 	return cs_track_commit(t, kind, key, size, aux, undo, arg);

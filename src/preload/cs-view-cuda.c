@@ -3,6 +3,7 @@
  * cuDeviceTotalMem. With a limit L and group usage U on the device:
  *   total = min(L, physical total)
  *   free  = min(L - U, physical free), 0 when U >= L (never negative)
+ * and in oversubscribe mode the quota itself: total = L, free = L - U.
  * Without a limit the driver's numbers stand. NVML says the same
  * (cs-view-nvml.c).
  */
@@ -10,18 +11,16 @@
 
 #include <limits.h>
 
-/* Applies the group's limit on gdev to driver numbers. */
+/* Applies the group's limit on gdev to driver numbers (cs_view_memory). */
 static void limit_view(unsigned gdev, size_t *free_b, size_t *total_b)
 {
-	uint64_t limit = cs_limit_of(gdev), used;
+	uint64_t f = free_b ? *free_b : 0, t = total_b ? *total_b : 0;
 
-	if (limit == CS_LIMIT_NONE)
-		return;
-	used = cs_used_of(gdev);
+	cs_view_memory(gdev, total_b ? &t : NULL, free_b ? &f : NULL);
 	if (total_b)
-		*total_b = cs_min_u64(limit, *total_b);
+		*total_b = (size_t)t;
 	if (free_b)
-		*free_b = cs_min_u64(used < limit ? limit - used : 0, *free_b);
+		*free_b = (size_t)f;
 }
 
 /* The view for the current context's device, after the driver answered. */

@@ -4,7 +4,8 @@
  * handle is, the group's members as NVML names them, memory, and the
  * compute process list:
  *   nvmlDeviceGetMemoryInfo(_v2): total = min(limit, physical), used = the
- *     group's usage, free = min(limit - used, physical free), never negative;
+ *     group's usage, free = min(limit - used, physical free), never negative
+ *     (oversubscribe mode: total = limit, free = limit - used);
  *   nvmlDeviceGetComputeRunningProcesses(_v2/_v3): the group's processes
  *     with memory on the device, each with what it holds, under the PID the
  *     caller's PID namespace gives it (processes it cannot see are left out).
@@ -125,20 +126,20 @@ bool cs_view_nvml_gdev(nvmlDevice_t dev, unsigned *gdev)
 	return true;
 }
 
-/* Group numbers for gdev: false when it has no limit (driver numbers stand). */
+/* Group numbers for gdev (cs_view_memory): false when it has no limit (driver numbers stand). */
 static bool group_memory(unsigned gdev, unsigned long long *total, unsigned long long *free,
 			 unsigned long long *used)
 {
-	uint64_t limit = cs_limit_of(gdev), u;
+	uint64_t t = *total, f = *free;
 
-	if (limit == CS_LIMIT_NONE)
+	if (cs_limit_of(gdev) == CS_LIMIT_NONE)
 		return false;
 	cs_reclaim_maybe();
 	cs_graph_mem_settle_maybe();
-	u = cs_used_of(gdev);
-	*total = cs_min_u64(limit, *total);
-	*free = cs_min_u64(u < limit ? limit - u : 0, *free);
-	*used = u;
+	cs_view_memory(gdev, &t, &f);
+	*total = t;
+	*free = f;
+	*used = cs_used_of(gdev);
 	return true;
 }
 

@@ -427,7 +427,8 @@ int sp_daemon_put_group(const struct sp_daemon *d, const char *name, const char 
 	int e;
 
 	snprintf(path, sizeof(path), "%s%s", cs_api_path(CS_API_GROUP), name);
-	e = expect(d, "PUT", path, body, 200, 200, &r, err, errlen);
+	/* 201: the step's group had no policy before; 200: it had (replaced). */
+	e = expect(d, "PUT", path, body, 200, 201, &r, err, errlen);
 	if (!e)
 		sp_reply_free(&r);
 	return e;

@@ -11,7 +11,7 @@
 static const char canned_status[] =
     "{\"version\":\"0.1.0\",\"pid\":4242,\"uptime_seconds\":3723.5,"
     "\"socket\":\"/run/cuslice/cusliced.sock\",\"state_dir\":\"/var/lib/cuslice\","
-    "\"shm_dir\":\"/dev/shm\",\"metrics_listen\":\"127.0.0.1:9464\","
+    "\"shm_dir\":\"/dev/shm\",\"metrics_listen\":\"127.0.0.1:10463\","
     "\"groups\":2,\"processes\":4,\"gpus\":2}";
 
 static const char canned_gpus[] =
@@ -44,16 +44,31 @@ static const char canned_groups[] =
 
 static const char canned_processes[] =
     "{\"processes\":["
-    "{\"pid\":1001,\"group\":\"train\",\"uid\":1000,\"registered\":true,\"cgroup\":\"/user.slice\","
+    "{\"pid\":1001,\"name\":\"python3\",\"group\":\"train\",\"uid\":1000,\"registered\":true,\"cgroup\":\"/user.slice\","
     "\"gpus\":[{\"uuid\":\"" UUID0 "\",\"memory_used\":3221225472}],\"state\":\"running\"},"
-    "{\"pid\":1002,\"group\":\"train\",\"uid\":1000,\"registered\":true,\"cgroup\":\"/\","
+    "{\"pid\":1002,\"name\":\"python3\",\"group\":\"train\",\"uid\":1000,\"registered\":true,\"cgroup\":\"/\","
     "\"gpus\":[{\"uuid\":\"" UUID0 "\",\"memory_used\":1073741824}],\"state\":\"running\"},"
-    "{\"pid\":777,\"group\":\"pid-777\",\"uid\":0,\"registered\":true,\"cgroup\":\"/\","
+    "{\"pid\":777,\"name\":\"worker\",\"group\":\"pid-777\",\"uid\":0,\"registered\":true,\"cgroup\":\"/\","
     "\"gpus\":[{\"uuid\":\"" UUID0 "\",\"memory_used\":1073741824},"
     "{\"uuid\":\"" UUID1 "\",\"memory_used\":536870912}],\"state\":\"stopped\"},"
-    "{\"pid\":999,\"group\":\"\",\"uid\":0,\"registered\":false,\"cgroup\":\"/\","
+    "{\"pid\":999,\"name\":\"miner\",\"group\":\"\",\"uid\":0,\"registered\":false,\"cgroup\":\"/\","
     "\"gpus\":[{\"uuid\":\"GPU-99999999-0000-0000-0000-000000000000\","
     "\"memory_used\":268435456}],\"state\":\"running\"}]}";
+
+/* `cuslice ps` of canned_processes, canned_groups and canned_gpus. */
+static const char canned_ps_table[] =
+    "GROUP    PID NAME    GPU                                        MEM-USED MEM-LIMIT CORES "
+    "CORE-LIMIT STATE\n"
+    "train   1001 python3 0                                          3.00 GiB  8.00 GiB 29.5% "
+    "       30% running\n"
+    "train   1002 python3 0                                          1.00 GiB  8.00 GiB 29.5% "
+    "       30% running\n"
+    "pid-777  777 worker  0                                          1.00 GiB         -  5.0% "
+    "         - stopped\n"
+    "pid-777  777 worker  1                                        512.00 MiB         -  0.0% "
+    "     12.5% stopped\n"
+    "-        999 miner   GPU-99999999-0000-0000-0000-000000000000 256.00 MiB         -     - "
+    "         - running,unregistered\n";
 
 /* GET /v1/self?group=train (the registration socket): a member of a managed group. */
 static const char canned_self_member[] =

@@ -64,9 +64,9 @@ static const struct fake_route listing[] = {
     {"GET", "/v1/groups", 200, canned_groups},
     {"GET", "/v1/groups/train", 200, canned_group_train},
     {"GET", "/v1/processes", 200, canned_processes},
-    {"PUT", "/v1/groups/train", 200, canned_group_train},
-    {"PUT", "/v1/groups/team", 200, canned_group_train},
-    {"PUT", "/v1/groups/bad", 400,
+    {"PATCH", "/v1/groups/train", 200, canned_group_train},
+    {"PATCH", "/v1/groups/team", 200, canned_group_train},
+    {"PATCH", "/v1/groups/bad", 400,
      "{\"error\": {\"code\": \"invalid_policy\", \"message\": \"memory_limit: expected "
      "null (no limit), bytes (a number), ...\"}}"},
     {"GET", "/v1/groups/nope", 404,
@@ -224,7 +224,7 @@ static void test_cli_usage_errors(void **state)
 	      "self", ARGS("self", "--group", "a/b"));
 	usage("cuslice: unknown option --frob", NULL, ARGS("--frob", "ps"));
 	usage("cuslice: option -o needs a value", NULL, ARGS("-o"));
-	usage("cuslice ps: -o \"yaml\": expected table or json", "ps", ARGS("ps", "-o", "yaml"));
+	usage("cuslice ps: -o \"xml\": expected table, wide, json or yaml", "ps", ARGS("ps", "-o", "xml"));
 	usage("cuslice ps: unexpected argument \"x\"", "ps", ARGS("ps", "x"));
 	usage("cuslice ps: unknown option -x", "ps", ARGS("ps", "-x"));
 	usage("cuslice run: option --mem needs a value", "run", ARGS("run", "--mem"));
@@ -248,8 +248,10 @@ static void test_cli_usage_errors(void **state)
 	      "run", ARGS("run", "--group", "a b", "true"));
 	usage("cuslice set: missing GROUP", "set", ARGS("set", "--mem", "1G"));
 	usage("cuslice set: nothing to change: give --mem, --cores, --burst or --hard, --required "
-	      "or --optional",
+	      "or --optional, --oversubscribe or --no-oversubscribe",
 	      "set", ARGS("set", "train"));
+	usage("cuslice set: --oversubscribe and --no-oversubscribe exclude each other", "set",
+	      ARGS("set", "train", "--oversubscribe", "--no-oversubscribe"));
 	usage("cuslice set: --burst and --hard exclude each other", "set",
 	      ARGS("set", "train", "--burst", "--hard"));
 	usage("cuslice set: --required and --optional exclude each other", "set",
@@ -353,34 +355,20 @@ static void test_cli_listings(void **state)
 	(void)state;
 	fake_daemon_reset(&fake, listing);
 	expect_code(0, cli("--admin-socket", sock, "ps"));
-	expect_text(out, "GROUP    PID GPU                                        MEM-USED "
-			 "MEM-LIMIT CORES CORE-LI"
-			 "MIT STATE                LABELS\n"
-			 "train   1001 0                                          3.00 GiB  8.00 "
-			 "GiB 29.5%        "
-			 "30% running              k8s.namespace=team-a,k8s.pod=web-0\n"
-			 "train   1002 0                                          1.00 GiB  8.00 "
-			 "GiB 29.5%        "
-			 "30% running              k8s.namespace=team-a,k8s.pod=web-0\n"
-			 "pid-777  777 0                                          1.00 GiB         "
-			 "-  5.0%        "
-			 "  - stopped              -\n"
-			 "pid-777  777 1                                        512.00 MiB         "
-			 "-  0.0%      12"
-			 ".5% stopped              -\n"
-			 "-        999 GPU-99999999-0000-0000-0000-000000000000 256.00 MiB         "
-			 "-     -        "
-			 "  - running,unregistered -\n");
+	expect_text(out, canned_ps_table);
 	expect_text(err, "");
 	assert_int_equal(fake.nreq, 3);
 	assert_string_equal(fake.req[0].path, "/v1/processes");
 	assert_string_equal(fake.req[0].method, "GET");
 
 	expect_code(0, cli("--admin-socket", sock, "gpus"));
-	expect_text(out, "INDEX UUID                                     NAME                  "
-			 "MEM-USED MEM-TOTAL UTIL\n"
-			 "    0 " UUID0 " NVIDIA H100 80GB HBM3 6.00 GiB 80.00 GiB  37%\n"
-			 "    1 " UUID1 " NVIDIA A100-SXM4-40GB      0 B 40.00 GiB   0%\n");
+	expect_text(out, "INDEX NAME                  MEM-USED MEM-TOTAL UTIL\n"
+			 "    0 NVIDIA H100 80GB HBM3 6.00 GiB 80.00 GiB  37%\n"
+			 "    1 NVIDIA A100-SXM4-40GB      0 B 40.00 GiB   0%\n");
+	/* -o wide and --no-headers, before or after the command. */
+	expect_code(0, cli("--admin-socket", sock, "-o", "wide", "gpus", "--no-headers"));
+	expect_text(out, "    0 NVIDIA H100 80GB HBM3 6.00 GiB 80.00 GiB  37% " UUID0 "\n"
+			 "    1 NVIDIA A100-SXM4-40GB      0 B 40.00 GiB   0% " UUID1 "\n");
 	expect_code(0, cli("status", "--admin-socket", sock));
 	expect_contains(out, "uptime          1h 02m 03s\n");
 	expect_code(0, cli("--admin-socket", sock, "groups", "train"));
@@ -401,6 +389,32 @@ static void test_cli_listings(void **state)
 	expect_json(canned_groups);
 	expect_code(0, cli("--admin-socket", sock, "groups", "train", "-o", "json"));
 	expect_json(canned_group_train);
+	/* -o yaml: the same document; only the reply is asked for. */
+	fake.nreq = 0;
+	expect_code(0, cli("--admin-socket", sock, "-o", "yaml", "groups", "train"));
+	expect_text(out, "name: \"train\"\n"
+			 "managed: true\n"
+			 "policy:\n"
+			 "  memory_limit: 8589934592\n"
+			 "  core_limit: 30\n"
+			 "  mode: \"hard\"\n"
+			 "  members:\n"
+			 "    uids:\n"
+			 "    - 1000\n"
+			 "  labels:\n"
+			 "    k8s.namespace: \"team-a\"\n"
+			 "    k8s.pod: \"web-0\"\n"
+			 "processes: 2\n"
+			 "devices:\n"
+			 "- uuid: \"" UUID0 "\"\n"
+			 "  memory_used: 4294967296\n"
+			 "  memory_limit: 8589934592\n"
+			 "  core_limit: 30\n"
+			 "  core_used: 29.54\n"
+			 "  mode: \"hard\"\n"
+			 "  oom_denials: 3\n"
+			 "  throttled_seconds: 12.5\n");
+	assert_int_equal(fake.nreq, 1);
 }
 
 static void test_cli_top_once(void **state)
@@ -428,12 +442,26 @@ static void test_cli_top_once(void **state)
 		    "[#....................] 5.0% / -\n"
 		    "pid-777   1     1 [.....................] 512.00 MiB / -      "
 		    "[.....................] 0.0% / 12.5%\n");
+	/* Narrower than the bars need: every line cut to $COLUMNS, colour or not asked. */
+	expect_code(0, cli_env(ENV("COLUMNS=30", "NO_COLOR="), "--admin-socket", sock, "top"));
+	expect_text(out, "cuslice top - cusliced 0.1.0,\n"
+			 "\n"
+			 "GPU NAME                  MEMO\n"
+			 "  0 NVIDIA H100 80GB HBM3 [#..\n"
+			 "  1 NVIDIA A100-SXM4-40GB [...\n"
+			 "\n"
+			 "GROUP   GPU PROCS MEMORY\n"
+			 "train     0     2 [#####.....]\n"
+			 "pid-777   0     1 [..........]\n"
+			 "pid-777   1     1 [..........]\n");
 	expect_code(0, cli("--admin-socket", sock, "top", "-o", "json"));
 	j = cJSON_Parse(out);
 	assert_non_null(j);
 	assert_true(cJSON_IsObject(cJSON_GetObjectItem(j, "status")));
 	assert_true(cJSON_IsArray(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "gpus"), "gpus")));
 	assert_true(cJSON_IsArray(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "groups"), "groups")));
+	assert_true(
+	    cJSON_IsArray(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "processes"), "processes")));
 	cJSON_Delete(j);
 }
 
@@ -550,9 +578,9 @@ static void test_cli_set(void **state)
 	fake_daemon_reset(&fake, listing);
 	expect_code(0, cli("--admin-socket", sock, "set", "train", "--mem", "4GiB", "--cores", "30",
 			   "--burst", "--required"));
-	/* The PUT, then /v1/gpus for the table's GPU indices. */
+	/* The PATCH, then /v1/gpus for the table's GPU indices. */
 	assert_int_equal(fake.nreq, 2);
-	assert_string_equal(fake.req[0].method, "PUT");
+	assert_string_equal(fake.req[0].method, "PATCH");
 	assert_string_equal(fake.req[0].path, "/v1/groups/train");
 	assert_string_equal(fake.req[0].body, "{\"memory_limit\":4294967296,\"core_limit\":30,"
 					      "\"mode\":\"burst\",\"daemon_required\":true}");
@@ -570,6 +598,17 @@ static void test_cli_set(void **state)
 	assert_string_equal(fake.req[0].body, "{\"memory_limit\":null,\"core_limit\":null,"
 					      "\"mode\":\"hard\",\"daemon_required\":false}");
 	expect_json(canned_group_train);
+
+	/* Oversubscription: memory_mode, and --mem past 100% left to the daemon to judge. */
+	fake_daemon_reset(&fake, listing);
+	expect_code(0, cli("--admin-socket", sock, "set", "train", "--oversubscribe", "--mem",
+			   "150%", "-o", "json"));
+	assert_string_equal(fake.req[0].body,
+			    "{\"memory_limit\":\"150%\",\"memory_mode\":\"oversubscribe\"}");
+	fake_daemon_reset(&fake, listing);
+	expect_code(0, cli("--admin-socket", sock, "set", "train", "--no-oversubscribe", "-o",
+			   "json"));
+	assert_string_equal(fake.req[0].body, "{\"memory_mode\":\"hard\"}");
 
 	fake_daemon_reset(&fake, listing);
 	expect_code(0, cli_env(ENV("CUSLICE_TOKEN=s3cret"), "--admin-socket", sock, "set", "train",
@@ -637,7 +676,7 @@ static void test_cli_run_daemon(void **state)
 	expect_code(0, cli("--admin-socket", sock, "--socket", tsock, "run", "--group", "team",
 			   "--mem", "50%", "--cores", "12.5", envdump, "--exit", "0"));
 	assert_int_equal(fake.nreq, 1);
-	assert_string_equal(fake.req[0].method, "PUT");
+	assert_string_equal(fake.req[0].method, "PATCH");
 	assert_string_equal(fake.req[0].path, "/v1/groups/team");
 	assert_string_equal(fake.req[0].body, "{\"memory_limit\":\"50%\",\"core_limit\":12.5,"
 					      "\"mode\":\"hard\"}");
@@ -720,7 +759,7 @@ static void test_cli_run_daemon(void **state)
 	/* Reached, and told 403 forbidden (not one of its administrators): the same path. */
 	{
 		static const struct fake_route forbidden[] = {
-		    {"PUT", "/v1/groups/mine", 403,
+		    {"PATCH", "/v1/groups/mine", 403,
 		     "{\"error\": {\"code\": \"forbidden\", \"message\": \"permission denied\"}}"},
 		    {NULL},
 		};

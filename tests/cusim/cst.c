@@ -39,6 +39,12 @@ void cst_fresh_instance(const char *tag, const char *gpus, const char *ctx_mem)
 		unsetenv("CUSIM_CTX_MEM");
 	unsetenv("CUSIM_FAULTS");
 	unsetenv("CUDA_VISIBLE_DEVICES");
+	/* The unified-memory model's defaults unless the test sets its own. */
+	unsetenv("CUSIM_UM_BANDWIDTH");
+	unsetenv("CUSIM_UM_FAULT_NS");
+	unsetenv("CUSIM_UM_BATCH_NS");
+	unsetenv("CUSIM_UM_BATCH_FAULTS");
+	unsetenv("CUSIM_UM_LRU");
 	snprintf(shm_path, sizeof(shm_path), "%s/cusim-%s", dir && *dir ? dir : "/dev/shm", name);
 	unlink(shm_path);
 	owner = getpid();

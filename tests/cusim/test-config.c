@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "sim-config.h"
+#include "sim-um-lru.h"
 
 static struct sim_device_desc desc[SIM_MAX_DEVICES];
 static char err[1024];
@@ -341,6 +342,63 @@ static void test_config_instance_name(void **state)
 	unsetenv("CUSIM_INSTANCE");
 }
 
+static const char *const um_vars[] = {"CUSIM_UM_BANDWIDTH", "CUSIM_UM_FAULT_NS",
+				      "CUSIM_UM_BATCH_NS", "CUSIM_UM_BATCH_FAULTS", "CUSIM_UM_LRU"};
+
+static void um_unset(void)
+{
+	for (size_t i = 0; i < sizeof(um_vars) / sizeof(um_vars[0]); i++)
+		unsetenv(um_vars[i]);
+}
+
+/* name=value is refused with a message naming both (and the accepted form's word). */
+static void expect_bad_um(const char *name, const char *value, const char *form)
+{
+	struct sim_um_params p;
+
+	um_unset();
+	setenv(name, value, 1);
+	assert_int_equal(sim_config_um(&p, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, name));
+	assert_non_null(strstr(err, value));
+	assert_non_null(strstr(err, form));
+	um_unset();
+}
+
+/* The unified-memory parameters: defaults, each variable, and what is refused. */
+static void test_config_um(void **state)
+{
+	struct sim_um_params p;
+
+	(void)state;
+	um_unset();
+	assert_int_equal(sim_config_um(&p, err, sizeof(err)), 0);
+	assert_int_equal(p.bandwidth, 25000000000ull);
+	assert_int_equal(p.fault_ns, 10000);
+	assert_int_equal(p.batch_ns, 50000);
+	assert_int_equal(p.batch_faults, 256);
+	assert_int_equal(p.lru, SIM_UM_LRU_MIGRATION);
+	setenv("CUSIM_UM_BANDWIDTH", "4GiB", 1);
+	setenv("CUSIM_UM_FAULT_NS", "0", 1);
+	setenv("CUSIM_UM_BATCH_NS", "1000000000", 1);
+	setenv("CUSIM_UM_BATCH_FAULTS", "65536", 1);
+	setenv("CUSIM_UM_LRU", "access", 1);
+	assert_int_equal(sim_config_um(&p, err, sizeof(err)), 0);
+	assert_int_equal(p.bandwidth, 4ull << 30);
+	assert_int_equal(p.fault_ns, 0);
+	assert_int_equal(p.batch_ns, 1000000000);
+	assert_int_equal(p.batch_faults, 65536);
+	assert_int_equal(p.lru, SIM_UM_LRU_ACCESS);
+	expect_bad_um("CUSIM_UM_BANDWIDTH", "fast", "bytes per second");
+	expect_bad_um("CUSIM_UM_BANDWIDTH", "1KiB", "from 1MiB");
+	expect_bad_um("CUSIM_UM_FAULT_NS", "-1", "nanoseconds");
+	expect_bad_um("CUSIM_UM_FAULT_NS", "1000000001", "nanoseconds");
+	expect_bad_um("CUSIM_UM_BATCH_NS", "10us", "nanoseconds");
+	expect_bad_um("CUSIM_UM_BATCH_FAULTS", "0", "faults");
+	expect_bad_um("CUSIM_UM_BATCH_FAULTS", "65537", "faults");
+	expect_bad_um("CUSIM_UM_LRU", "lfu", "migration");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -355,6 +413,7 @@ int main(void)
 		cmocka_unit_test(test_config_pci),
 		cmocka_unit_test(test_config_model_lookup),
 		cmocka_unit_test(test_config_instance_name),
+		cmocka_unit_test(test_config_um),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -449,7 +449,13 @@ static void test_timeslice_nvml(void **state)
 	assert_int_equal(s[0].pid, c[1].pid);
 	assert_true(s[0].timeStamp > seen);
 	print_message("B alone since lastSeen: smUtil=%u%%\n", s[0].smUtil);
-	assert_between(s[0].smUtil, 90, 100);
+	/*
+	 * Alone, B has the device (shared it had 40-60 %); it idles only while
+	 * B's process waits to be scheduled between a synchronization and its
+	 * next launch, which on a loaded 2-core machine (load average 16) took
+	 * 12 % of the window once: 75 still tells alone from shared.
+	 */
+	assert_between(s[0].smUtil, 75, 100);
 	seen = s[0].timeStamp;
 	/* Over the whole last second A still shows, with its smaller share. */
 	n = 4;

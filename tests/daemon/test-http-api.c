@@ -161,7 +161,8 @@ static void check_train(const cJSON *g)
 	assert_int_equal(cJSON_GetArraySize(devs), 2);
 	v = cJSON_GetArrayItem(devs, 0);
 	ASSERT_FIELDS(v, "uuid", "memory_used", "memory_limit", "core_limit", "core_used", "mode",
-		      "oom_denials", "throttled_seconds");
+		      "oom_denials", "throttled_seconds", "unified_memory");
+	assert_jnull(v, "unified_memory");
 	assert_str(v, "uuid", FAKE_GPU0_UUID);
 	assert_num(v, "memory_used", 1536.0 * 1024 * 1024);
 	assert_num(v, "memory_limit", 4.0 * FAKE_GIB);
@@ -208,6 +209,26 @@ static void test_http_api_groups(void **state)
 	assert_ptr_equal(cd_api_find_group(&fake.snap, "pid-42"), &fake.groups[1]);
 }
 
+/* An oversubscribing group's device: its managed memory, resident and evicted. */
+static void test_http_api_unified_memory(void **state)
+{
+	struct cd_snap_dev *v = &fake.groups[0].dev[0];
+	const cJSON *u;
+	cJSON *j;
+
+	(void)state;
+	v->oversubscribe = true;
+	v->um_managed = 6ull << 30;
+	v->um_resident = 2ull << 30;
+	j = parse(cd_api_render_groups(&fake.snap, "train"));
+	u = field(cJSON_GetArrayItem(field(j, "devices"), 0), "unified_memory");
+	ASSERT_FIELDS(u, "managed", "resident", "evicted");
+	assert_num(u, "managed", 6.0 * FAKE_GIB);
+	assert_num(u, "resident", 2.0 * FAKE_GIB);
+	assert_num(u, "evicted", 4.0 * FAKE_GIB);
+	cJSON_Delete(j);
+}
+
 /* Exact integers beyond 2^53, percentages with 4 decimals, hostile strings. */
 static void test_http_api_exact_numbers(void **state)
 {
@@ -244,8 +265,9 @@ static void test_http_api_processes(void **state)
 	arr = field(j, "processes");
 	assert_int_equal(cJSON_GetArraySize(arr), 2);
 	p = cJSON_GetArrayItem(arr, 0);
-	ASSERT_FIELDS(p, "pid", "group", "uid", "registered", "cgroup", "gpus", "state");
+	ASSERT_FIELDS(p, "pid", "name", "group", "uid", "registered", "cgroup", "gpus", "state");
 	assert_num(p, "pid", 42);
+	assert_str(p, "name", "python3");
 	assert_str(p, "group", "pid-42");
 	assert_num(p, "uid", 1000);
 	assert_bool(p, "registered", true);
@@ -258,6 +280,7 @@ static void test_http_api_processes(void **state)
 	assert_num(gpu, "memory_used", 512.0 * 1024 * 1024);
 	p = cJSON_GetArrayItem(arr, 1);
 	assert_num(p, "pid", 77);
+	assert_str(p, "name", "miner");
 	assert_str(p, "group", "");
 	assert_bool(p, "registered", false);
 	assert_str(p, "state", "stopped");
@@ -424,9 +447,11 @@ static void test_http_api_route_errors(void **state)
 	assert_error(route("PUT", "/v1/events", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
 		     "not allowed", "GET, HEAD");
 	assert_error(route("POST", "/v1/groups/train", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
-		     "not allowed", "GET, HEAD, PUT, DELETE");
-	assert_error(route("PATCH", "/v1/groups/train", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
-		     "not allowed", "GET, HEAD, PUT, DELETE");
+		     "not allowed", "GET, HEAD, PUT, PATCH, DELETE");
+	assert_error(route("PATCH", "/v1/groups", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
+		     "not allowed", "GET, HEAD");
+	assert_error(route("PUT", "/readyz", NULL, "{}"), CD_API_ERR_METHOD_NOT_ALLOWED,
+		     "not allowed", "GET, HEAD");
 
 	assert_error(route("GET", "/v1/events", "abc", NULL), CD_API_ERR_INVALID_PARAMETER,
 		     "since=abc", NULL);
@@ -496,16 +521,38 @@ static void test_http_api_put(void **state)
 	cJSON *j;
 
 	(void)state;
+	/* A new policy: 201 Created, where it lives, and the group. */
 	rep = route("PUT", "/v1/groups/infer", NULL, "{\"memory_limit\":\"2GiB\"}");
-	assert_int_equal(rep.status, 200);
+	assert_int_equal(rep.status, 201);
+	assert_string_equal(rep.location, "/v1/groups/infer");
+	assert_null(rep.allow);
 	assert_string_equal(fake.put_name, "infer");
 	assert_string_equal(fake.put_body, "{\"memory_limit\":\"2GiB\"}");
+	assert_int_equal(fake.put_mode, CD_PUT_REPLACE);
 	j = parse(rep.body);
 	ASSERT_FIELDS(j, "name", "managed", "policy", "processes", "devices");
 	assert_str(j, "name", "infer");
 	assert_bool(j, "managed", true);
 	assert_str(field(j, "policy"), "memory_limit", "2GiB");
 	cJSON_Delete(j);
+	/* PUT of a policy that exists replaces it: 200, no Location. */
+	rep = route("PUT", "/v1/groups/infer", NULL, "{\"core_limit\":20}");
+	assert_int_equal(rep.status, 200);
+	assert_string_equal(rep.location, "");
+	assert_int_equal(fake.put_mode, CD_PUT_REPLACE);
+	free(rep.body);
+	/* PATCH merges: into the stored policy (200), or into the defaults (201). */
+	rep = route("PATCH", "/v1/groups/infer", NULL, "{\"mode\":\"burst\"}");
+	assert_int_equal(rep.status, 200);
+	assert_int_equal(fake.put_mode, CD_PUT_MERGE);
+	free(rep.body);
+	rep = route("PATCH", "/v1/groups/fresh", NULL, "{\"mode\":\"burst\"}");
+	assert_int_equal(rep.status, 201);
+	assert_string_equal(rep.location, "/v1/groups/fresh");
+	assert_int_equal(fake.put_mode, CD_PUT_MERGE);
+	free(rep.body);
+	assert_error(route("PATCH", "/v1/groups/infer", NULL, NULL), CD_API_ERR_MISSING_BODY,
+		     "PATCH /v1/groups/infer: expected a JSON policy", NULL);
 
 	/* The core's validation message goes back as it is. */
 	fake.put_rc = -EINVAL;
@@ -564,6 +611,7 @@ static void test_http_api_tenant_refused(void **state)
 	    "/v1/processes", "/v1/events",	   "/v1/groups/x",	"/",
 	    "/v1/self/",     "/v1/self/../groups", "//v1/self",		"/V1/self",
 	    "/v1/healthz/x", "/v2/self",	   "/v1/groups/train/", "/nope",
+	    "/healthz/",     "/v1/readyz",	   "/readyz/x",		"/metrics",
 	};
 	static const char *const methods[] = {"GET", "HEAD", "PUT", "PATCH", "DELETE", "POST"};
 
@@ -579,6 +627,8 @@ static void test_http_api_tenant_refused(void **state)
 		assert_error(route_as(&tenant_peer, methods[m], "/v1/self", NULL, NULL, "{}"),
 			     CD_API_ERR_ADMIN_ONLY, "admin socket", NULL);
 		assert_error(route_as(&tenant_peer, methods[m], "/v1/healthz", NULL, NULL, "{}"),
+			     CD_API_ERR_ADMIN_ONLY, "admin socket", NULL);
+		assert_error(route_as(&tenant_peer, methods[m], "/readyz", NULL, NULL, "{}"),
 			     CD_API_ERR_ADMIN_ONLY, "admin socket", NULL);
 	}
 	/* Nothing reached the core. */
@@ -596,6 +646,9 @@ static void test_http_api_tenant_targets(void **state)
 	(void)state;
 	assert_true(cd_api_tenant_request("GET", "/v1/self", 8));
 	assert_true(cd_api_tenant_request("HEAD", "/v1/healthz", 11));
+	assert_true(cd_api_tenant_request("GET", "/healthz", 8));
+	assert_true(cd_api_tenant_request("GET", "/readyz", 7));
+	assert_false(cd_api_tenant_request("GET", "/readyz/", 8));
 	assert_true(cd_api_tenant_request("GET", "/v1/self?group=x", 16));
 	/* %-encoding decodes to the same path (libmicrohttpd decodes it alike). */
 	assert_true(cd_api_tenant_request("GET", "/v1/%73elf", 10));
@@ -621,18 +674,46 @@ static void test_http_api_healthz(void **state)
 	cJSON *j;
 
 	(void)state;
-	for (int door = 0; door < 2; door++) {
-		rep = route_as(door ? &admin_peer : &tenant_peer, "GET", "/v1/healthz", NULL, NULL,
-			       NULL);
+	for (int door = 0; door < 4; door++) {
+		rep = route_as(door & 1 ? &admin_peer : &tenant_peer, "GET",
+			       door & 2 ? "/healthz" : "/v1/healthz", NULL, NULL, NULL);
 		assert_int_equal(rep.status, 200);
 		j = parse(rep.body);
 		ASSERT_FIELDS(j, "status", "version");
 		assert_str(j, "status", "ok");
 		assert_str(j, "version", CS_VERSION);
 		cJSON_Delete(j);
+		rep = route_as(door & 1 ? &admin_peer : &tenant_peer, "GET", "/readyz", NULL, NULL,
+			       NULL);
+		assert_int_equal(rep.status, 200);
+		j = parse(rep.body);
+		ASSERT_FIELDS(j, "status", "version", "backstop");
+		assert_str(j, "status", "ready");
+		assert_str(j, "backstop", "up");
+		cJSON_Delete(j);
 	}
 	assert_error(route_as(&tenant_peer, "GET", "/v1/healthz", "x", "1", NULL),
 		     CD_API_ERR_UNKNOWN_PARAMETER, "takes none", NULL);
+	assert_error(route_as(&tenant_peer, "GET", "/readyz", "verbose", "", NULL),
+		     CD_API_ERR_UNKNOWN_PARAMETER, "GET /readyz takes none", NULL);
+	/* A backstop that is down: not ready, and why; alive all the same. */
+	fake.snap.backstop_ok = false;
+	assert_error(route("GET", "/readyz", NULL, NULL), CD_API_ERR_NOT_READY,
+		     "its backstop's last NVML sample is ", NULL);
+	assert_error(route("GET", "/readyz", NULL, NULL), CD_API_ERR_NOT_READY,
+		     "(6 failed attempts): processes that bypass libcuslice", NULL);
+	fake.snap.backstop_last_ok = 0;
+	assert_error(route("GET", "/readyz", NULL, NULL), CD_API_ERR_NOT_READY,
+		     "has not sampled NVML yet (6 failed attempts)", NULL);
+	rep = route("GET", "/healthz", NULL, NULL);
+	assert_int_equal(rep.status, 200);
+	free(rep.body);
+	/* A state that cannot be read: neither alive nor ready. */
+	fake.snapshot_rc = -ENOMEM;
+	assert_error(route("GET", "/healthz", NULL, NULL), CD_API_ERR_INTERNAL,
+		     "cannot read the daemon's state", NULL);
+	assert_error(route("GET", "/readyz", NULL, NULL), CD_API_ERR_INTERNAL,
+		     "cannot read the daemon's state", NULL);
 }
 
 static void test_http_api_self(void **state)
@@ -724,6 +805,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_http_api_status, setup),
 	    cmocka_unit_test_setup(test_http_api_gpus, setup),
 	    cmocka_unit_test_setup(test_http_api_groups, setup),
+	    cmocka_unit_test_setup(test_http_api_unified_memory, setup),
 	    cmocka_unit_test_setup(test_http_api_exact_numbers, setup),
 	    cmocka_unit_test_setup(test_http_api_processes, setup),
 	    cmocka_unit_test_setup(test_http_api_events, setup),

@@ -77,9 +77,11 @@ void fake_reset(void)
 	g->ndev = 1;
 	set_dev(&g->dev[0], FAKE_GPU0_UUID, 512ull << 20, CS_LIMIT_NONE, CS_CORE_NONE, false,
 		0.125, 0, 0);
+	g->dev[0].over_memory = true;
 
 	p = &fake.procs[0];
 	p->pid = 42;
+	snprintf(p->name, sizeof(p->name), "python3");
 	snprintf(p->group, sizeof(p->group), "pid-42");
 	p->uid = 1000;
 	p->registered = true;
@@ -89,6 +91,7 @@ void fake_reset(void)
 	p->gpu[0].memory_used = 512ull << 20;
 	p = &fake.procs[1];
 	p->pid = 77;
+	snprintf(p->name, sizeof(p->name), "miner");
 	p->uid = 1001;
 	p->stopped = true;
 	p->ngpu = 1;
@@ -103,6 +106,12 @@ void fake_reset(void)
 		.bypass_total = 1,
 		.ipc_refused_total = 2,
 		.registrations_total = 3,
+		.over_memory_total = 4,
+		.over_compute_total = 5,
+		.backstop_last_ok = 1700000100.25,
+		.backstop_failures = 6,
+		.backstop_ok = true,
+		.hostname = "node-1",
 		.ngpus = 2,
 		.gpus = fake.gpus,
 		.ngroups = 2,
@@ -130,7 +139,7 @@ void fake_reset(void)
 void cd_config_defaults(struct cd_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	snprintf(c->metrics_listen, sizeof(c->metrics_listen), "127.0.0.1:9464");
+	snprintf(c->metrics_listen, sizeof(c->metrics_listen), "127.0.0.1:10463");
 }
 
 int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
@@ -191,14 +200,15 @@ static struct cd_snap_group *find(const char *name)
 	return NULL;
 }
 
-int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len, char *err,
-		  size_t errlen)
+int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t len,
+		  enum cd_put_mode mode, bool *ret_created, char *err, size_t errlen)
 {
 	struct cd_snap_group *g;
 	int rc = 0;
 
 	(void)d;
 	pthread_mutex_lock(&fake.lock);
+	fake.put_mode = mode;
 	snprintf(fake.put_name, sizeof(fake.put_name), "%s", name);
 	snprintf(fake.put_body, sizeof(fake.put_body), "%.*s", (int)len, json);
 	fake.put_actor = fake.actor;
@@ -217,6 +227,8 @@ int cd_policy_put(struct cusliced *d, const char *name, const char *json, size_t
 		memset(g, 0, sizeof(*g));
 		snprintf(g->name, sizeof(g->name), "%s", name);
 	}
+	if (ret_created)
+		*ret_created = !g->managed;
 	g->managed = true;
 	snprintf(fake.policies[g - fake.groups], sizeof(fake.policies[0]), "%s", fake.put_body);
 	g->policy_json = fake.policies[g - fake.groups];

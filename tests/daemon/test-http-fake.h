@@ -34,6 +34,7 @@ struct fake {
 	char put_err[128];
 	char put_name[64];	/* last cd_policy_put */
 	char put_body[512];
+	enum cd_put_mode put_mode;	/* the last cd_policy_put's (the fake stores the body either way) */
 	bool peer_known;	/* cd_peer_of_fd's answer */
 	struct cd_peer peer;
 	char token[64];		/* "" = none configured */

@@ -42,6 +42,12 @@ static void assert_no(const char *text, const char *part)
 		fail_msg("unexpected \"%s\" in:\n%s", part, text);
 }
 
+/* The label sets of the made-up node's GPUs: per GPU, and per group or process on a GPU. */
+#define GPU0 "gpu=\"0\",UUID=\"" FAKE_GPU0_UUID "\",Hostname=\"node-1\""
+#define GPU1 "gpu=\"1\",UUID=\"" FAKE_GPU1_UUID "\",Hostname=\"node-1\""
+#define DEV0 GPU0
+#define DEV1 GPU1
+
 static void test_http_metrics_values(void **state)
 {
 	char *t;
@@ -49,38 +55,57 @@ static void test_http_metrics_values(void **state)
 	(void)state;
 	t = cd_metrics_render(&fake.snap);
 	assert_non_null(t);
-	assert_line(t, "# TYPE cuslice_daemon_up gauge");
-	assert_line(t, "cuslice_daemon_up 1");
+	/* Prometheus's up says whether the daemon answers: no always-1 gauge of its own. */
+	assert_no(t, "cuslice_daemon_up");
+	assert_line(t, "# TYPE cuslice_build_info gauge");
+	assert_line(t, "cuslice_build_info{version=\"" CS_VERSION "\",Hostname=\"node-1\"} 1");
 	assert_line(t, "cuslice_daemon_start_time_seconds 1700000000");
-	assert_line(t, "cuslice_gpu_memory_total_bytes{gpu=\"" FAKE_GPU0_UUID
-		       "\",index=\"0\"} 85899345920");
-	assert_line(t, "cuslice_gpu_memory_total_bytes{gpu=\"" FAKE_GPU1_UUID
-		       "\",index=\"1\"} 42949672960");
-	assert_line(t, "cuslice_gpu_memory_used_bytes{gpu=\"" FAKE_GPU0_UUID
-		       "\",index=\"0\"} 3221225472");
-	assert_line(t,
-		    "cuslice_gpu_utilization_ratio{gpu=\"" FAKE_GPU0_UUID "\",index=\"0\"} 0.45");
-	assert_line(t, "cuslice_gpu_utilization_ratio{gpu=\"" FAKE_GPU1_UUID "\",index=\"1\"} 0");
+	assert_line(t, "cuslice_backstop_up 1");
+	assert_line(t, "cuslice_backstop_last_success_timestamp_seconds 1700000100.25");
+	assert_line(t, "# TYPE cuslice_backstop_failures_total counter");
+	assert_line(t, "cuslice_backstop_failures_total 6");
+	assert_line(t, "cuslice_over_limit_total{resource=\"memory\"} 4");
+	assert_line(t, "cuslice_over_limit_total{resource=\"compute\"} 5");
+	/* dcgm-exporter's labels: gpu is the index, UUID the UUID. */
+	assert_line(t, "cuslice_gpu_info{" GPU0 ",model_name=\"NVIDIA H100 80GB HBM3\"} 1");
+	assert_line(t, "cuslice_gpu_info{" GPU1 ",model_name=\"NVIDIA A100-SXM4-40GB\"} 1");
+	assert_line(t, "cuslice_gpu_memory_total_bytes{" GPU0 "} 85899345920");
+	assert_line(t, "cuslice_gpu_memory_total_bytes{" GPU1 "} 42949672960");
+	assert_line(t, "cuslice_gpu_memory_used_bytes{" GPU0 "} 3221225472");
+	assert_line(t, "cuslice_gpu_utilization_ratio{" GPU0 "} 0.45");
+	assert_line(t, "cuslice_gpu_utilization_ratio{" GPU1 "} 0");
+	/* Process 77 holds 1 MiB on GPU 1 without registering. */
+	assert_line(t, "cuslice_gpu_bypass_processes{" GPU0 "} 0");
+	assert_line(t, "cuslice_gpu_bypass_processes{" GPU1 "} 1");
+	assert_line(t, "cuslice_gpu_bypass_memory_bytes{" GPU0 "} 0");
+	assert_line(t, "cuslice_gpu_bypass_memory_bytes{" GPU1 "} 1048576");
+	assert_line(t, "cuslice_process_memory_used_bytes{pid=\"42\",process_name=\"python3\","
+		       "group=\"pid-42\",registered=\"true\"," DEV0 "} 536870912");
+	assert_line(t, "cuslice_process_memory_used_bytes{pid=\"77\",process_name=\"miner\","
+		       "group=\"\",registered=\"false\"," DEV1 "} 1048576");
+	assert_line(t, "cuslice_group_over_limit{group=\"pid-42\"," DEV0 ",resource=\"memory\"} 1");
+	assert_line(t, "cuslice_group_over_limit{group=\"pid-42\"," DEV0 ",resource=\"compute\"} 0");
+	assert_line(t, "cuslice_group_over_limit{group=\"train\"," DEV1 ",resource=\"memory\"} 0");
 
-	assert_line(t, "cuslice_group_memory_used_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 1610612736");
-	assert_line(t, "cuslice_group_memory_used_bytes{group=\"train\",gpu=\"" FAKE_GPU1_UUID
-		       "\"} 0");
-	assert_line(t, "cuslice_group_memory_used_bytes{group=\"pid-42\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 536870912");
-	assert_line(t, "cuslice_group_memory_limit_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 4294967296");
-	assert_line(t, "cuslice_group_core_limit_ratio{group=\"train\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 0.3");
-	assert_line(t, "cuslice_group_core_used_ratio{group=\"train\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 0.25");
-	assert_line(t, "cuslice_group_core_used_ratio{group=\"pid-42\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 0.125");
+	assert_line(t, "cuslice_group_memory_used_bytes{group=\"train\"," DEV0
+		       "} 1610612736");
+	assert_line(t, "cuslice_group_memory_used_bytes{group=\"train\"," DEV1
+		       "} 0");
+	assert_line(t, "cuslice_group_memory_used_bytes{group=\"pid-42\"," DEV0
+		       "} 536870912");
+	assert_line(t, "cuslice_group_memory_limit_bytes{group=\"train\"," DEV0
+		       "} 4294967296");
+	assert_line(t, "cuslice_group_core_limit_ratio{group=\"train\"," DEV0
+		       "} 0.3");
+	assert_line(t, "cuslice_group_core_used_ratio{group=\"train\"," DEV0
+		       "} 0.25");
+	assert_line(t, "cuslice_group_core_used_ratio{group=\"pid-42\"," DEV0
+		       "} 0.125");
 	assert_line(t, "# TYPE cuslice_group_throttled_seconds_total counter");
-	assert_line(t, "cuslice_group_throttled_seconds_total{group=\"train\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 1.5");
-	assert_line(t, "cuslice_group_oom_denials_total{group=\"train\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 7");
+	assert_line(t, "cuslice_group_throttled_seconds_total{group=\"train\"," DEV0
+		       "} 1.5");
+	assert_line(t, "cuslice_group_oom_denials_total{group=\"train\"," DEV0
+		       "} 7");
 	assert_line(t, "cuslice_group_processes{group=\"train\"} 2");
 	assert_line(t, "cuslice_group_processes{group=\"pid-42\"} 1");
 	assert_line(t, "# TYPE cuslice_bypass_detections_total counter");
@@ -89,9 +114,9 @@ static void test_http_metrics_values(void **state)
 	assert_line(t, "cuslice_registrations_total 3");
 
 	/* Limits that are not set have no sample. */
-	assert_no(t, "cuslice_group_memory_limit_bytes{group=\"train\",gpu=\"" FAKE_GPU1_UUID);
+	assert_no(t, "cuslice_group_memory_limit_bytes{group=\"train\"," DEV1);
 	assert_no(t, "cuslice_group_memory_limit_bytes{group=\"pid-42\"");
-	assert_no(t, "cuslice_group_core_limit_ratio{group=\"train\",gpu=\"" FAKE_GPU1_UUID);
+	assert_no(t, "cuslice_group_core_limit_ratio{group=\"train\"," DEV1);
 	assert_no(t, "cuslice_group_core_limit_ratio{group=\"pid-42\"");
 	free(t);
 }
@@ -110,15 +135,42 @@ static void test_http_metrics_format(void **state)
 	memset(fake.groups[1].dev[0].uuid, 'u', sizeof(fake.groups[1].dev[0].uuid));
 	t = cd_metrics_render(&fake.snap);
 	assert_non_null(t);
-	assert_line(t, "cuslice_group_core_limit_ratio{group=\"train\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 0.125001");
-	assert_line(t, "cuslice_group_throttled_seconds_total{group=\"train\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 3.000000001");
-	assert_line(t, "cuslice_group_memory_limit_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
-		       "\"} 18446744073709551614");
+	assert_line(t, "cuslice_group_core_limit_ratio{group=\"train\"," DEV0
+		       "} 0.125001");
+	assert_line(t, "cuslice_group_throttled_seconds_total{group=\"train\"," DEV0
+		       "} 3.000000001");
+	assert_line(t, "cuslice_group_memory_limit_bytes{group=\"train\"," DEV0
+		       "} 18446744073709551614");
 	assert_line(t, "cuslice_group_processes{group=\"a\\\"b\\\\c\\nd?\"} 1");
-	assert_line(t, "cuslice_group_memory_used_bytes{group=\"a\\\"b\\\\c\\nd?\",gpu=\""
-		       "uuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuu\"} 536870912");
+	/* A UUID NVML does not list: no index. */
+	assert_line(t, "cuslice_group_memory_used_bytes{group=\"a\\\"b\\\\c\\nd?\",gpu=\"\",UUID=\""
+		       "uuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuu\",Hostname=\"node-1\"} 536870912");
+	free(t);
+}
+
+static void promtool_check(const char *text);
+
+/* Oversubscribing groups' unified memory; hard-mode groups have no such samples. */
+static void test_http_metrics_unified_memory(void **state)
+{
+	struct cd_snap_dev *v = &fake.groups[0].dev[0];
+	char *t;
+
+	(void)state;
+	v->oversubscribe = true;
+	v->um_managed = 6442450944ull;
+	v->um_resident = 2147483648ull;
+	t = cd_metrics_render(&fake.snap);
+	assert_non_null(t);
+	assert_line(t, "# TYPE cuslice_group_resident_bytes gauge");
+	assert_line(t, "cuslice_group_managed_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 6442450944");
+	assert_line(t, "cuslice_group_resident_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 2147483648");
+	assert_line(t, "cuslice_group_evicted_bytes{group=\"train\",gpu=\"" FAKE_GPU0_UUID
+		       "\"} 4294967296");
+	assert_no(t, "cuslice_group_managed_bytes{group=\"pid-42\"");
+	promtool_check(t);
 	free(t);
 }
 
@@ -144,8 +196,11 @@ static void promtool_check(const char *text)
 	snprintf(cmd, sizeof(cmd), "%s check metrics < %s", tool, path);
 	st = system(cmd);
 	unlink(path);
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		fail_msg("promtool check metrics failed (status %d) on:\n%s", st, text);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		/* fprintf: fail_msg would cut the text. */
+		fprintf(stderr, "promtool check metrics failed (status %d) on:\n%s\n", st, text);
+		fail();
+	}
 }
 
 static void test_http_metrics_promtool(void **state)
@@ -169,8 +224,27 @@ static void test_http_metrics_empty(void **state)
 	fake.snap.ngroups = 0;
 	t = cd_metrics_render(&fake.snap);
 	assert_non_null(t);
-	assert_line(t, "cuslice_daemon_up 1");
+	assert_line(t, "cuslice_build_info{version=\"" CS_VERSION "\",Hostname=\"node-1\"} 1");
 	assert_no(t, "cuslice_group_processes{");
+	promtool_check(t);
+	free(t);
+}
+
+/* A Slurm step's group: hpc_job (dcgm-exporter's name) and slurm_step on its series. */
+static void test_http_metrics_slurm(void **state)
+{
+	char *t;
+
+	(void)state;
+	snprintf(fake.policies[0], sizeof(fake.policies[0]),
+		 "{\"labels\":{\"slurm.job\":\"4711\",\"slurm.step\":\"0\","
+		 "\"slurm.user\":\"ana\",\"k8s.container\":\"<c>\"}}");
+	t = cd_metrics_render(&fake.snap);
+	assert_non_null(t);
+	assert_line(t, "cuslice_group_oom_denials_total{group=\"train\"," DEV0
+		       ",container=\"<c>\",hpc_job=\"4711\",slurm_step=\"0\"} 7");
+	assert_line(t, "cuslice_group_over_limit{group=\"train\"," DEV0
+		       ",container=\"<c>\",hpc_job=\"4711\",slurm_step=\"0\",resource=\"compute\"} 0");
 	promtool_check(t);
 	free(t);
 }
@@ -187,8 +261,13 @@ static void test_http_metrics_group_info(void **state)
 	t = cd_metrics_render(&fake.snap);
 	assert_non_null(t);
 	assert_line(t, "# TYPE cuslice_group_info gauge");
-	assert_line(t, "cuslice_group_info{group=\"train\",label_k8s_pod=\"web-0\","
-		       "label_k8s_namespace=\"team-a\",label_slurm_job_id=\"say \\\"hi\\\" \\\\o/\"} 1");
+	/* dcgm-exporter's pod and namespace first, then every label as label_<key>. */
+	assert_line(t, "cuslice_group_info{group=\"train\",namespace=\"team-a\",pod=\"web-0\","
+		       "label_k8s_pod=\"web-0\",label_k8s_namespace=\"team-a\","
+		       "label_slurm_job_id=\"say \\\"hi\\\" \\\\o/\"} 1");
+	assert_line(t, "cuslice_group_memory_used_bytes{group=\"train\"," DEV0
+		       ",namespace=\"team-a\",pod=\"web-0\"} 1610612736");
+	assert_line(t, "cuslice_group_processes{group=\"train\",namespace=\"team-a\",pod=\"web-0\"} 2");
 	assert_line(t, "cuslice_group_info{group=\"pid-42\"} 1");
 	promtool_check(t);
 	free(t);
@@ -208,6 +287,8 @@ int main(void)
 		cmocka_unit_test_setup(test_http_metrics_promtool, setup),
 		cmocka_unit_test_setup(test_http_metrics_empty, setup),
 		cmocka_unit_test_setup(test_http_metrics_group_info, setup),
+		cmocka_unit_test_setup(test_http_metrics_slurm, setup),
+		cmocka_unit_test_setup(test_http_metrics_unified_memory, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

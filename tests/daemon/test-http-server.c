@@ -200,9 +200,21 @@ static void test_http_server_errors(void **state)
 	    r);
 	assert_int_equal(r->status, 405);
 	assert_has(r, "\r\nAllow: GET, HEAD\r\n");
-	api("PATCH /v1/groups/train HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
+	api("POST /v1/groups/train HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+	    "Content-Length: 2\r\n\r\n{}",
+	    r);
 	assert_int_equal(r->status, 405);
-	assert_has(r, "\r\nAllow: GET, HEAD, PUT, DELETE\r\n");
+	assert_has(r, "\r\nAllow: GET, HEAD, PUT, PATCH, DELETE\r\n");
+	/* PATCH merges into a policy; it needs one to merge. */
+	api("PATCH /v1/groups/train HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
+	assert_int_equal(r->status, 400);
+	assert_has(r, "\"missing_body\"");
+	/* A new policy is created: 201 and where it lives. */
+	api("PUT /v1/groups/newbie HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+	    "Content-Length: 2\r\n\r\n{}",
+	    r);
+	assert_int_equal(r->status, 201);
+	assert_has(r, "\r\nLocation: /v1/groups/newbie\r\n");
 
 	api("DELETE /v1/groups/train HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
 	assert_int_equal(r->status, 204);
@@ -222,7 +234,8 @@ static void test_http_server_put(void **state)
 		 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
 		 strlen(body), body);
 	api(req, r);
-	assert_int_equal(r->status, 200);
+	assert_int_equal(r->status, 201);
+	assert_has(r, "\r\nLocation: /v1/groups/infer\r\n");
 	assert_string_equal(fake.put_name, "infer");
 	assert_string_equal(fake.put_body, body);
 	/* The events it caused are charged to the peer (uid 1000), on its thread only. */
@@ -238,7 +251,7 @@ static void test_http_server_put(void **state)
 	    "5\r\n{\"a\":\r\n2\r\n1}\r\n0\r\n\r\n",
 	    r);
 	assert_has(r, "HTTP/1.1 100 Continue\r\n");
-	assert_has(r, "HTTP/1.1 200 OK\r\n");
+	assert_has(r, "HTTP/1.1 201 Created\r\n");
 	assert_string_equal(fake.put_name, "chunky");
 	assert_string_equal(fake.put_body, "{\"a\":1}");
 
@@ -269,7 +282,7 @@ static void test_http_server_body_limit(void **state)
 	req[n] = '{';
 	req[n + CD_HTTP_BODY_MAX - 1] = '}';
 	api_raw(req, n + CD_HTTP_BODY_MAX, false, r);
-	assert_int_equal(r->status, 200);
+	assert_int_equal(r->status, 201);
 	assert_string_equal(fake.put_name, "big");
 
 	/* Announced too large: refused before the body is read. */
@@ -622,6 +635,24 @@ static void tcp(unsigned port, const char *req, struct resp *r)
 	talk(fd, req, strlen(req), false, r);
 }
 
+/* cd_http_start with fake.config on a free port of 127.0.0.1 (*port). */
+static struct cd_http *start_metrics_server(unsigned *port)
+{
+	struct cd_http *h = NULL;
+	char err[256] = "";
+
+	/* Another process may take the port between free_port and the bind: retry. */
+	for (int i = 0; i < 20 && !h; i++) {
+		*port = free_port();
+		snprintf(fake.config.metrics_listen, sizeof(fake.config.metrics_listen),
+			 "127.0.0.1:%u", *port);
+		h = cd_http_start(NULL, &fake.config, err, sizeof(err));
+	}
+	if (!h)
+		fail_msg("cd_http_start: %s", err);
+	return h;
+}
+
 static void test_http_server_metrics(void **state)
 {
 	struct resp *r = &resp;
@@ -630,15 +661,7 @@ static void test_http_server_metrics(void **state)
 	unsigned port = 0;
 
 	(void)state;
-	/* Another process may take the port between free_port and the bind: retry. */
-	for (int i = 0; i < 20 && !h; i++) {
-		port = free_port();
-		snprintf(fake.config.metrics_listen, sizeof(fake.config.metrics_listen),
-			 "127.0.0.1:%u", port);
-		h = cd_http_start(NULL, &fake.config, err, sizeof(err));
-	}
-	if (!h)
-		fail_msg("cd_http_start: %s", err);
+	h = start_metrics_server(&port);
 
 	tcp(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
 	assert_int_equal(r->status, 200);
@@ -649,12 +672,41 @@ static void test_http_server_metrics(void **state)
 	assert_non_null(strstr(r->body, "href=\"/metrics\""));
 	tcp(port, "GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
 	assert_int_equal(r->status, 404);
+	assert_has(r, "{\"error\":{\"code\":\"not_found\",\"message\":\"/v1/status: no such page "
+		      "(see /metrics, /, /healthz, /readyz)\"}}");
 	tcp(port,
 	    "POST /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
 	    "Content-Length: 3\r\n\r\nabc",
 	    r);
 	assert_int_equal(r->status, 405);
 	assert_has(r, "\r\nAllow: GET, HEAD\r\n");
+	assert_has(r, "\"code\":\"method_not_allowed\"");
+	/* The probes, for the kubelet's httpGet. */
+	tcp(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
+	assert_int_equal(r->status, 200);
+	assert_has(r, "{\"status\":\"ok\",\"version\":\"" CS_VERSION "\"}\n");
+	tcp(port, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
+	assert_int_equal(r->status, 200);
+	assert_has(r, "{\"status\":\"ready\",\"version\":\"" CS_VERSION "\",\"backstop\":\"up\"}\n");
+	pthread_mutex_lock(&fake.lock);
+	fake.snap.backstop_ok = false;
+	pthread_mutex_unlock(&fake.lock);
+	tcp(port, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
+	assert_int_equal(r->status, 503);
+	assert_has(r, "\"code\":\"not_ready\"");
+	/* A state that cannot be read: every answer is the API's JSON error. */
+	pthread_mutex_lock(&fake.lock);
+	fake.snapshot_rc = -ENOMEM;
+	pthread_mutex_unlock(&fake.lock);
+	tcp(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
+	assert_int_equal(r->status, 500);
+	assert_has(r, "{\"error\":{\"code\":\"internal_error\",\"message\":\"cannot read the "
+		      "daemon's state: Cannot allocate memory\"}}");
+	tcp(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
+	assert_int_equal(r->status, 500);
+	pthread_mutex_lock(&fake.lock);
+	fake.snapshot_rc = 0;
+	pthread_mutex_unlock(&fake.lock);
 	tcp(port, "GARBAGE\r\n\r\n", r);
 	tcp(port, "GET /metrics HTTP/1.0\r\n\r\n", r);
 	assert_int_equal(r->status, 200);
@@ -664,21 +716,35 @@ static void test_http_server_metrics(void **state)
 	assert_null(cd_http_start(NULL, &fake.config, err, sizeof(err)));
 	assert_non_null(strstr(err, "cannot listen: Address already in use"));
 	cd_http_stop(h);
+
+	/* status_page: "/" is the status page, with a policy that lets it run nothing. */
+	fake.config.status_page = true;
+	h = start_metrics_server(&port);
+	tcp(port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r);
+	assert_int_equal(r->status, 200);
+	assert_has(r, "\r\nContent-Type: text/html; charset=utf-8\r\n");
+	assert_has(r, "\r\nContent-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; "
+		      "base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n");
+	assert_has(r, "\r\nX-Content-Type-Options: nosniff\r\n");
+	assert_has(r, "<table id=\"gpus\">");
+	/* The events of the made-up node, newest first. */
+	assert_has(r, "<td>pid 77 uses GPU-aaaaaaaa without cuslice</td>");
+	cd_http_stop(h);
 }
 
 static void test_http_server_listen_parse(void **state)
 {
 	static const char *const bad[] = {
 	    "",
-	    "9464",
-	    ":9464",
+	    "10463",
+	    ":10463",
 	    "127.0.0.1",
 	    "127.0.0.1:",
 	    "127.0.0.1:0",
 	    "127.0.0.1:65536",
 	    "127.0.0.1:94x",
-	    "::1:9464",
-	    "[::1]9464",
+	    "::1:10463",
+	    "[::1]10463",
 	    "[::1]:",
 	    "[nope]:1",
 	    "example.com:80",
@@ -692,20 +758,20 @@ static void test_http_server_listen_parse(void **state)
 	socklen_t len;
 
 	(void)state;
-	assert_int_equal(cd_http_parse_listen("127.0.0.1:9464", &ss, &len, err, sizeof(err)), 0);
+	assert_int_equal(cd_http_parse_listen("127.0.0.1:10463", &ss, &len, err, sizeof(err)), 0);
 	assert_int_equal(ss.ss_family, AF_INET);
 	assert_int_equal(len, sizeof(*a4));
-	assert_int_equal(ntohs(a4->sin_port), 9464);
+	assert_int_equal(ntohs(a4->sin_port), 10463);
 	assert_int_equal(ntohl(a4->sin_addr.s_addr), INADDR_LOOPBACK);
 	assert_int_equal(cd_http_parse_listen("localhost:1", &ss, &len, err, sizeof(err)), 0);
 	assert_int_equal(ntohl(a4->sin_addr.s_addr), INADDR_LOOPBACK);
 	assert_int_equal(ntohs(a4->sin_port), 1);
 	assert_int_equal(cd_http_parse_listen("0.0.0.0:65535", &ss, &len, err, sizeof(err)), 0);
 	assert_int_equal(a4->sin_addr.s_addr, 0);
-	assert_int_equal(cd_http_parse_listen("[::1]:9464", &ss, &len, err, sizeof(err)), 0);
+	assert_int_equal(cd_http_parse_listen("[::1]:10463", &ss, &len, err, sizeof(err)), 0);
 	assert_int_equal(ss.ss_family, AF_INET6);
 	assert_int_equal(len, sizeof(*a6));
-	assert_int_equal(ntohs(a6->sin6_port), 9464);
+	assert_int_equal(ntohs(a6->sin6_port), 10463);
 	assert_non_null(inet_ntop(AF_INET6, &a6->sin6_addr, buf, sizeof(buf)));
 	assert_string_equal(buf, "::1");
 	assert_int_equal(cd_http_parse_listen("[::]:80", &ss, &len, err, sizeof(err)), 0);

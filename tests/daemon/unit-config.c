@@ -93,7 +93,8 @@ static void test_config_defaults(void **state)
 	assert_int_equal(c.n_admin_gids, 0);
 	assert_string_equal(c.state_dir, "/var/lib/cuslice");
 	assert_string_equal(c.shm_dir, "/dev/shm");
-	assert_string_equal(c.metrics_listen, "127.0.0.1:9464");
+	assert_string_equal(c.metrics_listen, "127.0.0.1:10463");
+	assert_true(c.status_page);
 	assert_string_equal(c.token_file, "");
 	assert_string_equal(c.token, "");
 	assert_int_equal(c.n_allow_uids, 0);
@@ -181,6 +182,10 @@ static void test_config_value_forms(void **state)
 	assert_int_equal(c.log_level, CS_LOG_WARN);
 	c = parse_ok("[daemon]\nmetrics_listen = localhost:1\n");
 	assert_string_equal(c.metrics_listen, "localhost:1");
+	c = parse_ok("[daemon]\nstatus_page = no\n");
+	assert_false(c.status_page);
+	c = parse_ok("[daemon]\nstatus_page = yes\n");
+	assert_true(c.status_page);
 	/* Durations: no unit is seconds; the bounds are included. */
 	c = parse_ok("[daemon]\nbackstop_interval = 3\nsession_ttl = 0\n");
 	assert_int_equal(c.backstop_interval_ms, 3000);
@@ -223,16 +228,16 @@ static void test_config_bad_values(void **state)
 		    "line 2: socket_group = \"bad group\": expected a group name or number (empty: "
 		    "the daemon's group)");
 	parse_fails(
-	    "[daemon]\nmetrics_listen = 9464\n",
-	    "line 2: metrics_listen = \"9464\": expected HOST:PORT with PORT 1 to 65535 (an "
-	    "IPv6 HOST in brackets, e.g. [::1]:9464), or none");
+	    "[daemon]\nmetrics_listen = 10463\n",
+	    "line 2: metrics_listen = \"10463\": expected HOST:PORT with PORT 1 to 65535 (an "
+	    "IPv6 HOST in brackets, e.g. [::1]:10463), or none");
 	parse_fails("[daemon]\nmetrics_listen = 127.0.0.1:0\n",
 		    "line 2: metrics_listen = \"127.0.0.1:0\": expected HOST:PORT with PORT 1 to "
-		    "65535 (an IPv6 HOST in brackets, e.g. [::1]:9464), or none");
+		    "65535 (an IPv6 HOST in brackets, e.g. [::1]:10463), or none");
 	parse_fails(
-	    "[daemon]\nmetrics_listen = ::1:9464\n",
-	    "line 2: metrics_listen = \"::1:9464\": expected HOST:PORT with PORT 1 to 65535 "
-	    "(an IPv6 HOST in brackets, e.g. [::1]:9464), or none");
+	    "[daemon]\nmetrics_listen = ::1:10463\n",
+	    "line 2: metrics_listen = \"::1:10463\": expected HOST:PORT with PORT 1 to 65535 "
+	    "(an IPv6 HOST in brackets, e.g. [::1]:10463), or none");
 	parse_fails("[daemon]\nlog_level = verbose\n",
 		    "line 2: log_level = \"verbose\": expected error, warn, info or debug");
 	parse_fails("[daemon]\ntoken_file = token\n",
@@ -389,7 +394,10 @@ static void test_config_bad_structure(void **state)
 	    "line 3: unknown key \"sockets\"; accepted: socket, socket_group, admin_socket, "
 	    "admin_group, state_dir, shm_dir, metrics_listen, log_level, token_file, "
 	    "allow_uids, allow_gids, admin_uids, admin_gids, backstop_interval, "
-	    "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid");
+	    "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid, status_page");
+	parse_fails("[daemon]\nstatus_page = on\n",
+		    "line 2: status_page = \"on\": expected yes (the status page at / on "
+		    "metrics_listen) or no");
 	parse_fails("[daemon]\nlog_level = info\nlog_level = debug\n",
 		    "line 3: log_level given twice (or continued on an indented line)");
 	parse_fails("[daemon]\nthis is not a key\n",

@@ -139,7 +139,9 @@ static void test_policy_defaults(void **state)
 	assert_string_equal(
 	    json, "{\"memory_limit\":null,\"core_limit\":null,\"mode\":\"hard\","
 		  "\"daemon_required\":false,\"members\":{\"uids\":[],\"gids\":[],"
-		  "\"cgroups\":[],\"pods\":[]},\"on_violation\":\"report\",\"labels\":{}}");
+		  "\"cgroups\":[],\"pods\":[]},\"on_violation\":\"report\",\"labels\":{},"
+		  "\"memory_mode\":\"hard\",\"oversubscribe_single\":false,"
+		  "\"keep_device_min\":null}");
 	free(json);
 }
 
@@ -246,19 +248,66 @@ static void test_policy_merge(void **state)
 	assert_int_equal(p.members.nuids, 1);
 }
 
+#define FIELDS                                                                                     \
+	"memory_limit, core_limit, mode, memory_mode, oversubscribe_single, keep_device_min, "     \
+	"daemon_required, members, on_violation, labels"
+
+/* The oversubscription fields: memory_mode, its limits past 100%, the single bound, keep_device_min. */
+static void test_policy_oversubscribe(void **state)
+{
+	struct cd_policy p;
+	char err[512], *json;
+
+	(void)state;
+	parse_fails("{\"memory_limit\": \"150%\"}",
+		    "memory_limit: a percentage above 100% needs memory_mode \"oversubscribe\"");
+	parse_fails("{\"memory_mode\": \"soft\"}",
+		    "memory_mode: expected \"hard\" (device memory, never more than the GPU) or "
+		    "\"oversubscribe\" (unified memory: the limit may pass the GPU)");
+	parse_fails("{\"memory_mode\": \"oversubscribe\", \"memory_limit\": \"1000.5%\"}",
+		    "memory_limit: not a valid limit; accepted: null (no limit), bytes (a number), a "
+		    "size string (e.g. \"8GiB\"), a percentage of the GPU's memory (e.g. \"50%\"), or "
+		    "an object of such values keyed by GPU index, GPU UUID (prefix) or \"default\"");
+	parse_fails("{\"oversubscribe_single\": 1}", "oversubscribe_single: expected true or false");
+	parse_fails("{\"keep_device_min\": \"lots\"}",
+		    "keep_device_min: expected null (none), bytes (a number) or a size string (e.g. "
+		    "\"64MiB\"): cuMemAlloc of at least this stays device memory");
+	p = parse_ok("{\"memory_mode\": \"oversubscribe\", \"memory_limit\": \"150%\", "
+		     "\"oversubscribe_single\": true, \"keep_device_min\": \"64MiB\"}");
+	assert_true(p.oversubscribe);
+	assert_true(p.oversub_single);
+	assert_int_equal(p.keep_device_min, 64ull << 20);
+	assert_int_equal(mem(&p, 0, UUID0, 80 * GIB), 120 * GIB);
+	json = cd_policy_to_json(&p);
+	assert_non_null(json);
+	assert_non_null(strstr(json, "{\"memory_limit\":\"150%\",\"core_limit\":null,"));
+	assert_non_null(strstr(json, "\"labels\":{},\"memory_mode\":\"oversubscribe\","
+				     "\"oversubscribe_single\":true,\"keep_device_min\":67108864}"));
+	free(json);
+	/* Back to hard: the limit past 100% no longer goes, with it changed it does. */
+	{
+		static const char back[] = "{\"memory_mode\": \"hard\"}";
+		static const char both[] = "{\"memory_mode\": \"hard\", \"memory_limit\": \"50%\", "
+					   "\"keep_device_min\": null}";
+
+		assert_int_equal(cd_policy_parse(&p, back, strlen(back), err, sizeof(err)), -EINVAL);
+		assert_string_equal(err, "memory_limit: a percentage above 100% needs memory_mode "
+					 "\"oversubscribe\"");
+		assert_true(p.oversubscribe);
+		assert_int_equal(cd_policy_parse(&p, both, strlen(both), err, sizeof(err)), 0);
+	}
+	assert_false(p.oversubscribe);
+	assert_int_equal(p.keep_device_min, 0);
+}
+
 static void test_policy_refusals(void **state)
 {
 	(void)state;
-	parse_fails("", "policy: not valid JSON; expected an object with fields memory_limit, "
-			"core_limit, mode, daemon_required, members, on_violation, labels");
-	parse_fails("{\"mode\": \"hard\"", "policy: not valid JSON; expected an object with fields "
-					   "memory_limit, core_limit, mode, daemon_required, "
-					   "members, on_violation, labels");
-	parse_fails("[1]", "policy: expected a JSON object with fields memory_limit, core_limit, "
-			   "mode, daemon_required, members, on_violation, labels");
+	parse_fails("", "policy: not valid JSON; expected an object with fields " FIELDS);
+	parse_fails("{\"mode\": \"hard\"", "policy: not valid JSON; expected an object with fields " FIELDS);
+	parse_fails("[1]", "policy: expected a JSON object with fields " FIELDS);
 	parse_fails("{\"memory\": 1}",
-		    "unknown field \"memory\"; accepted: memory_limit, "
-		    "core_limit, mode, daemon_required, members, on_violation, labels");
+		    "unknown field \"memory\"; accepted: " FIELDS);
 	parse_fails("{\"mode\": \"hard\", \"mode\": \"burst\"}", "mode: given twice");
 	/* NUL in a string (cJSON would cut it there) or a key; raw control bytes. */
 	parse_fails("{\"memory_limit\": \"8GiB\\u0000junk\"}",
@@ -306,12 +355,8 @@ static void test_policy_refusals(void **state)
 	    "a size string (e.g. \"8GiB\"), a percentage of the GPU's memory (e.g. "
 	    "\"50%\"), or an object of such values keyed by GPU index, GPU UUID (prefix) or "
 	    "\"default\"");
-	parse_fails(
-	    "{\"memory_limit\": \"150%\"}",
-	    "memory_limit: not a valid limit; accepted: null (no limit), bytes (a number), "
-	    "a size string (e.g. \"8GiB\"), a percentage of the GPU's memory (e.g. "
-	    "\"50%\"), or an object of such values keyed by GPU index, GPU UUID (prefix) or "
-	    "\"default\"");
+	parse_fails("{\"memory_limit\": \"150%\"}",
+		    "memory_limit: a percentage above 100% needs memory_mode \"oversubscribe\"");
 	parse_fails(
 	    "{\"memory_limit\": {\"0\": \"lots\"}}",
 	    "memory_limit.\"0\": not a valid limit; accepted: null (no limit), bytes (a "
@@ -684,6 +729,7 @@ int main(void)
 	    cmocka_unit_test(test_policy_defaults),	 cmocka_unit_test(test_policy_memory_forms),
 	    cmocka_unit_test(test_policy_core_forms),	 cmocka_unit_test(test_policy_other_fields),
 	    cmocka_unit_test(test_policy_merge),	 cmocka_unit_test(test_policy_refusals),
+	    cmocka_unit_test(test_policy_oversubscribe),
 	    cmocka_unit_test(test_policy_round_trip),	 cmocka_unit_test(test_policy_file),
 	    cmocka_unit_test(test_policy_file_migration),
 	    cmocka_unit_test(test_policy_file_refusals), cmocka_unit_test(test_policy_labels),

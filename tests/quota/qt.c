@@ -248,17 +248,26 @@ const char *qt_read_line(struct qt_proc *p, int timeout_ms)
 
 void qt_client(struct qt_proc *p, const char *group, const char *limit, char *const prefix[])
 {
+	qt_client_env(p, group, limit, prefix, NULL);
+}
+
+void qt_client_env(struct qt_proc *p, const char *group, const char *limit, char *const prefix[],
+		   char *const extra[])
+{
 	char group_var[128], limit_var[128];
-	char *env[3] = {group_var, NULL, NULL};
+	char *env[16] = {group_var, NULL};
 	char *argv[16];
-	unsigned n = 0;
+	unsigned n = 0, e = 1;
 	const char *line;
 
 	snprintf(group_var, sizeof(group_var), "CUSLICE_GROUP=%s", group);
 	if (limit) {
 		snprintf(limit_var, sizeof(limit_var), "CUSLICE_MEM_LIMIT=%s", limit);
-		env[1] = limit_var;
+		env[e++] = limit_var;
 	}
+	for (unsigned i = 0; extra && extra[i] && e < 15; i++)
+		env[e++] = extra[i];
+	env[e] = NULL;
 	for (; prefix && prefix[n] && n < 12; n++)
 		argv[n] = prefix[n];
 	argv[n++] = (char *)cst_exe("quota-client");

@@ -72,6 +72,9 @@ void qt_spawn(struct qt_proc *p, char *const argv[], char *const env[], bool pre
  * arguments, NULL-terminated, may be NULL), and waits for its ready line.
  */
 void qt_client(struct qt_proc *p, const char *group, const char *limit, char *const prefix[]);
+/* The same with more environment: extra "NAME=value" strings, NULL-terminated (at most 13). */
+void qt_client_env(struct qt_proc *p, const char *group, const char *limit, char *const prefix[],
+		   char *const extra[]);
 
 /*
  * Starts `quota-client alloc ARGS... --hold` (args: e.g. "device 10MiB

@@ -71,6 +71,18 @@
  *   freeasync ID                    cuMemFreeAsync on the legacy stream (any device pointer)
  *   freeall                         frees every live id, newest first -> n
  *   sync                            cuCtxSynchronize
+ *   ipc ID                          cuIpcGetMemHandle of allocation ID
+ *   ismanaged ID                    cuPointerGetAttribute(IS_MANAGED) -> managed (0/1)
+ *   touch ID                        one byte of every 2 MiB of the allocation set on the
+ *                                   device (cuMemsetD2D8, pitch 2 MiB), then cuCtxSynchronize:
+ *                                   every unified-memory chunk is touched, little host memory
+ *                                   written -> ok
+ *   capture MODE B                  on a new stream: cuStreamBeginCapture_v2 (MODE global,
+ *                                   thread or relaxed), cuMemAlloc_v2(B), cuLaunchHostFunc
+ *                                   on the stream, cuStreamEndCapture, then the graph
+ *                                   instantiated, launched and synchronized, and everything
+ *                                   freed -> alloc= host= end= launch= (CUresults) ran= (times
+ *                                   the host function ran)
  *   info                            cuMemGetInfo_v2 -> free total
  *   totalmem                        cuDeviceTotalMem_v2 -> total
  *   pid                             -> pid outer
@@ -99,6 +111,8 @@
 #define MAX_OBJS 4096
 #define MAX_ARGS 16
 #define REPLY_MAX 256
+/* `touch`: the unified-memory chunk (cusim's and the driver's 2 MiB). */
+#define TOUCH_PITCH (2u << 20)
 
 CUdevice qc_dev;
 CUcontext qc_primary;
@@ -1035,6 +1049,100 @@ static CUresult cmd_totalmem(char **argv)
 	return reply(r, "total=%zu", t);
 }
 
+static CUresult cmd_ipc(char **argv)
+{
+	struct obj *o = obj_get(argv[1], OBJ_DEVICE);
+	CUipcMemHandle h;
+
+	if (!o)
+		return bad("id", argv[1]);
+	return reply(cuIpcGetMemHandle(&h, o->value), NULL);
+}
+
+static CUresult cmd_ismanaged(char **argv)
+{
+	struct obj *o = obj_get(argv[1], OBJ_DEVICE);
+	unsigned int managed = 0;
+	CUresult r;
+
+	if (!o)
+		return bad("id", argv[1]);
+	r = cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, o->value);
+	return reply(r, "managed=%u", managed);
+}
+
+static CUresult cmd_touch(char **argv)
+{
+	struct obj *o = obj_get(argv[1], OBJ_DEVICE);
+	CUresult r;
+
+	if (!o)
+		return bad("id", argv[1]);
+	/* Rows of one byte, 2 MiB apart: the set's span is the whole allocation. */
+	r = o->size ? cuMemsetD2D8_v2(o->value, TOUCH_PITCH, 0x5a, 1,
+				       (o->size - 1) / TOUCH_PITCH + 1)
+		    : CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		r = cuCtxSynchronize();
+	return reply(r, "ok=1");
+}
+
+static _Atomic unsigned host_runs;
+
+static void CUDA_CB count_run(void *arg)
+{
+	(void)arg;
+	host_runs++;
+}
+
+static CUresult cmd_capture(char **argv)
+{
+	CUstreamCaptureMode mode;
+	CUresult ra, rs = CUDA_ERROR_NOT_READY, re, rl = CUDA_ERROR_NOT_READY;
+	CUstream s = NULL;
+	CUgraph g = NULL;
+	CUgraphExec x = NULL;
+	CUdeviceptr p = 0;
+	uint64_t b;
+	CUresult r;
+
+	if (strcmp(argv[1], "global") == 0)
+		mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+	else if (strcmp(argv[1], "thread") == 0)
+		mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+	else if (strcmp(argv[1], "relaxed") == 0)
+		mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+	else
+		return bad("mode", argv[1]);
+	if (!arg_u64(argv[2], &b))
+		return bad("size", argv[2]);
+	r = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+	if (r == CUDA_SUCCESS)
+		r = cuStreamBeginCapture_v2(s, mode);
+	if (r != CUDA_SUCCESS)
+		return reply(r, "error=begin");
+	host_runs = 0;
+	ra = cuMemAlloc_v2(&p, b);
+	rs = cuLaunchHostFunc(s, count_run, NULL);
+	re = cuStreamEndCapture(s, &g);
+	if (re == CUDA_SUCCESS && g) {
+		rl = cuGraphInstantiateWithFlags(&x, g, 0);
+		if (rl == CUDA_SUCCESS)
+			rl = cuGraphLaunch(x, s);
+		if (rl == CUDA_SUCCESS)
+			rl = cuStreamSynchronize(s);
+	}
+	if (x)
+		cuGraphExecDestroy(x);
+	if (g)
+		cuGraphDestroy(g);
+	if (p)
+		cuMemFree_v2(p);
+	cuStreamDestroy_v2(s);
+	return reply(CUDA_SUCCESS, "alloc=%d host=%d end=%d launch=%d ran=%u", (int)ra, (int)rs,
+		     (int)re, (int)rl, (unsigned)host_runs);
+}
+
 static CUresult cmd_pid(char **argv)
 {
 	(void)argv;
@@ -1087,6 +1195,8 @@ static const struct cmd cmds[] = {
 	{"freeasync", 1, cmd_freeasync}, {"free", 1, cmd_free},
 	{"freeall", 0, cmd_freeall},	 {"sync", 0, cmd_sync},
 	{"info", 0, cmd_info},		 {"totalmem", 0, cmd_totalmem},
+	{"ipc", 1, cmd_ipc},		 {"ismanaged", 1, cmd_ismanaged},
+	{"touch", 1, cmd_touch},	 {"capture", 2, cmd_capture},
 	{"pid", 0, cmd_pid},		 {"exit", 0, cmd_exit},
 	{"quit", 0, cmd_quit},
 };

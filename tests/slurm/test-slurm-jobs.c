@@ -143,16 +143,23 @@ static void test_slurm_two_jobs_own_quotas(void **state)
 		snprintf(want, sizeof(want), "slurm.job=%u,slurm.step=0,slurm.user=root", ja);
 		assert_int_equal(sys_cli(&out, "groups", slc_group(ja, "0"), NULL), 0);
 		sys_assert_contains(out.out, want);
-		assert_int_equal(sys_cli(&out, "ps", NULL), 0);
+		/* ps shows the labels in its wide form. */
+		assert_int_equal(sys_cli(&out, "-o", "wide", "ps", NULL), 0);
 		sys_assert_contains(out.out, want);
 		metrics = sys_metrics();
 		snprintf(labels, sizeof(labels),
-			 "group=\"%s\" label_slurm_job=\"%u\" label_slurm_step=\"0\" "
-			 "label_slurm_user=\"root\"",
-			 slc_group(jb, "0"), jb);
+			 "group=\"%s\" hpc_job=\"%u\" slurm_step=\"0\" label_slurm_job=\"%u\" "
+			 "label_slurm_step=\"0\" label_slurm_user=\"root\"",
+			 slc_group(jb, "0"), jb, jb);
 		if (!sys_metric(metrics, "cuslice_group_info", labels, &v))
 			fail_msg("no cuslice_group_info{%s} in:\n%s", labels, metrics);
 		assert_true(v == 1.0);
+		/* The step's series carry its job and step, as dcgm-exporter's hpc_job. */
+		snprintf(labels, sizeof(labels), "group=\"%s\" gpu=\"0\" hpc_job=\"%u\" slurm_step=\"0\"",
+			 slc_group(jb, "0"), jb);
+		if (!sys_metric(metrics, "cuslice_group_memory_limit_bytes", labels, &v))
+			fail_msg("no cuslice_group_memory_limit_bytes{%s} in:\n%s", labels, metrics);
+		assert_true(v == 4294967296.0);
 		free(metrics);
 	}
 

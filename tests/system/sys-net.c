@@ -354,7 +354,7 @@ cJSON *sys_put_group(const char *name, const char *body)
 
 	snprintf(path, sizeof(path), "/v1/groups/%s", name);
 	st = sys_http("PUT", path, body, &r);
-	if (st != 200) {
+	if (st != 200 && st != 201) {
 		print_error("PUT %s %s: status %d, body \"%s\"\n", path, body, st,
 			    r.body ? r.body : "");
 		sys_http_free(&r);
@@ -370,14 +370,12 @@ cJSON *sys_put_group(const char *name, const char *body)
 	return j;
 }
 
-char *sys_metrics(void)
+int sys_http_metrics_port(const char *path, struct sys_http *r)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 				.sin_port = htons((uint16_t)sys_metrics_port())};
-	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n"
-				  "Connection: close\r\n\r\n";
-	struct sys_http r;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char req[512];
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), n;
 
 	assert_true(fd >= 0);
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
@@ -386,9 +384,18 @@ char *sys_metrics(void)
 		close(fd);
 		fail();
 	}
-	sys_http_raw(fd, req, sizeof(req) - 1, &r, HTTP_TIMEOUT_MS);
+	n = snprintf(req, sizeof(req),
+		     "GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", path);
+	sys_http_raw(fd, req, (size_t)n, r, HTTP_TIMEOUT_MS);
 	close(fd);
-	if (r.status != 200) {
+	return r->status;
+}
+
+char *sys_metrics(void)
+{
+	struct sys_http r;
+
+	if (sys_http_metrics_port("/metrics", &r) != 200) {
 		print_error("GET /metrics: status %d, \"%s\"\n", r.status, r.body);
 		sys_http_free(&r);
 		fail();

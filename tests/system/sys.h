@@ -151,8 +151,11 @@ void sys_http_free(struct sys_http *r);
 /* GET path; asserts 200 and a JSON body, returns it parsed (cJSON_Delete it). */
 cJSON *sys_get_json(const char *path);
 
-/* PUT /v1/groups/NAME with body; asserts 200, returns the GROUP parsed. */
+/* PUT /v1/groups/NAME with body; asserts 200 or 201 (created), returns the GROUP parsed. */
 cJSON *sys_put_group(const char *name, const char *body);
+
+/* GET path on the metrics port (TCP); returns the status (sys_http_free r). */
+int sys_http_metrics_port(const char *path, struct sys_http *r);
 
 /* GET /metrics over TCP; asserts 200; returns the text (malloc'd). */
 char *sys_metrics(void);

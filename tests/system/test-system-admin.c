@@ -689,7 +689,7 @@ static void test_admin_group(void **state)
 	/* admin_uids: an administrator. */
 	as_tenant(NULL, 1002, 1002, NOBODY, admin_tries);
 	assert_int_equal(F->a[0].status, 200);
-	assert_int_equal(F->a[1].status, 200);
+	assert_int_equal(F->a[1].status, 201); /* created */
 	g = sys_group("by-admin");
 	assert_non_null(g);
 	cJSON_Delete(g);

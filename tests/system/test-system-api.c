@@ -160,10 +160,11 @@ static void test_system_register(void **state)
 			    sys_state_dir());
 	cJSON_Delete(doc);
 
-	/* cuslice ps: a table row with the group and the pid; -o json the same facts. */
+	/* cuslice ps: a table row with the group, the pid and the name; -o json the same facts. */
 	sys_cli(&o, "ps", NULL);
 	sys_assert_status(&o, 0);
 	sys_assert_contains(o.out, g);
+	sys_assert_contains(o.out, " cs-alloc ");
 	{
 		char pid[16];
 
@@ -180,6 +181,8 @@ static void test_system_register(void **state)
 	e = sys_find_num(cJSON_GetObjectItemCaseSensitive(doc, "processes"), "pid", p.pid);
 	assert_non_null(e);
 	assert_string_equal(cJSON_GetObjectItemCaseSensitive(e, "group")->valuestring, g);
+	/* Its name, as /proc/PID/comm says, in the reply and in the table. */
+	assert_string_equal(cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring, "cs-alloc");
 	cJSON_Delete(doc);
 
 	assert_int_equal(qt_kill(&p, SIGTERM), 0);
@@ -423,9 +426,13 @@ static void test_system_policy_forms(void **state)
 	assert_non_null(j);
 	assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "name")->valuestring, "pf-idx");
 	cJSON_Delete(j);
-	sys_cli(&o, "gpus", NULL);
+	sys_cli(&o, "-o", "wide", "gpus", NULL);
 	sys_assert_status(&o, 0);
 	sys_assert_contains(o.out, uuid);
+	/* The processes with their names; YAML, every string quoted. */
+	sys_cli(&o, "-o", "yaml", "groups", "pf-idx", NULL);
+	sys_assert_status(&o, 0);
+	sys_assert_contains(o.out, "name: \"pf-idx\"\n");
 	sys_cli(&o, "-o", "json", "gpus", NULL);
 	sys_assert_status(&o, 0);
 	j = cJSON_Parse(o.out);
@@ -551,13 +558,16 @@ static void test_system_metrics(void **state)
 	sys_wait_group(x, 300 * MiB + QT_CTX, 1, SYS_REFRESH_MS);
 	sys_wait_group(y, 100 * MiB + QT_CTX, 1, SYS_REFRESH_MS);
 	sys_wait_gpu_used(400 * MiB + 2 * QT_CTX, SYS_REFRESH_MS);
-	snprintf(lx, sizeof(lx), "group=\"%s\" gpu=\"%s\"", x, uuid);
-	snprintf(ly, sizeof(ly), "group=\"%s\" gpu=\"%s\"", y, uuid);
-	snprintf(lg, sizeof(lg), "gpu=\"%s\" index=\"0\"", uuid);
+	/* dcgm-exporter's labels: gpu the index, UUID the UUID. */
+	snprintf(lx, sizeof(lx), "group=\"%s\" gpu=\"0\" UUID=\"%s\"", x, uuid);
+	snprintf(ly, sizeof(ly), "group=\"%s\" gpu=\"0\" UUID=\"%s\"", y, uuid);
+	snprintf(lg, sizeof(lg), "gpu=\"0\" UUID=\"%s\"", uuid);
 
 	text = sys_metrics();
 	promtool_check(text);
-	assert_metric(text, "cuslice_daemon_up", NULL, 1);
+	assert_metric(text, "cuslice_build_info", NULL, 1);
+	assert_metric(text, "cuslice_backstop_up", NULL, 1);
+	assert_metric(text, "cuslice_gpu_bypass_processes", lg, 0);
 	assert_true(metric(text, "cuslice_daemon_start_time_seconds", NULL) > 1.6e9);
 	assert_metric(text, "cuslice_gpu_memory_total_bytes", lg, (double)GPU_TOTAL);
 	assert_metric(text, "cuslice_gpu_memory_used_bytes", lg, (double)(400 * MiB + 2 * QT_CTX));
@@ -666,9 +676,9 @@ static void test_system_cli_errors(void **state)
 	sys_cli(&o, "frobnicate", NULL);
 	sys_assert_status(&o, 2);
 	sys_assert_contains(o.err, "frobnicate");
-	sys_cli(&o, "-o", "yaml", "ps", NULL);
+	sys_cli(&o, "-o", "xml", "ps", NULL);
 	sys_assert_status(&o, 2);
-	sys_assert_contains(o.err, "yaml");
+	sys_assert_contains(o.err, "-o \"xml\": expected table, wide, json or yaml");
 	/* Nothing of that reached the daemon. */
 	assert_null(sys_group("g1"));
 

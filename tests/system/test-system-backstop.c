@@ -70,6 +70,20 @@ static void test_system_bypass_report(void **state)
 	text = sys_metrics();
 	assert_true(sys_metric(text, "cuslice_bypass_detections_total", NULL, &v));
 	assert_true(v >= 1);
+	/* The GPU's gauges show it, and the process's own series says it did not register. */
+	assert_true(sys_metric(text, "cuslice_gpu_bypass_processes", "gpu=\"0\"", &v));
+	assert_true(v == 1);
+	assert_true(sys_metric(text, "cuslice_gpu_bypass_memory_bytes", "gpu=\"0\"", &v));
+	assert_true(v >= 200.0 * MiB);
+	{
+		char lp[64];
+
+		snprintf(lp, sizeof(lp), "pid=\"%d\" registered=\"false\"", (int)rogue.pid);
+		assert_true(sys_metric(text, "cuslice_process_memory_used_bytes", lp, &v));
+		assert_true(v >= 200.0 * MiB);
+		snprintf(lp, sizeof(lp), "pid=\"%d\" registered=\"true\"", (int)legit.pid);
+		assert_true(sys_metric(text, "cuslice_process_memory_used_bytes", lp, &v));
+	}
 	free(text);
 
 	/* It is listed as an unregistered process; reporting does not stop it. */
@@ -237,6 +251,17 @@ static void test_system_over_quota(void **state)
 		assert_true(cJSON_IsString(grp));
 		assert_string_equal(grp->valuestring, g);
 		cJSON_Delete(doc);
+	}
+	{
+		char *text = sys_metrics(), lg[128];
+		double v = 0;
+
+		snprintf(lg, sizeof(lg), "group=\"%s\" gpu=\"0\" resource=\"memory\"", g);
+		assert_true(sys_metric(text, "cuslice_group_over_limit", lg, &v));
+		assert_true(v == 1);
+		assert_true(sys_metric(text, "cuslice_over_limit_total", "resource=\"memory\"", &v));
+		assert_true(v == 1);
+		free(text);
 	}
 	/* Its policy says stop: the member is stopped; as a registered process it is no bypass. */
 	while (sys_proc_state(pid) != 'T') {

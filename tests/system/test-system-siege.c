@@ -710,7 +710,7 @@ static void test_system_siege_malformed(void **state)
 		n = recv(fd, buf, sizeof(buf) - 1, 0);
 		assert_true(n > 0);
 		assert_memory_equal(buf, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-		assert_int_equal(sys_http_raw(fd, body, sizeof(body) - 1, &r, 15000), 200);
+		assert_int_equal(sys_http_raw(fd, body, sizeof(body) - 1, &r, 15000), 201);
 		sys_http_free(&r);
 		close(fd);
 		j = sys_group("cont");

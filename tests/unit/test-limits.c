@@ -118,6 +118,28 @@ static void test_limits_single_percent(void **state)
 	expect_all_ppm("7.25%", CS_LIMIT_PERCENT, 72500);
 }
 
+/* Oversubscription (CS_LIMIT_OVER): percentages past 100 %, up to 1000 %; saturated resolution. */
+static void test_limits_over(void **state)
+{
+	static const char *const over[] = {"is more than 1000%", NULL};
+	struct cs_limits l;
+
+	(void)state;
+	expect_all_ppm("150%", BOTH | CS_LIMIT_OVER, 1500000);
+	expect_all_ppm("1000%", BOTH | CS_LIMIT_OVER, 10000000);
+	expect_all_ppm("50%", BOTH | CS_LIMIT_OVER, 500000);
+	l = parse_ok("150%", BOTH | CS_LIMIT_OVER);
+	assert_int_equal(resolve(&l, 0, NULL, 8ull << 30), 12ull << 30);
+	/* Beyond 64 bits: saturated, as 100 % of such a total is. */
+	l = parse_ok("1000%", BOTH | CS_LIMIT_OVER);
+	assert_int_equal(resolve(&l, 0, NULL, UINT64_MAX), UINT64_MAX);
+	assert_int_equal(resolve(&l, 0, NULL, 1ull << 60), 10ull << 60);
+	expect_error(MEM, "1000.0001%", BOTH | CS_LIMIT_OVER, over);
+	expect_error(MEM, "99999999999999999999%", BOTH | CS_LIMIT_OVER, over);
+	/* Without the flag, as ever. */
+	EXPECT_ERROR("150%", "is more than 100%");
+}
+
 /* Core limits: percentages only, '%' optional. */
 static void test_limits_percent_only(void **state)
 {
@@ -446,6 +468,7 @@ int main(void)
 		cmocka_unit_test(test_limits_single_size),
 		cmocka_unit_test(test_limits_single_percent),
 		cmocka_unit_test(test_limits_percent_only),
+		cmocka_unit_test(test_limits_over),
 		cmocka_unit_test(test_limits_ordinal_list),
 		cmocka_unit_test(test_limits_uuid_keys),
 		cmocka_unit_test(test_limits_precedence),

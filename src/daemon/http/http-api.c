@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- small cJSON helpers: each returns false when memory ran out ---- */
 
@@ -177,6 +178,23 @@ static bool add_ppm_percent(cJSON *o, const char *k, uint32_t ppm)
 	return cJSON_AddRawToObject(o, k, buf) != NULL;
 }
 
+/*
+ * "unified_memory": null in hard mode; oversubscribing, the managed bytes
+ * of memory_used and where they are: resident on the GPU, evicted to host
+ * RAM.
+ */
+static bool render_um(cJSON *o, const struct cd_snap_dev *v)
+{
+	cJSON *u;
+
+	if (!v->oversubscribe)
+		return cJSON_AddNullToObject(o, cs_key_unified_memory) != NULL;
+	u = cJSON_AddObjectToObject(o, cs_key_unified_memory);
+	return u && add_u64(u, cs_key_managed, v->um_managed) &&
+	       add_u64(u, cs_key_resident, v->um_resident) &&
+	       add_u64(u, cs_key_evicted, v->um_managed - v->um_resident);
+}
+
 static bool render_dev(cJSON *arr, const struct cd_snap_dev *v)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -196,7 +214,8 @@ static bool render_dev(cJSON *arr, const struct cd_snap_dev *v)
 		   o, cs_key_mode,
 		   cs_policy_mode_name(v->burst ? CS_POLICY_MODE_BURST : CS_POLICY_MODE_HARD)) &&
 	       add_u64(o, cs_key_oom_denials, v->oom_denials) &&
-	       add_real(o, cs_key_throttled_seconds, (double)v->throttled_ns / 1e9, 3);
+	       add_real(o, cs_key_throttled_seconds, (double)v->throttled_ns / 1e9, 3) &&
+	       render_um(o, v);
 }
 
 /* Fills o with GROUP (its policy without "members" for a tenant's own view). */
@@ -278,7 +297,8 @@ static bool render_proc(cJSON *arr, const struct cd_snap_proc *p)
 		return false;
 	}
 	/* An unregistered process (one that bypassed libcuslice) has group "". */
-	if (!add_i64(o, cs_key_pid, p->pid) || !ADD_FIELD(o, cs_key_group, p->group) ||
+	if (!add_i64(o, cs_key_pid, p->pid) || !ADD_FIELD(o, cs_key_name, p->name) ||
+	    !ADD_FIELD(o, cs_key_group, p->group) ||
 	    !add_u64(o, cs_key_uid, p->uid) || !add_bool(o, cs_key_registered, p->registered) ||
 	    !ADD_FIELD(o, cs_key_cgroup, p->cgroup))
 		return false;
@@ -440,6 +460,8 @@ char *cd_api_render_self(const struct cd_peer *p, const char *asked, const struc
 #define ROUTE_EVENTS CS_API_EVENTS
 #define ROUTE_HEALTHZ CS_API_HEALTHZ
 #define ROUTE_SELF CS_API_SELF
+#define ROUTE_HEALTHZ_ROOT CS_API_HEALTHZ_ROOT
+#define ROUTE_READYZ CS_API_READYZ
 typedef enum cs_api_endpoint route_t;
 
 /* What each path accepts (the Allow header), and whether the registration socket serves it. */
@@ -608,9 +630,12 @@ static void get_snapshot(struct cusliced *d, route_t r, const char *name, struct
 	cd_snapshot_free(&s);
 }
 
+/* PUT (replace) or PATCH (merge) /v1/groups/NAME: 201 with Location when the group had no policy. */
 static void put_group(struct cusliced *d, const char *name, const struct cd_api_request *req,
 		      struct cd_api_reply *rep)
 {
+	enum cd_put_mode mode = strcmp(req->method, "PATCH") == 0 ? CD_PUT_MERGE : CD_PUT_REPLACE;
+	bool created = false;
 	char err[256] = "";
 	int rc;
 
@@ -623,12 +648,12 @@ static void put_group(struct cusliced *d, const char *name, const struct cd_api_
 	}
 	if (!req->body || req->body_len == 0) {
 		error_reply(rep, CD_API_ERR_MISSING_BODY,
-			    "PUT /v1/groups/%s: expected a JSON policy object as the body, e.g. "
+			    "%s /v1/groups/%s: expected a JSON policy object as the body, e.g. "
 			    "{\"memory_limit\": \"8GiB\"}",
-			    name);
+			    req->method, name);
 		return;
 	}
-	rc = cd_policy_put(d, name, req->body, req->body_len, err, sizeof(err));
+	rc = cd_policy_put(d, name, req->body, req->body_len, mode, &created, err, sizeof(err));
 	if (rc == -EINVAL) {
 		error_reply(rep, CD_API_ERR_INVALID_POLICY, "%s", err[0] ? err : "invalid policy");
 		return;
@@ -639,6 +664,51 @@ static void put_group(struct cusliced *d, const char *name, const struct cd_api_
 		return;
 	}
 	get_snapshot(d, ROUTE_GROUP, name, rep);
+	if (created && rep->status == 200) {
+		rep->status = 201;
+		snprintf(rep->location, sizeof(rep->location), "/v1/groups/%s", name);
+	}
+}
+
+void cd_api_probe(struct cusliced *d, bool readiness, struct cd_api_reply *rep)
+{
+	struct cd_snapshot s;
+	double ago;
+	int rc;
+
+	memset(rep, 0, sizeof(*rep));
+	memset(&s, 0, sizeof(s));
+	/* Reading the state takes the daemon's lock: a stuck daemon does not answer. */
+	rc = cd_snapshot(d, &s);
+	if (rc < 0) {
+		reply_snapshot_error(rep, rc);
+		return;
+	}
+	if (!readiness) {
+		reply(rep, 200, cd_api_render_healthz());
+	} else if (s.backstop_ok) {
+		cJSON *root = cJSON_CreateObject();
+
+		reply(rep, 200,
+		      root ? finish(root, add_str(root, cs_key_status, CS_API_READY) &&
+					      add_str(root, cs_key_version, CS_VERSION) &&
+					      add_str(root, cs_key_backstop, CS_API_BACKSTOP_UP))
+			   : NULL);
+	} else if (s.backstop_last_ok <= 0) {
+		error_reply(rep, CD_API_ERR_NOT_READY,
+			    "cusliced is not ready: its backstop has not sampled NVML yet "
+			    "(%" PRIu64 " failed attempts): processes that bypass libcuslice and "
+			    "groups over their limits go unseen; its log says why",
+			    s.backstop_failures);
+	} else {
+		ago = (double)time(NULL) - s.backstop_last_ok;
+		error_reply(rep, CD_API_ERR_NOT_READY,
+			    "cusliced is not ready: its backstop's last NVML sample is %.0f s old "
+			    "(%" PRIu64 " failed attempts): processes that bypass libcuslice and "
+			    "groups over their limits go unseen; its log says why",
+			    ago, s.backstop_failures);
+	}
+	cd_snapshot_free(&s);
 }
 
 static void delete_group(struct cusliced *d, const char *name, struct cd_api_reply *rep)
@@ -741,7 +811,7 @@ void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct c
 			    rep, CD_API_ERR_ADMIN_ONLY,
 			    "%.16s %.200s: served on cusliced's admin socket (%.100s) only, "
 			    "to administrators; this socket registers processes and answers "
-			    "GET /v1/healthz and GET /v1/self",
+			    "GET /healthz, /readyz and /v1/self",
 			    req->method, req->path ? req->path : "",
 			    req->admin_socket ? req->admin_socket : CD_DEFAULT_ADMIN_SOCKET);
 			return;
@@ -750,7 +820,7 @@ void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct c
 	if (r == ROUTE_NONE) {
 		error_reply(rep, CD_API_ERR_NOT_FOUND,
 			    "%.200s: no such endpoint (see GET /v1/status, /v1/gpus, /v1/groups, "
-			    "/v1/processes, /v1/events, /v1/healthz, /v1/self)",
+			    "/v1/processes, /v1/events, /v1/self, /healthz, /readyz)",
 			    req->path ? req->path : "");
 		return;
 	}
@@ -758,8 +828,8 @@ void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct c
 		return;
 	if (get && r == ROUTE_EVENTS) {
 		get_events(d, since, rep);
-	} else if (get && r == ROUTE_HEALTHZ) {
-		reply(rep, 200, cd_api_render_healthz());
+	} else if (get && (r == ROUTE_HEALTHZ || r == ROUTE_HEALTHZ_ROOT || r == ROUTE_READYZ)) {
+		cd_api_probe(d, r == ROUTE_READYZ, rep);
 	} else if (get && r == ROUTE_SELF) {
 		if (!req->peer)
 			error_reply(rep, CD_API_ERR_INTERNAL, "internal error: no peer");
@@ -769,7 +839,8 @@ void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct c
 		error_reply(rep, CD_API_ERR_NO_SUCH_GROUP, "group %.80s: no such group", name);
 	} else if (get) {
 		get_snapshot(d, r, name, rep);
-	} else if (r == ROUTE_GROUP && strcmp(req->method, "PUT") == 0) {
+	} else if (r == ROUTE_GROUP &&
+		   (strcmp(req->method, "PUT") == 0 || strcmp(req->method, "PATCH") == 0)) {
 		put_group(d, name, req, rep);
 	} else if (r == ROUTE_GROUP && strcmp(req->method, "DELETE") == 0) {
 		delete_group(d, name, rep);

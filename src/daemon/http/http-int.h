@@ -44,16 +44,19 @@ struct cd_api_reply {
 	unsigned status;	/* HTTP status code */
 	char *body;		/* malloc'd JSON text ending in "\n", NULL for none (204) */
 	const char *allow;	/* the Allow header of a 405, else NULL (static string) */
+	char location[96];	/* the Location header of a 201, else "" */
 };
 
 /*
  * Routes one request to its endpoint and fills rep (status, body, Allow).
  * A request of the registration socket (req->peer->door CD_DOOR_TENANT) is
- * served only when cd_api_tenant_request allows it (GET/HEAD /v1/healthz,
+ * served only when cd_api_tenant_request allows it (GET/HEAD of the probes,
  * /v1/self), else 403 admin_socket_required naming req->admin_socket; the
  * admin socket's get every endpoint. Unknown path 404, wrong method 405
  * with Allow, a query parameter the endpoint does not take or a bad value
- * 400, missing memory or snapshot failure 500; every error body is
+ * 400, missing memory or snapshot failure 500; PUT of a group replaces its
+ * policy, PATCH merges into it, either 201 with Location when it had none
+ * (else 200) and the GROUP; every error body is
  * cd_api_error's. Never fails itself: rep is always filled. Thread-safe as
  * far as the core's functions are (they take the daemon's lock).
  */
@@ -76,14 +79,23 @@ char *cd_api_render_gpus(const struct cd_snapshot *s);
  * alone, NULL when the snapshot has no such group (see cd_api_find_group).
  */
 char *cd_api_render_groups(const struct cd_snapshot *s, const char *name);
-/* GET /v1/processes: {"processes":[{"pid","group","uid","registered","cgroup","gpus","state"}]} */
+/* GET /v1/processes: {"processes":[{"pid","name","group","uid","registered","cgroup","gpus","state"}]} */
 char *cd_api_render_processes(const struct cd_snapshot *s);
 /* GET /v1/events: {"events":[{"seq","time","kind","group","pid","uid","message"}]}, uid null
  * when the event is the daemon's own. */
 char *cd_api_render_events(const struct cd_event *ev, unsigned n);
 
-/* GET /v1/healthz: {"status": "ok", "version"}. */
+/* GET /healthz, /v1/healthz: {"status": "ok", "version"}. */
 char *cd_api_render_healthz(void);
+
+/*
+ * The probes, on the API sockets and on metrics_listen: GET /healthz (and
+ * /v1/healthz) answers 200 once the daemon's state can be read (its lock
+ * is not stuck); GET /readyz 200 {"status": "ready", "version", "backstop":
+ * "up"} while the backstop samples NVML (cd_snapshot's backstop_ok), else
+ * 503 not_ready saying why. 500 when the state cannot be read.
+ */
+void cd_api_probe(struct cusliced *d, bool readiness, struct cd_api_reply *rep);
 /*
  * GET /v1/self: {"peer": {"pid","uid","gid","cgroup","pod"}, "placement":
  * {"asked","group","managed","how","message"}, "group": GROUP or null}. The
@@ -101,6 +113,16 @@ const struct cd_snap_group *cd_api_find_group(const struct cd_snapshot *s, const
  * not set have no sample. NULL when out of memory.
  */
 char *cd_metrics_render(const struct cd_snapshot *s);
+
+/*
+ * The status page (HTML, read-only): the snapshot's GPUs, groups and
+ * processes, and events ev[0..nev) (oldest first; shown newest first).
+ * Every string a tenant chooses is escaped. NULL when out of memory.
+ */
+char *cd_status_page_render(const struct cd_snapshot *s, const struct cd_event *ev, unsigned nev);
+
+/* Events the status page shows: the latest ones. */
+#define CD_STATUS_EVENTS 50u
 
 /* Content-Type of cd_metrics_render's text. */
 #define CD_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"

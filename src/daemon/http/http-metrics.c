@@ -14,10 +14,18 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void family(FILE *f, const char *name, const char *type, const char *help)
 {
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A family of one unlabelled sample. */
+static void scalar(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
+{
+	family(f, name, type, help);
+	fprintf(f, "%s %" PRIu64 "\n", name, v);
 }
 
 /*
@@ -28,35 +36,124 @@ static void family(FILE *f, const char *name, const char *type, const char *help
  */
 static void label(FILE *f, const char *key, const char *v, size_t cap)
 {
-	fprintf(f, "%s=\"", key);
-	for (size_t i = 0; i < cap && v[i]; i++) {
-		char c = v[i];
+	size_t i = 0;
 
+	fputs(key, f);
+	fputs("=\"", f);
+	/* Runs of bytes that need nothing are written at once: a scrape is mostly labels. */
+	while (i < cap && v[i]) {
+		size_t run = i;
+		char c;
+
+		while (run < cap && v[run] >= 0x20 && v[run] < 0x7f && v[run] != '\\' &&
+		       v[run] != '"')
+			run++;
+		fwrite(v + i, 1, run - i, f);
+		i = run;
+		if (i >= cap || !(c = v[i]))
+			break;
 		if (c == '\\' || c == '"')
 			fprintf(f, "\\%c", c);
 		else if (c == '\n')
 			fputs("\\n", f);
 		else
-			fputc(c >= 0x20 && c < 0x7f ? c : '?', f);
+			fputc('?', f);
+		i++;
 	}
 	fputc('"', f);
 }
 
 #define LABEL(f, key, field) label((f), (key), (field), sizeof(field))
 
-static void gpu_labels(FILE *f, const struct cd_snap_gpu *g)
+/*
+ * Where the GPU labels join with dcgm-exporter's (docs/metrics.md): gpu is
+ * the NVML index as text, UUID the GPU's UUID, Hostname the node's.
+ * Prometheus's own instance label holds the port, which differs between
+ * exporters on one node: Hostname is what joins them. The model's name is
+ * cuslice_gpu_info's (promtool wants label names in snake_case, so
+ * dcgm-exporter's modelName is model_name there).
+ */
+static void gpu_labels(FILE *f, const struct cd_snapshot *s, const struct cd_snap_gpu *g)
 {
-	fputc('{', f);
-	LABEL(f, "gpu", g->uuid);
-	fprintf(f, ",index=\"%d\"}", g->index);
+	fprintf(f, "{gpu=\"%d\",", g->index);
+	LABEL(f, "UUID", g->uuid);
+	fputc(',', f);
+	LABEL(f, "Hostname", s->hostname);
+	fputc('}', f);
 }
 
-static void group_dev_labels(FILE *f, const struct cd_snap_group *g, const struct cd_snap_dev *v)
+/* Where a group comes from, when its plugin said so (policy labels), as dcgm-exporter names it. */
+static const struct {
+	const char *key;   /* the policy label the Kubernetes and Slurm plugins set */
+	const char *label; /* the metric label */
+} origin_keys[] = {
+    {"k8s.namespace", "namespace"}, {"k8s.pod", "pod"},		{"k8s.container", "container"},
+    {"slurm.job", "hpc_job"},	    {"slurm.step", "slurm_step"},
+};
+#define NORIGIN (sizeof(origin_keys) / sizeof(origin_keys[0]))
+
+/* A group's origin labels, read once per scrape from its stored policy ("" when not given). */
+struct origin {
+	char v[NORIGIN][CD_LABEL_VALUE_MAX + 1];
+};
+
+static void origin_read(const struct cd_snap_group *g, struct origin *o)
+{
+	cJSON *policy = g->policy_json ? cJSON_Parse(g->policy_json) : NULL;
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, cs_key_labels);
+
+	memset(o, 0, sizeof(*o));
+	for (size_t k = 0; k < NORIGIN; k++) {
+		const cJSON *it = cJSON_GetObjectItemCaseSensitive(labels, origin_keys[k].key);
+
+		if (cJSON_IsString(it))
+			snprintf(o->v[k], sizeof(o->v[k]), "%s", it->valuestring);
+	}
+	cJSON_Delete(policy);
+}
+
+/* ,namespace="..",pod="..",... for the origin labels a group has. */
+static void origin_labels(FILE *f, const struct origin *o)
+{
+	for (size_t k = 0; o && k < NORIGIN; k++) {
+		if (!o->v[k][0])
+			continue;
+		fputc(',', f);
+		label(f, origin_keys[k].label, o->v[k], sizeof(o->v[k]));
+	}
+}
+
+/* The snapshot's GPU of that UUID, or NULL (a region may name one NVML no longer lists). */
+static const struct cd_snap_gpu *gpu_of(const struct cd_snapshot *s, const char *uuid)
+{
+	for (unsigned i = 0; i < s->ngpus; i++)
+		if (strncmp(s->gpus[i].uuid, uuid, sizeof(s->gpus[i].uuid)) == 0)
+			return &s->gpus[i];
+	return NULL;
+}
+
+/* gpu (index, "" when NVML does not list the UUID), UUID, Hostname, without braces. */
+static void dev_labels(FILE *f, const struct cd_snapshot *s, const char *uuid, size_t cap)
+{
+	const struct cd_snap_gpu *g = gpu_of(s, uuid);
+
+	if (g)
+		fprintf(f, "gpu=\"%d\",", g->index);
+	else
+		fputs("gpu=\"\",", f);
+	label(f, "UUID", uuid, cap);
+	fputc(',', f);
+	LABEL(f, "Hostname", s->hostname);
+}
+
+static void group_dev_labels(FILE *f, const struct cd_snapshot *s, const struct cd_snap_group *g,
+			     const struct origin *o, const struct cd_snap_dev *v)
 {
 	fputc('{', f);
 	LABEL(f, "group", g->name);
 	fputc(',', f);
-	LABEL(f, "gpu", v->uuid);
+	dev_labels(f, s, v->uuid, sizeof(v->uuid));
+	origin_labels(f, o);
 	fputc('}', f);
 }
 
@@ -67,7 +164,7 @@ static void group_dev_labels(FILE *f, const struct cd_snap_group *g, const struc
  * rather than no sample. One series per group, so label churn never
  * multiplies the per-GPU families.
  */
-static void group_info(FILE *f, const struct cd_snap_group *g)
+static void group_info(FILE *f, const struct cd_snap_group *g, const struct origin *o)
 {
 	cJSON *policy = g->policy_json ? cJSON_Parse(g->policy_json) : NULL;
 	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(policy, cs_key_labels), *it;
@@ -77,6 +174,7 @@ static void group_info(FILE *f, const struct cd_snap_group *g)
 
 	fputs("cuslice_group_info{", f);
 	LABEL(f, "group", g->name);
+	origin_labels(f, o);
 	cJSON_ArrayForEach(it, set)
 	{
 		if (!cJSON_IsString(it) || n++ == CD_LABELS_MAX)
@@ -119,6 +217,9 @@ enum gd_metric {
 	GD_CORE_USED,
 	GD_THROTTLED,
 	GD_OOM,
+	GD_UM_MANAGED,
+	GD_UM_RESIDENT,
+	GD_UM_EVICTED,
 };
 
 static const struct {
@@ -136,6 +237,12 @@ static const struct {
 		      "Time the group's kernel launches waited for the compute limit, in seconds."},
     [GD_OOM] = {"cuslice_group_oom_denials_total", "counter",
 		"GPU memory allocations of the group refused by its limit."},
+    [GD_UM_MANAGED] = {"cuslice_group_managed_bytes", "gauge",
+		       "Oversubscribing groups: unified memory the group holds on the GPU, in bytes."},
+    [GD_UM_RESIDENT] = {"cuslice_group_resident_bytes", "gauge",
+			"Oversubscribing groups: of that, bytes resident on the GPU (by NVML)."},
+    [GD_UM_EVICTED] = {"cuslice_group_evicted_bytes", "gauge",
+		       "Oversubscribing groups: of that, bytes evicted to host memory."},
 };
 
 static void gd_value(FILE *f, enum gd_metric m, const struct cd_snap_dev *v)
@@ -159,6 +266,15 @@ static void gd_value(FILE *f, enum gd_metric m, const struct cd_snap_dev *v)
 	case GD_OOM:
 		fprintf(f, "%" PRIu64, v->oom_denials);
 		break;
+	case GD_UM_MANAGED:
+		fprintf(f, "%" PRIu64, v->um_managed);
+		break;
+	case GD_UM_RESIDENT:
+		fprintf(f, "%" PRIu64, v->um_resident);
+		break;
+	case GD_UM_EVICTED:
+		fprintf(f, "%" PRIu64, v->um_managed - v->um_resident);
+		break;
 	}
 }
 
@@ -169,6 +285,8 @@ static bool gd_present(enum gd_metric m, const struct cd_snap_dev *v)
 		return v->memory_limit != CS_LIMIT_NONE;
 	if (m == GD_CORE_LIMIT)
 		return v->core_limit_ppm != CS_CORE_NONE;
+	if (m == GD_UM_MANAGED || m == GD_UM_RESIDENT || m == GD_UM_EVICTED)
+		return v->oversubscribe;
 	return true;
 }
 
@@ -192,44 +310,124 @@ static void render_connections(FILE *f, const struct cd_snapshot *s)
 				"cuslice_connections_refused_total{protocol=\"%s\",reason=\"%s\"} "
 				"%" PRIu64 "\n",
 				proto[p], reason[r], s->conns_refused[p][r]);
-	family(f, "cuslice_events_suppressed_total", "counter",
+	scalar(f, "cuslice_events_suppressed_total", "counter",
 	       "Events not recorded because their peer exceeded its event rate (each gap is "
-	       "summarised by a \"suppressed\" event).");
-	fprintf(f, "cuslice_events_suppressed_total %" PRIu64 "\n", s->events_suppressed);
+	       "summarised by a \"suppressed\" event).",
+	       s->events_suppressed);
 }
 
-static void render(FILE *f, const struct cd_snapshot *s)
+/* One per-GPU family: value(g) for each GPU the snapshot lists. */
+static void gpu_family(FILE *f, const struct cd_snapshot *s, const char *name, const char *help,
+		       uint64_t (*value)(const struct cd_snapshot *, const struct cd_snap_gpu *))
 {
-	family(f, "cuslice_daemon_up", "gauge", "1 while cusliced is running.");
-	fputs("cuslice_daemon_up 1\n", f);
-	family(f, "cuslice_daemon_start_time_seconds", "gauge",
-	       "Unix time at which cusliced started, in seconds.");
-	fprintf(f, "cuslice_daemon_start_time_seconds %" PRIu64 "\n", s->start_time);
+	family(f, name, "gauge", help);
+	for (unsigned i = 0; i < s->ngpus; i++) {
+		fputs(name, f);
+		gpu_labels(f, s, &s->gpus[i]);
+		fprintf(f, " %" PRIu64 "\n", value(s, &s->gpus[i]));
+	}
+}
 
-	family(f, "cuslice_gpu_memory_total_bytes", "gauge",
-	       "Physical memory of the GPU, in bytes.");
-	for (unsigned i = 0; i < s->ngpus; i++) {
-		fputs("cuslice_gpu_memory_total_bytes", f);
-		gpu_labels(f, &s->gpus[i]);
-		fprintf(f, " %" PRIu64 "\n", s->gpus[i].memory_total);
+static uint64_t gpu_total(const struct cd_snapshot *s, const struct cd_snap_gpu *g)
+{
+	(void)s;
+	return g->memory_total;
+}
+
+static uint64_t gpu_used(const struct cd_snapshot *s, const struct cd_snap_gpu *g)
+{
+	(void)s;
+	return g->memory_used;
+}
+
+/* Processes on g that did not register (the backstop's bypassers), and their memory. */
+static uint64_t gpu_bypass(const struct cd_snapshot *s, const struct cd_snap_gpu *g, bool bytes)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < s->nprocs; i++) {
+		const struct cd_snap_proc *p = &s->procs[i];
+
+		if (p->registered)
+			continue;
+		for (unsigned k = 0; k < p->ngpu && k < sizeof(p->gpu) / sizeof(p->gpu[0]); k++)
+			if (strncmp(p->gpu[k].uuid, g->uuid, sizeof(g->uuid)) == 0)
+				n += bytes ? p->gpu[k].memory_used : 1;
 	}
-	family(f, "cuslice_gpu_memory_used_bytes", "gauge",
-	       "Memory in use on the GPU as NVML reports it, in bytes.");
+	return n;
+}
+
+static uint64_t gpu_bypass_procs(const struct cd_snapshot *s, const struct cd_snap_gpu *g)
+{
+	return gpu_bypass(s, g, false);
+}
+
+static uint64_t gpu_bypass_bytes(const struct cd_snapshot *s, const struct cd_snap_gpu *g)
+{
+	return gpu_bypass(s, g, true);
+}
+
+static void render_gpus(FILE *f, const struct cd_snapshot *s)
+{
+	family(f, "cuslice_gpu_info", "gauge", "1 for every GPU NVML lists; its model as model_name.");
 	for (unsigned i = 0; i < s->ngpus; i++) {
-		fputs("cuslice_gpu_memory_used_bytes", f);
-		gpu_labels(f, &s->gpus[i]);
-		fprintf(f, " %" PRIu64 "\n", s->gpus[i].memory_used);
+		fprintf(f, "cuslice_gpu_info{gpu=\"%d\",", s->gpus[i].index);
+		LABEL(f, "UUID", s->gpus[i].uuid);
+		fputc(',', f);
+		LABEL(f, "Hostname", s->hostname);
+		fputc(',', f);
+		LABEL(f, "model_name", s->gpus[i].name);
+		fputs("} 1\n", f);
 	}
+	gpu_family(f, s, "cuslice_gpu_memory_total_bytes", "Physical memory of the GPU, in bytes.",
+		   gpu_total);
+	gpu_family(f, s, "cuslice_gpu_memory_used_bytes",
+		   "Memory in use on the GPU as NVML reports it, in bytes.", gpu_used);
 	family(f, "cuslice_gpu_utilization_ratio", "gauge",
 	       "Share of the last second the GPU was busy as NVML reports it, 0..1.");
 	for (unsigned i = 0; i < s->ngpus; i++) {
 		fputs("cuslice_gpu_utilization_ratio", f);
-		gpu_labels(f, &s->gpus[i]);
+		gpu_labels(f, s, &s->gpus[i]);
 		fputc(' ', f);
 		fixed_point(f, s->gpus[i].utilization, 2, 100);
 		fputc('\n', f);
 	}
+	gpu_family(f, s, "cuslice_gpu_bypass_processes",
+		   "Processes holding memory on the GPU without registering with cusliced "
+		   "(bypassing libcuslice), at the backstop's last sample.",
+		   gpu_bypass_procs);
+	gpu_family(f, s, "cuslice_gpu_bypass_memory_bytes",
+		   "GPU memory held by those processes, in bytes (no group's limit covers it).",
+		   gpu_bypass_bytes);
+}
 
+/*
+ * cuslice_process_memory_used_bytes: one series per process and GPU, from the
+ * daemon's registrations (their group's region) and the backstop's
+ * bypassers (NVML). Bounded by the processes on the node's GPUs.
+ */
+static void render_processes(FILE *f, const struct cd_snapshot *s)
+{
+	family(f, "cuslice_process_memory_used_bytes", "gauge",
+	       "GPU memory held by a process, in bytes: registered processes as their group "
+	       "counts it, bypassing ones (registered=\"false\") as NVML does.");
+	for (unsigned i = 0; i < s->nprocs; i++) {
+		const struct cd_snap_proc *p = &s->procs[i];
+
+		for (unsigned k = 0; k < p->ngpu && k < sizeof(p->gpu) / sizeof(p->gpu[0]); k++) {
+			fprintf(f, "cuslice_process_memory_used_bytes{pid=\"%d\",", (int)p->pid);
+			LABEL(f, "process_name", p->name);
+			fputc(',', f);
+			LABEL(f, "group", p->group);
+			fprintf(f, ",registered=\"%s\",", p->registered ? "true" : "false");
+			dev_labels(f, s, p->gpu[k].uuid, sizeof(p->gpu[k].uuid));
+			fprintf(f, "} %" PRIu64 "\n", p->gpu[k].memory_used);
+		}
+	}
+}
+
+static void render_groups(FILE *f, const struct cd_snapshot *s, const struct origin *o)
+{
 	for (size_t m = 0; m < sizeof(gd_family) / sizeof(gd_family[0]); m++) {
 		family(f, gd_family[m].name, gd_family[m].type, gd_family[m].help);
 		for (unsigned i = 0; i < s->ngroups; i++) {
@@ -239,10 +437,28 @@ static void render(FILE *f, const struct cd_snapshot *s)
 				if (!gd_present((enum gd_metric)m, &g->dev[j]))
 					continue;
 				fputs(gd_family[m].name, f);
-				group_dev_labels(f, g, &g->dev[j]);
+				group_dev_labels(f, s, g, o ? &o[i] : NULL, &g->dev[j]);
 				fputc(' ', f);
 				gd_value(f, (enum gd_metric)m, &g->dev[j]);
 				fputc('\n', f);
+			}
+		}
+	}
+	family(f, "cuslice_group_over_limit", "gauge",
+	       "1 while the backstop finds the group over its limit on the GPU by NVML's count "
+	       "(resource memory: its memory limit; compute: its hard core limit, sustained).");
+	for (unsigned i = 0; i < s->ngroups; i++) {
+		const struct cd_snap_group *g = &s->groups[i];
+
+		for (unsigned j = 0; j < g->ndev && j < CS_GROUP_MAX_DEVICES; j++) {
+			for (int r = 0; r < 2; r++) {
+				fputs("cuslice_group_over_limit{", f);
+				LABEL(f, "group", g->name);
+				fputc(',', f);
+				dev_labels(f, s, g->dev[j].uuid, sizeof(g->dev[j].uuid));
+				origin_labels(f, o ? &o[i] : NULL);
+				fprintf(f, ",resource=\"%s\"} %d\n", r ? "compute" : "memory",
+					r ? g->dev[j].over_compute : g->dev[j].over_memory);
 			}
 		}
 	}
@@ -250,24 +466,71 @@ static void render(FILE *f, const struct cd_snapshot *s)
 	for (unsigned i = 0; i < s->ngroups; i++) {
 		fputs("cuslice_group_processes{", f);
 		LABEL(f, "group", s->groups[i].name);
+		origin_labels(f, o ? &o[i] : NULL);
 		fprintf(f, "} %u\n", s->groups[i].processes);
 	}
-
 	family(f, "cuslice_group_info", "gauge",
-	       "1 for every group; its labels (policy field labels) as label_<key>.");
+	       "1 for every group; where it comes from (namespace, pod, container, hpc_job, "
+	       "slurm_step) and its labels (policy field labels) as label_<key>.");
 	for (unsigned i = 0; i < s->ngroups; i++)
-		group_info(f, &s->groups[i]);
+		group_info(f, &s->groups[i], o ? &o[i] : NULL);
+}
 
-	family(f, "cuslice_bypass_detections_total", "counter",
-	       "Processes found using a GPU without being registered (bypassing libcuslice).");
-	fprintf(f, "cuslice_bypass_detections_total %" PRIu64 "\n", s->bypass_total);
-	family(f, "cuslice_ipc_refused_total", "counter",
-	       "Connections to the daemon's socket refused (unauthorized peer or wrong token).");
-	fprintf(f, "cuslice_ipc_refused_total %" PRIu64 "\n", s->ipc_refused_total);
-	family(f, "cuslice_registrations_total", "counter",
-	       "Processes registered with the daemon since it started.");
-	fprintf(f, "cuslice_registrations_total %" PRIu64 "\n", s->registrations_total);
+/* The daemon itself: its build, its backstop's health, what it counted. */
+static void render_daemon(FILE *f, const struct cd_snapshot *s)
+{
+	family(f, "cuslice_build_info", "gauge",
+	       "1, labelled with the version of cusliced and the node's Hostname (join the "
+	       "daemon's own families to a node with on(instance) group_left(Hostname)).");
+	fputs("cuslice_build_info{", f);
+	label(f, "version", CS_VERSION, sizeof(CS_VERSION));
+	fputc(',', f);
+	LABEL(f, "Hostname", s->hostname);
+	fputs("} 1\n", f);
+	scalar(f, "cuslice_daemon_start_time_seconds", "gauge",
+	       "Unix time at which cusliced started, in seconds.", s->start_time);
+	family(f, "cuslice_backstop_up", "gauge",
+	       "1 while the backstop samples NVML (its last sample within 3 backstop intervals "
+	       "succeeded); 0: bypassers and over-limit groups go unseen.");
+	fprintf(f, "cuslice_backstop_up %d\n", s->backstop_ok ? 1 : 0);
+	family(f, "cuslice_backstop_last_success_timestamp_seconds", "gauge",
+	       "Unix time of the backstop's last successful NVML sample, in seconds (0: never).");
+	fputs("cuslice_backstop_last_success_timestamp_seconds ", f);
+	fixed_point(f, (uint64_t)(s->backstop_last_ok * 1000.0 + 0.5), 3, 1000);
+	fputc('\n', f);
+	scalar(f, "cuslice_backstop_failures_total", "counter",
+	       "Backstop intervals whose NVML sample failed or could not be taken (no NVML).",
+	       s->backstop_failures);
+	family(f, "cuslice_over_limit_total", "counter",
+	       "Times the backstop found a group over a limit on a GPU (over_quota and "
+	       "over_compute events), by resource.");
+	fprintf(f, "cuslice_over_limit_total{resource=\"memory\"} %" PRIu64 "\n",
+		s->over_memory_total);
+	fprintf(f, "cuslice_over_limit_total{resource=\"compute\"} %" PRIu64 "\n",
+		s->over_compute_total);
+	scalar(f, "cuslice_bypass_detections_total", "counter",
+	       "Processes found using a GPU without being registered (bypassing libcuslice).",
+	       s->bypass_total);
+	scalar(f, "cuslice_ipc_refused_total", "counter",
+	       "Connections to the daemon's socket refused (unauthorized peer or wrong token).",
+	       s->ipc_refused_total);
+	scalar(f, "cuslice_registrations_total", "counter",
+	       "Processes registered with the daemon since it started.", s->registrations_total);
+}
+
+static void render(FILE *f, const struct cd_snapshot *s)
+{
+	/* Out of memory for the origins: the groups' series without them, not none. */
+	struct origin *o = s->ngroups ? calloc(s->ngroups, sizeof(*o)) : NULL;
+
+	for (unsigned i = 0; o && i < s->ngroups; i++)
+		origin_read(&s->groups[i], &o[i]);
+	render_daemon(f, s);
+	render_gpus(f, s);
+	render_groups(f, s, o);
+	render_processes(f, s);
 	render_connections(f, s);
+	free(o);
 }
 
 char *cd_metrics_render(const struct cd_snapshot *s)

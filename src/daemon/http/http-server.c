@@ -17,7 +17,9 @@
  *   so a connection carries exactly the one request the front door checked
  *   (a second one would reach MHD unchecked).
  * - The metrics server listens on TCP metrics_listen (localhost by default),
- *   serves GET /metrics without authorization and nothing else.
+ *   serves GET /metrics, the probes /healthz and /readyz and, unless
+ *   status_page is off, the status page at "/" (http-status.c), without
+ *   authorization, and nothing else.
  *
  * How the API server is configured, and why:
  *
@@ -91,6 +93,7 @@ _Static_assert(CONNECTION_MEMORY >= 3 * CD_HTTP_HEAD_MAX,
 
 struct cd_http {
 	struct cusliced *d;
+	bool status_page;	    /* "/" on the metrics server is the status page */
 	struct MHD_Daemon *api;
 	struct MHD_Daemon *metrics; /* NULL when metrics_listen is "none" */
 	char admin_socket[108];	    /* named in the refusals of the registration socket */
@@ -360,6 +363,9 @@ static enum MHD_Result api_handler(void *cls, struct MHD_Connection *c, const ch
 	cd_event_actor(&r->peer.tenant);
 	cd_api_route(h->d, &req, &rep);
 	cd_event_actor(NULL);
+	if (rep.location[0])
+		return send_reply(c, rep.status, rep.body, json_type, MHD_HTTP_HEADER_LOCATION,
+				  rep.location);
 	return send_reply(c, rep.status, rep.body, json_type,
 			  rep.allow ? MHD_HTTP_HEADER_ALLOW : NULL, rep.allow);
 }
@@ -399,6 +405,79 @@ static const char metrics_index[] = "<html><head><title>cusliced</title></head><
 				    "<p>Prometheus metrics: <a href=\"/metrics\">/metrics</a></p>\n"
 				    "</body></html>\n";
 
+/*
+ * The status page runs no script and loads nothing: the policy says so to
+ * the browser too, so a tenant's string that slipped through the escaping
+ * would still be inert.
+ */
+static const char status_csp[] = "default-src 'none'; style-src 'unsafe-inline'; "
+				 "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/* The latest CD_STATUS_EVENTS events into ev (oldest first); how many. */
+static unsigned latest_events(struct cusliced *d, struct cd_event *ev)
+{
+	struct cd_event *page = calloc(CD_API_EVENTS_MAX, sizeof(*page));
+	uint64_t since = 0;
+	unsigned n = 0, got;
+
+	if (!page)
+		return 0;
+	/* Pages through what the daemon keeps, keeping the tail. */
+	do {
+		got = cd_events(d, since, page, CD_API_EVENTS_MAX);
+		if (got > CD_API_EVENTS_MAX)
+			got = CD_API_EVENTS_MAX;
+		for (unsigned i = 0; i < got; i++) {
+			if (n == CD_STATUS_EVENTS) {
+				memmove(ev, ev + 1, (n - 1) * sizeof(*ev));
+				n--;
+			}
+			ev[n++] = page[i];
+		}
+		if (got)
+			since = page[got - 1].seq;
+	} while (got == CD_API_EVENTS_MAX);
+	free(page);
+	return n;
+}
+
+static enum MHD_Result send_status_page(struct cd_http *h, struct MHD_Connection *c)
+{
+	struct cd_event *ev = calloc(CD_STATUS_EVENTS, sizeof(*ev));
+	struct MHD_Response *r;
+	struct cd_snapshot s;
+	enum MHD_Result ret;
+	char *page = NULL;
+
+	memset(&s, 0, sizeof(s));
+	if (ev && cd_snapshot(h->d, &s) == 0) {
+		page = cd_status_page_render(&s, ev, latest_events(h->d, ev));
+		cd_snapshot_free(&s);
+	}
+	free(ev);
+	if (!page)
+		return send_error(c, CD_API_ERR_INTERNAL,
+				  "cannot read the daemon's state (out of memory)");
+	r = MHD_create_response_from_buffer(strlen(page), page, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(page);
+		return MHD_NO;
+	}
+	if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8") !=
+		MHD_YES ||
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES ||
+	    MHD_add_response_header(r, "Content-Security-Policy", status_csp) != MHD_YES ||
+	    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff") != MHD_YES ||
+	    MHD_add_response_header(r, "Referrer-Policy", "no-referrer") != MHD_YES ||
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") != MHD_YES) {
+		MHD_destroy_response(r);
+		return MHD_NO;
+	}
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 /* The metrics server answers from the headers alone: it never reads a body. */
 static enum MHD_Result metrics_handler(void *cls, struct MHD_Connection *c, const char *url,
 				       const char *method, const char *version,
@@ -416,25 +495,38 @@ static enum MHD_Result metrics_handler(void *cls, struct MHD_Connection *c, cons
 	(void)con_cls;
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
 		return send_reply(c, MHD_HTTP_METHOD_NOT_ALLOWED,
-				  strdup("method not allowed (allowed: GET, HEAD)\n"),
-				  "text/plain; charset=utf-8", MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+				  cd_api_error(CD_API_ERR_METHOD_NOT_ALLOWED,
+					       "%.200s: method %.16s not allowed (allowed: GET, HEAD)",
+					       url, method),
+				  json_type, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0) {
+		struct cd_api_reply rep;
+
+		/* The kubelet's httpGet probes reach the daemon here (TCP). */
+		cd_api_probe(h->d, url[1] == 'r', &rep);
+		return send_reply(c, rep.status, rep.body, json_type, NULL, NULL);
+	}
+	if (strcmp(url, "/") == 0 && h->status_page)
+		return send_status_page(h, c);
 	if (strcmp(url, "/") == 0)
 		return send_reply(c, MHD_HTTP_OK, strdup(metrics_index), "text/html; charset=utf-8",
 				  NULL, NULL);
 	if (strcmp(url, "/metrics") != 0)
-		return send_reply(c, MHD_HTTP_NOT_FOUND, strdup("not found: see /metrics\n"),
-				  "text/plain; charset=utf-8", NULL, NULL);
+		return send_reply(c, MHD_HTTP_NOT_FOUND,
+				  cd_api_error(CD_API_ERR_NOT_FOUND,
+					       "%.200s: no such page (see /metrics, /, /healthz, "
+					       "/readyz)",
+					       url),
+				  json_type, NULL, NULL);
 	memset(&s, 0, sizeof(s));
 	rc = cd_snapshot(h->d, &s);
 	if (rc < 0)
-		return send_reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
-				  strdup("cannot read the daemon's state\n"),
-				  "text/plain; charset=utf-8", NULL, NULL);
+		return send_error(c, CD_API_ERR_INTERNAL, "cannot read the daemon's state: %s",
+				  strerror(-rc));
 	text = cd_metrics_render(&s);
 	cd_snapshot_free(&s);
 	if (!text)
-		return send_reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, strdup("out of memory\n"),
-				  "text/plain; charset=utf-8", NULL, NULL);
+		return send_error(c, CD_API_ERR_INTERNAL, "out of memory");
 	return send_reply(c, MHD_HTTP_OK, text, CD_METRICS_CONTENT_TYPE, NULL, NULL);
 }
 
@@ -507,8 +599,8 @@ int cd_http_parse_listen(const char *text, struct sockaddr_storage *ss, socklen_
 bad:
 	snprintf(err, errlen,
 		 "metrics_listen '%.64s': expected HOST:PORT with HOST an IPv4 address, "
-		 "[IPv6 address] or localhost and PORT 1..65535 (e.g. 127.0.0.1:9464, "
-		 "[::1]:9464), or none",
+		 "[IPv6 address] or localhost and PORT 1..65535 (e.g. 127.0.0.1:10463, "
+		 "[::1]:10463), or none",
 		 text);
 	return -EINVAL;
 }
@@ -572,6 +664,7 @@ struct cd_http *cd_http_start(struct cusliced *d, const struct cd_config *c, cha
 		return NULL;
 	}
 	h->d = d;
+	h->status_page = c && c->status_page;
 	snprintf(h->admin_socket, sizeof(h->admin_socket), "%s",
 		 c && c->admin_socket[0] ? c->admin_socket : CD_DEFAULT_ADMIN_SOCKET);
 	/* MHD_USE_NO_LISTEN_SOCKET implies an inter-thread channel (MHD_USE_ITC),

@@ -16,6 +16,7 @@
 #include "cs-size.h"
 #include "sim-config.h"
 #include "sim-fault.h"
+#include "sim-um-lru.h"
 
 /* A bytes count as JSON: a double holds integers exactly up to 2^53, past any device. */
 static cJSON *json_bytes(uint64_t v)
@@ -33,9 +34,15 @@ static const char *instance_name(void)
 	return inst;
 }
 
+/* Device memory in use: ordinary allocations and resident managed chunks. */
 static uint64_t dev_used(const struct sim_shared *sh, unsigned d)
 {
-	return atomic_load(&sh->dev[d].used);
+	return sim_dev_in_use(sh, d);
+}
+
+static const char *lru_name(uint32_t lru)
+{
+	return lru == SIM_UM_LRU_ACCESS ? "access" : "migration";
 }
 
 static void pci_bus_id(const struct sim_device_desc *d, char *buf, size_t len)
@@ -179,6 +186,57 @@ static bool slot_in_use(const struct sim_proc_slot *slot)
 	return atomic_load(&slot->pid) > 0;
 }
 
+static void um_params_json(cJSON *o, const struct sim_um_params *p)
+{
+	cJSON_AddItemToObject(o, "chunk", json_bytes(SIM_UM_CHUNK));
+	cJSON_AddItemToObject(o, "bandwidth", json_bytes(p->bandwidth));
+	cJSON_AddNumberToObject(o, "fault_ns", (double)p->fault_ns);
+	cJSON_AddNumberToObject(o, "batch_ns", (double)p->batch_ns);
+	cJSON_AddNumberToObject(o, "batch_faults", p->batch_faults);
+	cJSON_AddStringToObject(o, "lru", lru_name(p->lru));
+}
+
+/* A device's unified memory: what is resident and what moved, every process together. */
+static void um_device_json(cJSON *o, const struct sim_shared *sh, unsigned d)
+{
+	const struct sim_um_dev *u = &sh->um[d];
+
+	cJSON_AddItemToObject(o, "resident", json_bytes(atomic_load(&sh->dev[d].um_resident)));
+	cJSON_AddNumberToObject(o, "capacity_chunks", u->nchunks);
+	cJSON_AddNumberToObject(o, "faults", (double)atomic_load(&u->faults));
+	cJSON_AddNumberToObject(o, "fault_batches", (double)atomic_load(&u->batches));
+	cJSON_AddItemToObject(o, "migrated_in", json_bytes(atomic_load(&u->in)));
+	cJSON_AddItemToObject(o, "migrated_out", json_bytes(atomic_load(&u->out)));
+	cJSON_AddItemToObject(o, "remote", json_bytes(atomic_load(&u->remote)));
+	cJSON_AddNumberToObject(o, "evictions", (double)atomic_load(&u->evictions));
+}
+
+/*
+ * A process's unified memory: host memory its evicted chunks use, and per
+ * device what it allocated there, what is resident, its faults and moves.
+ */
+static void um_process_json(cJSON *o, const struct sim_shared *sh,
+			    const struct sim_proc_slot *slot)
+{
+	cJSON *devs;
+
+	cJSON_AddItemToObject(o, "evicted", json_bytes(atomic_load(&slot->um_evicted)));
+	devs = cJSON_AddArrayToObject(o, "devices");
+	for (unsigned d = 0; d < sh->ndevices; d++) {
+		cJSON *e = cJSON_CreateObject();
+
+		cJSON_AddNumberToObject(e, "device", d);
+		cJSON_AddItemToObject(e, "managed", json_bytes(atomic_load(&slot->managed[d])));
+		cJSON_AddItemToObject(e, "resident", json_bytes(atomic_load(&slot->um_resident[d])));
+		cJSON_AddNumberToObject(e, "faults", (double)atomic_load(&slot->um_faults[d]));
+		cJSON_AddNumberToObject(e, "fault_batches", (double)atomic_load(&slot->um_batches[d]));
+		cJSON_AddItemToObject(e, "migrated_in", json_bytes(atomic_load(&slot->um_in[d])));
+		cJSON_AddItemToObject(e, "migrated_out", json_bytes(atomic_load(&slot->um_out[d])));
+		cJSON_AddItemToObject(e, "remote", json_bytes(atomic_load(&slot->um_remote[d])));
+		cJSON_AddItemToArray(devs, e);
+	}
+}
+
 static cJSON *status_json(const struct sim_shared *sh, const char *path)
 {
 	cJSON *root = cJSON_CreateObject(), *devs, *procs;
@@ -192,6 +250,7 @@ static cJSON *status_json(const struct sim_shared *sh, const char *path)
 	cJSON_AddItemToObject(root, "created_unix", json_bytes(sh->created_ns / 1000000000ull));
 	cJSON_AddNumberToObject(root, "util_sample_ms",
 				sh->util_sample_ms ? sh->util_sample_ms : SIM_BUCKET_NS / 1000000);
+	um_params_json(cJSON_AddObjectToObject(root, "unified_memory"), &sh->um_params);
 
 	devs = cJSON_AddArrayToObject(root, "devices");
 	for (unsigned d = 0; d < sh->ndevices; d++) {
@@ -214,6 +273,9 @@ static cJSON *status_json(const struct sim_shared *sh, const char *path)
 		cJSON_AddItemToObject(mem, "used", json_bytes(used));
 		cJSON_AddItemToObject(
 		    mem, "free", json_bytes(used < desc->total_mem ? desc->total_mem - used : 0));
+		cJSON_AddItemToObject(mem, "managed_resident",
+				      json_bytes(atomic_load(&sh->dev[d].um_resident)));
+		um_device_json(cJSON_AddObjectToObject(o, "unified_memory"), sh, d);
 		cJSON_AddBoolToObject(o, "lost", atomic_load(&sh->dev[d].lost) != 0);
 		cJSON_AddItemToArray(devs, o);
 	}
@@ -231,11 +293,12 @@ static cJSON *status_json(const struct sim_shared *sh, const char *path)
 		cJSON_AddBoolToObject(o, "alive", sim_proc_slot_alive(slot));
 		used = cJSON_AddArrayToObject(o, "used");
 		for (unsigned d = 0; d < sh->ndevices; d++)
-			cJSON_AddItemToArray(used, json_bytes(atomic_load(&slot->used[d])));
+			cJSON_AddItemToArray(used, json_bytes(sim_slot_in_use(slot, d)));
 		ctxs = cJSON_AddArrayToObject(o, "ctx_devices");
 		for (unsigned d = 0; d < sh->ndevices; d++)
 			if (ctx & (1u << d))
 				cJSON_AddItemToArray(ctxs, cJSON_CreateNumber(d));
+		um_process_json(cJSON_AddObjectToObject(o, "unified_memory"), sh, slot);
 		cJSON_AddItemToArray(procs, o);
 	}
 
@@ -258,7 +321,7 @@ static void print_processes(const struct sim_shared *sh)
 		if (n++ == 0)
 			printf("%-9s %-6s %-10s %s\n", "PID", "STATE", "CONTEXTS", "DEVICE MEMORY");
 		for (unsigned d = 0; d < sh->ndevices; d++) {
-			uint64_t u = atomic_load(&slot->used[d]);
+			uint64_t u = sim_slot_in_use(slot, d);
 			char sz[32];
 
 			if (ctx & (1u << d) && cl < sizeof(ctxs))
@@ -274,6 +337,58 @@ static void print_processes(const struct sim_shared *sh)
 	}
 	if (n == 0)
 		printf("no process\n");
+}
+
+/* True when any process has managed memory or any device has faulted: worth a table. */
+static bool um_in_use(const struct sim_shared *sh)
+{
+	for (unsigned d = 0; d < sh->ndevices; d++)
+		if (atomic_load(&sh->um[d].faults) || atomic_load(&sh->dev[d].um_resident))
+			return true;
+	for (unsigned i = 0; i < SIM_MAX_PROCS; i++)
+		for (unsigned d = 0; d < sh->ndevices; d++)
+			if (slot_in_use(&sh->procs[i]) && atomic_load(&sh->procs[i].managed[d]))
+				return true;
+	return false;
+}
+
+/* One row per process and device it has managed memory on. */
+static void print_unified_memory(const struct sim_shared *sh)
+{
+	char a[32], r[32], e[32], in[32], out[32];
+	unsigned n = 0;
+
+	printf("unified memory: %s chunks, %.2f GB/s, %llu ns a fault, batches of %u costing %llu "
+	       "ns, LRU by %s\n",
+	       cs_size_format(SIM_UM_CHUNK, a, sizeof(a)), (double)sh->um_params.bandwidth / 1e9,
+	       (unsigned long long)sh->um_params.fault_ns, sh->um_params.batch_faults,
+	       (unsigned long long)sh->um_params.batch_ns, lru_name(sh->um_params.lru));
+	if (!um_in_use(sh))
+		return;
+	for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+		const struct sim_proc_slot *slot = &sh->procs[i];
+
+		if (!slot_in_use(slot))
+			continue;
+		for (unsigned d = 0; d < sh->ndevices; d++) {
+			if (!atomic_load(&slot->managed[d]) && !atomic_load(&slot->um_faults[d]) &&
+			    !atomic_load(&slot->um_resident[d]))
+				continue;
+			if (n++ == 0)
+				printf("%-9s %-4s %12s %12s %12s %10s %8s %12s %12s\n", "PID", "DEV",
+				       "MANAGED", "RESIDENT", "EVICTED", "FAULTS", "BATCHES", "IN",
+				       "OUT");
+			printf("%-9d %-4u %12s %12s %12s %10llu %8llu %12s %12s\n",
+			       atomic_load(&slot->pid), d,
+			       cs_size_format(atomic_load(&slot->managed[d]), a, sizeof(a)),
+			       cs_size_format(atomic_load(&slot->um_resident[d]), r, sizeof(r)),
+			       cs_size_format(atomic_load(&slot->um_evicted), e, sizeof(e)),
+			       (unsigned long long)atomic_load(&slot->um_faults[d]),
+			       (unsigned long long)atomic_load(&slot->um_batches[d]),
+			       cs_size_format(atomic_load(&slot->um_in[d]), in, sizeof(in)),
+			       cs_size_format(atomic_load(&slot->um_out[d]), out, sizeof(out)));
+		}
+	}
 }
 
 int sim_ctl_cmd_status(int argc, char **argv)
@@ -310,6 +425,8 @@ int sim_ctl_cmd_status(int argc, char **argv)
 	sim_ctl_print_devices(sh);
 	printf("\n");
 	print_processes(sh);
+	printf("\n");
+	print_unified_memory(sh);
 	printf("\n");
 	print_faults(sh);
 	sim_ctl_close(sh);

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "sim-config.h"
@@ -34,7 +33,10 @@ static const char usage_text[] =
 	"\n"
 	"Commands:\n"
 	"  status [--json]          devices (memory total/used, lost), processes (pid,\n"
-	"                           alive, device memory, contexts) and armed faults\n"
+	"                           alive, device memory, contexts), unified memory\n"
+	"                           (per process and device: managed, resident and\n"
+	"                           evicted bytes, faults, batches, migrations) and\n"
+	"                           armed faults\n"
 	"  create                   create the instance from CUSIM_GPUS / CUSIM_CTX_MEM\n"
 	"                           (no-op when it exists) and print its devices\n"
 	"  reset                    remove the instance; the next user creates a fresh one\n"
@@ -64,7 +66,8 @@ static const char usage_text[] =
 	"Environment:\n"
 	"  CUSIM_INSTANCE, CUSIM_SHM_DIR   select the instance file\n"
 	"                                  (<CUSIM_SHM_DIR or /dev/shm>/cusim-<instance>)\n"
-	"  CUSIM_GPUS, CUSIM_CTX_MEM       what `create` builds\n"
+	"  CUSIM_GPUS, CUSIM_CTX_MEM, CUSIM_UTIL_SAMPLE_MS, CUSIM_UM_*\n"
+	"                                  what `create` builds\n"
 	"\n"
 	"Exit status: 0 success, 1 the operation failed (e.g. no instance), 2 bad arguments.\n";
 
@@ -111,7 +114,7 @@ int sim_ctl_open(struct sim_shared **ret)
 
 void sim_ctl_close(struct sim_shared *sh)
 {
-	munmap(sh, sizeof(*sh));
+	sim_shared_close(sh);
 }
 
 void sim_ctl_format_fault(const struct sim_fault *f, char *buf, size_t len)

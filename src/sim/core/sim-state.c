@@ -14,6 +14,7 @@
 
 #include "sim-config.h"
 #include "sim-exec.h"
+#include "sim-um.h"
 
 struct sim_state sim = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -65,6 +66,7 @@ static void atfork_child(void)
 	pthread_mutex_init(&sim.lock, NULL);
 	atomic_fetch_add(&sim_epoch, 1);
 	sim_vram_forget_after_fork();
+	sim_um_forget_after_fork();
 	sim_exec_forget_after_fork();
 	memset(sim.primary, 0, sizeof(sim.primary));
 	memset(sim.primary_refs, 0, sizeof(sim.primary_refs));

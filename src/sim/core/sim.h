@@ -17,7 +17,9 @@
  * Locking: sim.lock (a mutex) guards the allocation registry, contexts,
  * pools and VMM tables. Capacity is accounted in the shared instance under
  * each device's robust accounting lock (sim-shared.h), taken inside
- * sim.lock and never held across a call into anything else. No entry point
+ * sim.lock and never held across a call into anything else; the resident
+ * managed chunks under each device's unified-memory lock (sim-um-lru.h),
+ * taken inside sim.lock and before the accounting lock. No entry point
  * holds sim.lock while it blocks.
  */
 #ifndef SIM_H
@@ -75,9 +77,8 @@ struct sim_alloc {
 	uint64_t arena_off;		/* offset in the process memfd (device kinds) */
 	unsigned order;			/* buddy order of the arena block */
 	unsigned flags;			/* kind-specific (host alloc flags, managed attach) */
-	bool resident;			/* managed: counted on the device */
 	unsigned long long buffer_id;
-	struct sim_um_range *um;	/* managed: advice, prefetches, attachment (sim-um.h) */
+	struct sim_um_range *um;	/* managed: advice, residency of its chunks (sim-um.h) */
 };
 
 #define SIM_CTX_MAGIC 0x43545853u	/* "SXTC" */
@@ -226,7 +227,12 @@ bool sim_vram_owns(uintptr_t p);
 /* The memfd and the offset of an address of this process's arena (IPC export). */
 int sim_vram_fd(void);
 
-/* Charges / uncharges device capacity for this process (contexts, VMM, arrays). */
+/*
+ * Charges / uncharges device capacity for this process (contexts, VMM,
+ * arrays, pools, module variables): resident managed chunks of any process
+ * are evicted to make room (ordinary allocations take priority).
+ * CUDA_ERROR_OUT_OF_MEMORY when it does not fit even so.
+ */
 CUresult sim_mem_charge(int dev, uint64_t bytes);
 void sim_mem_uncharge(int dev, uint64_t bytes);
 
@@ -277,15 +283,20 @@ CUresult sim_stream_order(CUstream stream, bool ptds);
  */
 #define SIM_STREAM_SYNC ((CUstream)(uintptr_t)-1)
 
+struct sim_um_use;
+
 /*
  * Orders a copy or set of `bytes` on a stream (or SIM_STREAM_SYNC): validates
  * the stream, refuses it while the stream is capturing (which invalidates the
  * capture), and occupies the stream for the modelled transfer time (host
- * link, or device memory when both ends are on the device). For
- * SIM_STREAM_SYNC it first waits for the work before it. The caller moves
- * the bytes after it returns CUDA_SUCCESS, then calls sim_stream_copy_finish.
+ * link, or device memory when both ends are on the device), plus the faults
+ * of the managed memory among the ranges it touches, touch[0..ntouch)
+ * (sim-um.h; other memory is ignored). For SIM_STREAM_SYNC it first waits
+ * for the work before it. The caller moves the bytes after it returns
+ * CUDA_SUCCESS, then calls sim_stream_copy_finish.
  */
-CUresult sim_stream_copy(CUstream stream, bool ptds, size_t bytes, bool device_to_device);
+CUresult sim_stream_copy(CUstream stream, bool ptds, size_t bytes, bool device_to_device,
+			 const struct sim_um_use *touch, size_t ntouch);
 
 /*
  * After the bytes of a copy or set have moved: for SIM_STREAM_SYNC, waits

@@ -12,8 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "sim-um.h"
-
 /* Copy engines: PCIe 5.0 x16 for host transfers, HBM for device-to-device. */
 #define HOST_COPY_BYTES_PER_US 25000ull		/* 25 GB/s */
 #define DEVICE_COPY_BYTES_PER_US 1500000ull	/* 1.5 TB/s (read + write of 3 TB/s) */
@@ -257,7 +255,6 @@ void sim_exec_kernel(struct sim_stream *s, unsigned long long n, uint64_t ns, ui
 	pthread_mutex_unlock(&sim.lock);
 	atomic_fetch_add_explicit(&ds->busy_total, ns, memory_order_relaxed);
 	atomic_fetch_add_explicit(&ds->kernels, 1, memory_order_relaxed);
-	atomic_store_explicit(&sim.slot->last_run[s->ctx->device], end, memory_order_relaxed);
 	sim_busy_add(sim.shm, sim.slot, (unsigned)s->ctx->device, start, end);
 	sim_exec_complete_at(s, end);
 	*ret_start = start;

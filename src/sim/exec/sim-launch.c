@@ -8,8 +8,16 @@
  *   any other kernel           waves x CUSIM_KERNEL_WAVE_NS (default 10us), where a
  *                              wave is as many blocks as the device runs at once
  *                              (SMs x blocks per SM for that block size)
- * plus a fixed 2 us of launch latency (sim-exec.c). Memory bandwidth is the
+ * plus a fixed 2 us of launch latency (sim-exec.c) and the faults the
+ * kernel takes on managed memory (sim-um.h). Memory bandwidth is the
  * model's HBM figure: memory clock x 2 (DDR) x bus width.
+ *
+ * The managed memory a kernel touches (its working set): a built-in's exact
+ * ranges; for any other kernel, the allocations that its pointer-sized
+ * argument words (8-byte words of its parameters, structs included) point
+ * into, whole; and when no argument word points into any device memory at
+ * all (cusim_spin, kernels of scalars), every managed allocation of the
+ * process on the kernel's device.
  */
 #include "sim-launch.h"
 
@@ -23,6 +31,8 @@
 
 #define DEFAULT_WAVE_NS 10000ull
 #define ARGS_STACK 4096
+/* Argument words looked at for managed pointers, at most. */
+#define UM_MAX_WORDS 64
 
 static uint64_t wave_ns = DEFAULT_WAVE_NS;
 static pthread_once_t wave_once = PTHREAD_ONCE_INIT;
@@ -97,6 +107,60 @@ uint64_t sim_launch_duration(const struct sim_launch *l, int dev)
 	return waves * wave_ns;
 }
 
+/* n elements of `size` bytes as a byte length, saturated (a wrapping count faults anyway). */
+static size_t elems(uint64_t n, size_t size)
+{
+	return n > SIZE_MAX / size ? SIZE_MAX : (size_t)n * size;
+}
+
+/* The managed memory launch l touches on dev (see the top of the file); the faults' time, ns. */
+static uint64_t um_cost(const struct sim_launch *l, int dev)
+{
+	struct sim_um_use uses[UM_MAX_WORDS];
+	const struct sim_image_func *fd = l->f->desc;
+	size_t n = 0;
+
+	if (!sim_um_active())
+		return 0;
+	switch (sim_function_builtin(l->f)) {
+	case SIM_BUILTIN_FILL_U32:
+		if (arg_u64(l, 2))
+			uses[n++] = (struct sim_um_use){arg_u64(l, 0), elems(arg_u64(l, 2), 4), true};
+		return sim_um_kernel(dev, uses, n, false);
+	case SIM_BUILTIN_VECADD_F32:
+		if (arg_u64(l, 3)) {
+			size_t len = elems(arg_u64(l, 3), 4);
+
+			uses[n++] = (struct sim_um_use){arg_u64(l, 0), len, false};
+			uses[n++] = (struct sim_um_use){arg_u64(l, 1), len, false};
+			uses[n++] = (struct sim_um_use){arg_u64(l, 2), len, true};
+		}
+		return sim_um_kernel(dev, uses, n, false);
+	case SIM_BUILTIN_SPIN:
+		return sim_um_kernel(dev, NULL, 0, true);
+	case SIM_BUILTIN_NONE:
+		break;
+	}
+	for (uint32_t i = 0; i < fd->nparams && n < UM_MAX_WORDS; i++) {
+		const struct sim_image_param *p = &fd->params[i];
+
+		for (uint32_t off = 0; off + 8 <= p->size && n < UM_MAX_WORDS; off += 8) {
+			uint64_t v;
+
+			if (p->offset + off + 8 > l->args_len)
+				break;
+			memcpy(&v, l->args + p->offset + off, 8);
+			/*
+			 * Counted as reads: whether an unknown kernel writes is not
+			 * known, and read-mostly advice promises that it mostly reads.
+			 */
+			if (v)
+				uses[n++] = (struct sim_um_use){(uintptr_t)v, 0, false};
+		}
+	}
+	return sim_um_kernel(dev, uses, n, true);
+}
+
 /* Performs a built-in's effect on device memory from context c; false: it would fault. */
 static bool run_builtin(struct sim_ctx *c, const struct sim_launch *l)
 {
@@ -148,6 +212,10 @@ CUresult sim_launch_run(struct sim_stream *s, const struct sim_launch *l)
 	r = sim_check_device_health(dev);
 	if (r)
 		return r;
+	/* The slot first: residency decided before waiting could be evicted meanwhile. */
+	slot = sim_exec_kernel_slot(s);
+	/* Faults before the built-in's effect: a first touch must not see its own writes. */
+	mig = um_cost(l, dev);
 	if (!run_builtin(s->ctx, l)) {
 		/* As a faulting kernel: the launch succeeded, the context is now broken. */
 		int zero = 0;
@@ -155,10 +223,7 @@ CUresult sim_launch_run(struct sim_stream *s, const struct sim_launch *l)
 		sim_log(CU_LOG_LEVEL_ERROR, "kernel %s: illegal address: the context is unusable",
 			l->f->desc->name);
 	}
-	/* The slot first: residency decided before waiting could be evicted meanwhile. */
-	slot = sim_exec_kernel_slot(s);
 	ns = sim_launch_duration(l, dev);
-	mig = sim_um_prepare_kernel(dev);
 	ns = ns > UINT64_MAX - mig ? UINT64_MAX : ns + mig; /* cusim_spin(~0ull): for ever */
 	sim_exec_kernel(s, slot, ns, &start, &end);
 	return CUDA_SUCCESS;

@@ -7,6 +7,8 @@
  */
 #include "sim-exec.h"
 
+#include "sim-um.h"
+
 #include <stdlib.h>
 
 CUresult sim_stream_order(CUstream stream, bool ptds)
@@ -24,7 +26,8 @@ CUresult sim_stream_order(CUstream stream, bool ptds)
 	return CUDA_SUCCESS;
 }
 
-CUresult sim_stream_copy(CUstream stream, bool ptds, size_t bytes, bool device_to_device)
+CUresult sim_stream_copy(CUstream stream, bool ptds, size_t bytes, bool device_to_device,
+			 const struct sim_um_use *touch, size_t ntouch)
 {
 	bool sync = stream == SIM_STREAM_SYNC;
 	struct sim_stream *s;
@@ -42,7 +45,9 @@ CUresult sim_stream_copy(CUstream stream, bool ptds, size_t bytes, bool device_t
 		if (r)
 			return r;
 	}
-	sim_exec_copy(s, sim_exec_copy_ns(bytes, device_to_device));
+	/* Its managed memory is faulted in on the stream's device before the bytes move. */
+	sim_exec_copy(s, sim_exec_copy_ns(bytes, device_to_device) +
+			     sim_um_copy(s->ctx->device, touch, ntouch));
 	return CUDA_SUCCESS;
 }
 

@@ -1,7 +1,8 @@
 /*
  * The simulated GPU models (their published figures), CUSIM_GPUS parsing
  * into device descriptions (memory, SMs, PCI location, UUIDs derived from
- * the instance name), and the CUSIM_INSTANCE name.
+ * the instance name), the unified-memory model's parameters (CUSIM_UM_*),
+ * and the CUSIM_INSTANCE name.
  */
 #include "sim-config.h"
 
@@ -12,6 +13,7 @@
 #include <strings.h>
 
 #include "cs-size.h"
+#include "sim-um-lru.h"
 
 /* Figures follow NVIDIA's published specifications for each part. */
 const struct sim_model sim_models[] = {
@@ -204,4 +206,72 @@ int sim_config_parse_gpus(const char *spec, const char *instance, struct sim_dev
 		return -EINVAL;
 	}
 	return (int)n;
+}
+
+/* Parses CUSIM_* decimal `name` into *v when set: [min, max], else -EINVAL naming it. */
+static int env_u64(const char *name, uint64_t min, uint64_t max, const char *unit, uint64_t *v,
+		   char *err, size_t errlen)
+{
+	const char *e = getenv(name);
+	char *end;
+	unsigned long long x;
+
+	if (!e || !*e)
+		return 0;
+	errno = 0;
+	x = strtoull(e, &end, 10);
+	if (errno || *end || e[0] < '0' || e[0] > '9' || x < min || x > max) {
+		snprintf(err, errlen, "%s=\"%s\" is invalid: expected %s from %llu to %llu", name, e,
+			 unit, (unsigned long long)min, (unsigned long long)max);
+		return -EINVAL;
+	}
+	*v = x;
+	return 0;
+}
+
+int sim_config_um(struct sim_um_params *ret, char *err, size_t errlen)
+{
+	struct sim_um_params p = {
+		.bandwidth = SIM_UM_DEFAULT_BANDWIDTH,
+		.fault_ns = SIM_UM_DEFAULT_FAULT_NS,
+		.batch_ns = SIM_UM_DEFAULT_BATCH_NS,
+		.batch_faults = SIM_UM_DEFAULT_BATCH_FAULTS,
+		.lru = SIM_UM_LRU_MIGRATION,
+	};
+	const char *bw = getenv("CUSIM_UM_BANDWIDTH"), *lru = getenv("CUSIM_UM_LRU");
+	uint64_t batch = p.batch_faults;
+
+	if (bw && *bw &&
+	    (cs_size_parse(bw, &p.bandwidth) < 0 || p.bandwidth < (1ull << 20) ||
+	     p.bandwidth > (1ull << 50))) {
+		snprintf(err, errlen,
+			 "CUSIM_UM_BANDWIDTH=\"%s\" is invalid: expected bytes per second as %s, "
+			 "from 1MiB to 1PiB",
+			 bw, CS_SIZE_FORMS);
+		return -EINVAL;
+	}
+	if (env_u64("CUSIM_UM_FAULT_NS", 0, 1000000000ull, "nanoseconds", &p.fault_ns, err,
+		    errlen) < 0 ||
+	    env_u64("CUSIM_UM_BATCH_NS", 0, 1000000000ull, "nanoseconds", &p.batch_ns, err,
+		    errlen) < 0 ||
+	    env_u64("CUSIM_UM_BATCH_FAULTS", 1, 65536, "a number of faults", &batch, err, errlen) <
+		0)
+		return -EINVAL;
+	p.batch_faults = (uint32_t)batch;
+	if (lru && *lru) {
+		if (strcmp(lru, "migration") == 0) {
+			p.lru = SIM_UM_LRU_MIGRATION;
+		} else if (strcmp(lru, "access") == 0) {
+			p.lru = SIM_UM_LRU_ACCESS;
+		} else {
+			snprintf(err, errlen,
+				 "CUSIM_UM_LRU=\"%s\" is invalid: expected migration (a chunk is "
+				 "recent when it was last made resident, as the driver orders its "
+				 "list) or access (also when a kernel used it)",
+				 lru);
+			return -EINVAL;
+		}
+	}
+	*ret = p;
+	return 0;
 }

@@ -60,6 +60,14 @@ extern const size_t sim_nmodels;
 int sim_config_parse_gpus(const char *spec, const char *instance, struct sim_device_desc *desc,
 			  size_t max, char *err, size_t errlen);
 
+/*
+ * The unified-memory model's parameters from CUSIM_UM_BANDWIDTH,
+ * CUSIM_UM_FAULT_NS, CUSIM_UM_BATCH_NS, CUSIM_UM_BATCH_FAULTS and
+ * CUSIM_UM_LRU, each defaulting when unset (docs/cusim-um.md). Returns 0,
+ * or -EINVAL with a message naming the variable and the accepted form.
+ */
+int sim_config_um(struct sim_um_params *ret, char *err, size_t errlen);
+
 /* The model of a device description. */
 const struct sim_model *sim_config_model(const struct sim_device_desc *desc);
 

@@ -2,7 +2,8 @@
  * The instance file (see sim-shared.h): creating and opening it, process
  * slots (registration, liveness by /proc start time, reclaiming the dead),
  * capacity charged under each device's accounting lock, and the busy-time
- * buckets NVML's utilization is read from.
+ * buckets NVML's utilization is read from. The chunk tables of unified
+ * memory that follow the struct are sized here and kept by sim-um-lru.c.
  */
 #include "sim-shared.h"
 
@@ -18,6 +19,7 @@
 
 #include "cs-size.h"
 #include "sim-config.h"
+#include "sim-um-lru.h"
 
 static const char *shm_dir(void)
 {
@@ -43,6 +45,21 @@ int sim_shared_unlink(void)
 	return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
 }
 
+/* True when every device's chunk table lies inside the file, sized to its capacity. */
+static bool tables_fit(const struct sim_shared *sh)
+{
+	for (unsigned d = 0; d < sh->ndevices; d++) {
+		const struct sim_um_dev *u = &sh->um[d];
+
+		if (u->nchunks != sh->desc[d].total_mem / SIM_UM_CHUNK || u->table_off < sizeof(*sh) ||
+		    u->table_off > sh->file_size ||
+		    (sh->file_size - u->table_off) / sizeof(struct sim_um_chunk) < u->nchunks ||
+		    u->hw > u->nchunks)
+			return false;
+	}
+	return true;
+}
+
 static int map_fd(int fd, struct sim_shared **ret, const char *path, char *err, size_t errlen)
 {
 	struct stat st;
@@ -52,21 +69,22 @@ static int map_fd(int fd, struct sim_shared **ret, const char *path, char *err, 
 		snprintf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
 		return -errno;
 	}
-	if ((size_t)st.st_size != sizeof(struct sim_shared)) {
+	if ((size_t)st.st_size < sizeof(struct sim_shared)) {
 		snprintf(err, errlen,
-			 "%s has size %lld, expected %zu: made by another cusim version; reset the "
-			 "instance (cusim-ctl reset)",
+			 "%s has size %lld, expected at least %zu: made by another cusim version; "
+			 "reset the instance (cusim-ctl reset)",
 			 path, (long long)st.st_size, sizeof(struct sim_shared));
 		return -EPROTO;
 	}
-	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	sh = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (sh == MAP_FAILED) {
 		snprintf(err, errlen, "cannot map %s: %s", path, strerror(errno));
 		return -errno;
 	}
 	if (sh->magic != SIM_SHM_MAGIC || sh->version != SIM_SHM_VERSION ||
-	    sh->size != sizeof(*sh) || sh->ndevices == 0 || sh->ndevices > SIM_MAX_DEVICES) {
-		munmap(sh, sizeof(*sh));
+	    sh->size != sizeof(*sh) || sh->file_size != (uint64_t)st.st_size || sh->ndevices == 0 ||
+	    sh->ndevices > SIM_MAX_DEVICES || !tables_fit(sh)) {
+		munmap(sh, (size_t)st.st_size);
 		snprintf(err, errlen,
 			 "%s is not a cusim v%u instance; reset it (cusim-ctl reset)", path,
 			 SIM_SHM_VERSION);
@@ -74,6 +92,12 @@ static int map_fd(int fd, struct sim_shared **ret, const char *path, char *err, 
 	}
 	*ret = sh;
 	return 0;
+}
+
+void sim_shared_close(struct sim_shared *sh)
+{
+	if (sh)
+		munmap(sh, sh->file_size);
 }
 
 int sim_shared_open_existing(struct sim_shared **ret, char *err, size_t errlen)
@@ -97,38 +121,48 @@ int sim_shared_open_existing(struct sim_shared **ret, char *err, size_t errlen)
 	return r;
 }
 
-static int build_instance(int fd, const char *inst, char *err, size_t errlen)
+/* Initializes a robust, process-shared mutex in the instance. */
+static void shared_mutex_init(pthread_mutex_t *m)
 {
-	struct sim_shared *sh;
-	const char *spec = getenv("CUSIM_GPUS");
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+/* The configuration an instance is made from, parsed before the file is sized. */
+struct build_config {
+	struct sim_device_desc desc[SIM_MAX_DEVICES];
+	unsigned ndevices;
+	uint64_t ctx_mem;
+	uint32_t util_sample_ms;
+	struct sim_um_params um;
+};
+
+static int parse_config(const char *inst, struct build_config *c, char *err, size_t errlen)
+{
 	const char *ctx = getenv("CUSIM_CTX_MEM");
 	const char *period = getenv("CUSIM_UTIL_SAMPLE_MS");
-	struct timespec ts;
 	int n;
 
-	if (ftruncate(fd, sizeof(*sh)) < 0) {
-		snprintf(err, errlen, "cannot size the instance file: %s", strerror(errno));
-		return -errno;
-	}
-	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (sh == MAP_FAILED) {
-		snprintf(err, errlen, "cannot map the instance file: %s", strerror(errno));
-		return -errno;
-	}
-	n = sim_config_parse_gpus(spec, inst, sh->desc, SIM_MAX_DEVICES, err, errlen);
+	memset(c, 0, sizeof(*c));
+	n = sim_config_parse_gpus(getenv("CUSIM_GPUS"), inst, c->desc, SIM_MAX_DEVICES, err,
+				  errlen);
 	if (n < 0)
-		goto out_unmap;
-	sh->ndevices = (uint32_t)n;
-	sh->ctx_mem = SIM_DEFAULT_CTX_MEM;
+		return n;
+	c->ndevices = (unsigned)n;
+	c->ctx_mem = SIM_DEFAULT_CTX_MEM;
 	if (ctx && *ctx) {
 		uint64_t v;
 		if (cs_size_parse(ctx, &v) < 0 || v > (64ull << 30)) {
 			snprintf(err, errlen, "CUSIM_CTX_MEM=\"%s\" is invalid: expected %s, at most 64GiB",
 				 ctx, CS_SIZE_FORMS);
-			n = -EINVAL;
-			goto out_unmap;
+			return -EINVAL;
 		}
-		sh->ctx_mem = v;
+		c->ctx_mem = v;
 	}
 	if (period && *period) {
 		char *end;
@@ -142,34 +176,75 @@ static int build_instance(int fd, const char *inst, char *err, size_t errlen)
 				 "CUSIM_UTIL_SAMPLE_MS=\"%s\" is invalid: expected milliseconds from %u "
 				 "to %u (a real GPU samples about every 167)",
 				 period, SIM_UTIL_SAMPLE_MIN_MS, SIM_UTIL_SAMPLE_MAX_MS);
-			n = -EINVAL;
-			goto out_unmap;
+			return -EINVAL;
 		}
 		/* The default period is the bucket: 0 keeps today's sampling exactly. */
-		sh->util_sample_ms = v * 1000000ull == SIM_BUCKET_NS ? 0u : (uint32_t)v;
+		c->util_sample_ms = v * 1000000ull == SIM_BUCKET_NS ? 0u : (uint32_t)v;
 	}
+	return sim_config_um(&c->um, err, errlen);
+}
+
+static int build_instance(int fd, const char *inst, char *err, size_t errlen)
+{
+	struct build_config *c = malloc(sizeof(*c));
+	const char *spec = getenv("CUSIM_GPUS");
+	struct sim_shared *sh;
+	struct timespec ts;
+	uint64_t size, off;
+	int r;
+
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	r = parse_config(inst, c, err, errlen);
+	if (r < 0)
+		goto out_free;
+	/* The chunk tables follow the struct, one per device, sized to its capacity. */
+	off = (sizeof(*sh) + 4095) & ~(uint64_t)4095;
+	size = off;
+	for (unsigned d = 0; d < c->ndevices; d++)
+		size += c->desc[d].total_mem / SIM_UM_CHUNK * sizeof(struct sim_um_chunk);
+	if (ftruncate(fd, (off_t)size) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "cannot size the instance file: %s", strerror(errno));
+		goto out_free;
+	}
+	sh = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (sh == MAP_FAILED) {
+		r = -errno;
+		snprintf(err, errlen, "cannot map the instance file: %s", strerror(errno));
+		goto out_free;
+	}
+	memcpy(sh->desc, c->desc, sizeof(sh->desc));
+	sh->ndevices = c->ndevices;
+	sh->ctx_mem = c->ctx_mem;
+	sh->util_sample_ms = c->util_sample_ms;
+	sh->um_params = c->um;
+	sh->file_size = size;
 	snprintf(sh->gpus_spec, sizeof(sh->gpus_spec), "%s",
 		 spec && *spec ? spec : SIM_DEFAULT_GPUS);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	sh->created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	for (unsigned d = 0; d < SIM_MAX_DEVICES; d++) {
-		pthread_mutexattr_t a;
-
-		pthread_mutexattr_init(&a);
-		pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-		pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-		pthread_mutex_init(&sh->dev[d].acct, &a);
-		pthread_mutexattr_destroy(&a);
+		shared_mutex_init(&sh->dev[d].acct);
+		shared_mutex_init(&sh->um[d].lock);
+		if (d >= c->ndevices)
+			continue;
+		sh->um[d].table_off = off;
+		sh->um[d].nchunks = (uint32_t)(c->desc[d].total_mem / SIM_UM_CHUNK);
+		off += (uint64_t)sh->um[d].nchunks * sizeof(struct sim_um_chunk);
 	}
 	sh->size = sizeof(*sh);
 	sh->version = SIM_SHM_VERSION;
 	/* Magic last: an opener that maps the file early sees it as incomplete. */
 	atomic_thread_fence(memory_order_release);
 	sh->magic = SIM_SHM_MAGIC;
-	n = 0;
-out_unmap:
-	munmap(sh, sizeof(*sh));
-	return n;
+	munmap(sh, size);
+	r = 0;
+out_free:
+	free(c);
+	return r;
 }
 
 int sim_shared_open(struct sim_shared **ret, char *err, size_t errlen)
@@ -282,38 +357,47 @@ static void sub_sat(_Atomic uint64_t *v, uint64_t bytes)
  * or exit_group cutting a thread short) may have updated one counter and not
  * the other: the slots are the truth, `used` is recomputed from them.
  */
-static void acct_lock(struct sim_shared *sh, unsigned dev)
+void sim_acct_lock(struct sim_shared *sh, unsigned dev)
 {
 	struct sim_device_state *ds = &sh->dev[dev];
-	uint64_t sum = 0;
+	uint64_t sum = 0, um = 0;
 
 	if (pthread_mutex_lock(&ds->acct) != EOWNERDEAD)
 		return;
-	for (unsigned i = 0; i < SIM_MAX_PROCS; i++)
+	for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
 		sum += atomic_load_explicit(&sh->procs[i].used[dev], memory_order_relaxed);
+		um += atomic_load_explicit(&sh->procs[i].um_resident[dev], memory_order_relaxed);
+	}
 	atomic_store(&ds->used, sum);
+	atomic_store(&ds->um_resident, um);
 	pthread_mutex_consistent(&ds->acct);
 }
 
-static void acct_unlock(struct sim_shared *sh, unsigned dev)
+void sim_acct_unlock(struct sim_shared *sh, unsigned dev)
 {
 	pthread_mutex_unlock(&sh->dev[dev].acct);
 }
 
 static void slot_drain(struct sim_shared *sh, struct sim_proc_slot *slot)
 {
+	/* Its resident chunks first: their bytes leave the device with them. */
+	sim_um_drain_slot(sh, slot);
 	for (unsigned d = 0; d < sh->ndevices && d < SIM_MAX_DEVICES; d++) {
 		if (!atomic_load_explicit(&slot->used[d], memory_order_relaxed))
 			continue;
-		acct_lock(sh, d);
+		sim_acct_lock(sh, d);
 		sub_sat(&sh->dev[d].used, atomic_exchange(&slot->used[d], 0));
-		acct_unlock(sh, d);
+		sim_acct_unlock(sh, d);
 	}
 	atomic_store(&slot->ctx_devices, 0);
+	atomic_store(&slot->um_evicted, 0);
 	for (unsigned d = 0; d < SIM_MAX_DEVICES; d++) {
 		atomic_store(&slot->managed[d], 0);
-		atomic_store(&slot->resident[d], 0);
-		atomic_store(&slot->last_run[d], 0);
+		atomic_store(&slot->um_faults[d], 0);
+		atomic_store(&slot->um_batches[d], 0);
+		atomic_store(&slot->um_in[d], 0);
+		atomic_store(&slot->um_out[d], 0);
+		atomic_store(&slot->um_remote[d], 0);
 	}
 }
 
@@ -387,17 +471,18 @@ int sim_dev_charge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned d
 	uint64_t total = sh->desc[dev].total_mem, used;
 	int r = 0;
 
-	acct_lock(sh, dev);
-	used = atomic_load_explicit(&ds->used, memory_order_relaxed);
+	sim_acct_lock(sh, dev);
+	used = atomic_load_explicit(&ds->used, memory_order_relaxed) +
+	       atomic_load_explicit(&ds->um_resident, memory_order_relaxed);
 	/* A slot already given back (its process is exiting) takes nothing more. */
 	if (atomic_load_explicit(&slot->pid, memory_order_relaxed) <= 0 || bytes > total ||
 	    used > total - bytes) {
 		r = -ENOMEM;
 	} else {
-		atomic_store_explicit(&ds->used, used + bytes, memory_order_release);
+		atomic_fetch_add_explicit(&ds->used, bytes, memory_order_release);
 		atomic_fetch_add_explicit(&slot->used[dev], bytes, memory_order_relaxed);
 	}
-	acct_unlock(sh, dev);
+	sim_acct_unlock(sh, dev);
 	return r;
 }
 
@@ -406,7 +491,7 @@ void sim_dev_uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigne
 {
 	uint64_t take;
 
-	acct_lock(sh, dev);
+	sim_acct_lock(sh, dev);
 	/*
 	 * Only what the slot still holds leaves the device: exit() (or a
 	 * reclaim) may have drained the slot while this thread was freeing,
@@ -416,7 +501,7 @@ void sim_dev_uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigne
 	take = take < bytes ? take : bytes;
 	atomic_fetch_sub_explicit(&slot->used[dev], take, memory_order_relaxed);
 	sub_sat(&sh->dev[dev].used, take);
-	acct_unlock(sh, dev);
+	sim_acct_unlock(sh, dev);
 }
 
 uint64_t sim_now_ns(void)

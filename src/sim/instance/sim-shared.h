@@ -11,11 +11,16 @@
  * SIM_PID_RECLAIMING. Device capacity is charged under the device's
  * accounting lock (struct sim_device_state.acct), a robust process-shared
  * mutex: a process killed while holding it hands it to the next taker with
- * EOWNERDEAD, which recomputes the device's counter from the slots. Busy
- * time, the timeline and fault counters are atomics; readers take no lock.
+ * EOWNERDEAD, which recomputes the device's counters from the slots. The
+ * resident chunks of unified memory are kept in one table and LRU list per
+ * device (sim-um-lru.h) under another robust lock, taken before the
+ * accounting lock. Busy time, the timeline and fault counters are atomics;
+ * readers take no lock.
  *
  * The layout is fixed-width and versioned: a process built from another
- * version refuses the file (it is a simulator: reset the instance).
+ * version refuses the file (it is a simulator: reset the instance). The
+ * file is struct sim_shared followed by the devices' chunk tables, whose
+ * size follows the devices' capacities (file_size).
  */
 #ifndef SIM_SHARED_H
 #define SIM_SHARED_H
@@ -27,7 +32,7 @@
 #include <sys/types.h>
 
 #define SIM_SHM_MAGIC 0x4d4953554353ull /* "CSUSIM" */
-#define SIM_SHM_VERSION 3u
+#define SIM_SHM_VERSION 4u
 
 #define SIM_MAX_DEVICES 16
 #define SIM_MAX_PROCS 1024
@@ -73,24 +78,60 @@ struct sim_device_desc {
 	uint32_t minor;			/* /dev/nvidiaN */
 };
 
-/* Mutable per-device state. */
+/*
+ * Mutable per-device state. The device's memory in use is used +
+ * um_resident: ordinary allocations (contexts, cuMemAlloc, pools, VMM,
+ * arrays, module variables) and the managed chunks resident on it.
+ */
 struct sim_device_state {
-	_Atomic uint64_t used;		/* device memory in use by all processes, bytes */
+	_Atomic uint64_t used;		/* bytes of ordinary allocations of all processes */
 	_Atomic uint32_t lost;		/* nonzero: the device fell off the bus (fault injection) */
-	_Atomic int32_t um_lock;	/* pid holding the unified-memory residency lock, 0 free */
+	uint32_t pad0;
 	_Atomic uint64_t busy_until;	/* end of the last kernel reserved, CLOCK_MONOTONIC ns */
 	_Atomic uint64_t busy_total;	/* kernel time ever reserved, ns */
 	_Atomic uint64_t kernels;	/* kernels ever run */
 	_Atomic uint64_t migrated;	/* unified-memory bytes ever migrated to or from it */
+	_Atomic uint64_t um_resident;	/* bytes of managed chunks resident on it (sim-um-lru.h) */
 	/*
-	 * `used` and every slot's used[] of this device change together under
-	 * this lock (process-shared, robust): a process killed between the two
-	 * updates leaves the lock to the next taker with EOWNERDEAD, which
-	 * recomputes `used` from the slots, the truth. Readers load `used`
-	 * without it.
+	 * `used`, `um_resident` and every slot's used[] and um_resident[] of
+	 * this device change together under this lock (process-shared,
+	 * robust): a process killed between two updates leaves the lock to the
+	 * next taker with EOWNERDEAD, which recomputes the device's counters
+	 * from the slots, the truth. Readers load them without it.
 	 */
 	pthread_mutex_t acct;
-	uint64_t reserved[26 - sizeof(pthread_mutex_t) / 8];
+	uint64_t reserved[25 - sizeof(pthread_mutex_t) / 8];
+};
+
+/*
+ * Unified memory of one device (sim-um-lru.h): its table of resident
+ * managed chunks (in the file's tail, at table_off), the LRU list through
+ * it, and counters. Everything but the counters changes under `lock` only.
+ */
+struct sim_um_dev {
+	pthread_mutex_t lock;		/* robust, process-shared; taken before acct */
+	uint64_t table_off;		/* byte offset of the chunk table in the instance file */
+	uint32_t nchunks;		/* table entries: the device's capacity in chunks */
+	uint32_t hw;			/* entries [0, hw) have ever been used */
+	uint32_t head, tail;		/* LRU ends (least recent at head), entry numbers, 0: none */
+	uint32_t free;			/* free entries, linked through `next` */
+	uint32_t count;			/* resident chunks */
+	uint64_t stamp;			/* the latest stamp handed out (LRU order) */
+	_Atomic uint64_t faults;	/* faults serviced, every process */
+	_Atomic uint64_t batches;	/* fault batches */
+	_Atomic uint64_t in;		/* bytes migrated to the device (faults, prefetches) */
+	_Atomic uint64_t out;		/* bytes written back to the host (evictions, prefetches) */
+	_Atomic uint64_t remote;	/* bytes kernels read over the link instead of migrating */
+	_Atomic uint64_t evictions;	/* chunks evicted to make room */
+};
+
+/* The unified-memory model's parameters (CUSIM_UM_*), fixed when the instance is made. */
+struct sim_um_params {
+	uint64_t bandwidth;		/* migration bytes per second */
+	uint64_t fault_ns;		/* service time of one fault */
+	uint64_t batch_ns;		/* fixed cost of one fault batch */
+	uint32_t batch_faults;		/* faults per batch at most */
+	uint32_t lru;			/* enum sim_um_lru_policy (sim-um-lru.h) */
 };
 
 /* One process that initialized the driver on this instance. */
@@ -101,10 +142,19 @@ struct sim_proc_slot {
 	_Atomic uint64_t used[SIM_MAX_DEVICES];	/* device bytes owned by the process */
 	_Atomic uint32_t ctx_devices;	/* bit d: the process has a context on device d */
 	uint32_t pad0;
-	_Atomic uint64_t managed[SIM_MAX_DEVICES];	/* managed bytes allocated, per device */
-	_Atomic uint64_t resident[SIM_MAX_DEVICES];	/* of which resident on the device */
-	_Atomic uint64_t last_run[SIM_MAX_DEVICES];	/* end of its latest kernel (LRU eviction) */
 	_Atomic uint64_t registered_ns;	/* CLOCK_MONOTONIC at registration: older buckets are not its */
+	/*
+	 * Unified memory (sim-um-lru.h). um_resident[] changes with the
+	 * device's um_resident under its locks; the rest are counters.
+	 */
+	_Atomic uint64_t um_evicted;	/* bytes of its chunks a device moved to host memory, still there */
+	_Atomic uint64_t managed[SIM_MAX_DEVICES];	/* managed bytes allocated in contexts of d */
+	_Atomic uint64_t um_resident[SIM_MAX_DEVICES];	/* its chunks resident on d, bytes */
+	_Atomic uint64_t um_faults[SIM_MAX_DEVICES];	/* faults its kernels and copies took on d */
+	_Atomic uint64_t um_batches[SIM_MAX_DEVICES];	/* fault batches they took */
+	_Atomic uint64_t um_in[SIM_MAX_DEVICES];	/* bytes migrated to d for it */
+	_Atomic uint64_t um_out[SIM_MAX_DEVICES];	/* bytes of its chunks written back from d */
+	_Atomic uint64_t um_remote[SIM_MAX_DEVICES];	/* bytes its kernels on d read remotely */
 };
 
 /*
@@ -137,9 +187,12 @@ struct sim_shared {
 	uint32_t util_sample_ms;
 	uint64_t ctx_mem;		/* device bytes each context occupies */
 	uint64_t created_ns;		/* CLOCK_REALTIME at creation */
+	uint64_t file_size;		/* the whole file: this struct and the chunk tables */
 	char gpus_spec[256];		/* the CUSIM_GPUS text it was created from */
+	struct sim_um_params um_params;
 	struct sim_device_desc desc[SIM_MAX_DEVICES];
 	struct sim_device_state dev[SIM_MAX_DEVICES];
+	struct sim_um_dev um[SIM_MAX_DEVICES];
 	_Atomic uint32_t nfaults_armed;	/* fast check: any fault armed at all */
 	uint32_t pad1;
 	struct sim_fault faults[SIM_MAX_FAULTS];
@@ -151,7 +204,8 @@ struct sim_shared {
 
 _Static_assert(sizeof(struct sim_device_desc) == 192, "device desc layout");
 _Static_assert(sizeof(struct sim_device_state) == 256, "device state layout");
-_Static_assert(sizeof(struct sim_proc_slot) == 160 + 3 * 8 * SIM_MAX_DEVICES, "proc slot layout");
+_Static_assert(sizeof(struct sim_um_dev) == 128, "unified-memory device layout");
+_Static_assert(sizeof(struct sim_proc_slot) == 168 + 7 * 8 * SIM_MAX_DEVICES, "proc slot layout");
 _Static_assert(sizeof(struct sim_fault) == 96, "fault layout");
 
 /*
@@ -162,6 +216,9 @@ _Static_assert(sizeof(struct sim_fault) == 96, "fault layout");
  * On failure returns -errno and writes a one-line reason into err.
  */
 int sim_shared_open(struct sim_shared **ret, char *err, size_t errlen);
+
+/* Unmaps an instance mapped by sim_shared_open or sim_shared_open_existing. */
+void sim_shared_close(struct sim_shared *sh);
 
 /* Like sim_shared_open but never creates; -ENOENT when there is no instance. */
 int sim_shared_open_existing(struct sim_shared **ret, char *err, size_t errlen);
@@ -196,6 +253,8 @@ struct sim_proc_slot *sim_proc_find(struct sim_shared *sh, pid_t pid);
 /*
  * Reserves bytes of device dev's capacity for slot, atomically against every
  * other process. Returns 0, or -ENOMEM when they do not fit (nothing charged).
+ * Resident managed chunks are not evicted here: sim_um_charge_evicting
+ * (sim-um-lru.h) does that for ordinary allocations.
  */
 int sim_dev_charge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,
 		   uint64_t bytes);
@@ -216,6 +275,29 @@ uint64_t sim_busy_sum(const struct sim_shared *sh, const struct sim_proc_slot *s
 
 /* CLOCK_MONOTONIC now, in ns. */
 uint64_t sim_now_ns(void);
+
+/*
+ * Takes device dev's accounting lock (struct sim_device_state.acct). An
+ * owner that died holding it may have updated one counter and not the
+ * other: the slots are the truth, the device's counters are recomputed
+ * from them. The unified-memory lock (sim-um-lru.h) is taken before it.
+ */
+void sim_acct_lock(struct sim_shared *sh, unsigned dev);
+void sim_acct_unlock(struct sim_shared *sh, unsigned dev);
+
+/* Device memory in use on dev: ordinary allocations and resident managed chunks. */
+static inline uint64_t sim_dev_in_use(const struct sim_shared *sh, unsigned dev)
+{
+	return atomic_load_explicit(&sh->dev[dev].used, memory_order_acquire) +
+	       atomic_load_explicit(&sh->dev[dev].um_resident, memory_order_acquire);
+}
+
+/* The same for one process (NVML's per-process used memory). */
+static inline uint64_t sim_slot_in_use(const struct sim_proc_slot *slot, unsigned dev)
+{
+	return atomic_load_explicit(&slot->used[dev], memory_order_relaxed) +
+	       atomic_load_explicit(&slot->um_resident[dev], memory_order_relaxed);
+}
 
 /* Returns bytes charged earlier with sim_dev_charge. */
 void sim_dev_uncharge(struct sim_shared *sh, struct sim_proc_slot *slot, unsigned dev,

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "sim-array.h"
+#include "sim-um.h"
 
 /* One end of a pitched copy, as the caller described it. */
 struct side {
@@ -213,8 +214,19 @@ CUresult sim_copy_3d(struct sim_ctx *ctx, const CUDA_MEMCPY3D_PEER *c, bool peer
 	}
 	if (check_only)
 		return CUDA_SUCCESS;
+	/* The extent of each end (arrays and host memory are not managed: ignored). */
+	struct sim_um_use touch[2];
+	size_t ntouch = 0;
+
+	if (w && h && d) {
+		touch[ntouch++] = (struct sim_um_use){(uintptr_t)db.ptr,
+						      (d - 1) * db.slice + (h - 1) * db.pitch + w, true};
+		touch[ntouch++] = (struct sim_um_use){(uintptr_t)sb.ptr,
+						      (d - 1) * sb.slice + (h - 1) * sb.pitch + w, false};
+	}
 	r = sim_stream_copy(stream, ptds, w * h * d,
-			    ss.type != CU_MEMORYTYPE_HOST && ds.type != CU_MEMORYTYPE_HOST);
+			    ss.type != CU_MEMORYTYPE_HOST && ds.type != CU_MEMORYTYPE_HOST, touch,
+			    ntouch);
 	if (r || !(w && h && d))
 		return r;
 	dense = d == 1 || (sb.slice == w * h && db.slice == w * h);

@@ -10,6 +10,8 @@
 
 #include <string.h>
 
+#include "sim-um.h"
+
 /* Fills n elements of esz bytes (1, 2 or 4) at p with the low esz bytes of v. */
 static void fill(uint8_t *p, unsigned v, size_t esz, size_t n)
 {
@@ -50,7 +52,7 @@ static CUresult set_2d(const char *name, CUdeviceptr dst, size_t pitch, unsigned
 CUresult sim_set_2d(CUdeviceptr dst, size_t pitch, unsigned v, size_t esz, size_t width,
 		    size_t height, CUstream stream, bool ptds, bool check_only)
 {
-	size_t row = 0, span;
+	size_t row = 0, span = 0;
 	CUresult r;
 
 	if (esz != 1 && esz != 2 && esz != 4)
@@ -71,7 +73,10 @@ CUresult sim_set_2d(CUdeviceptr dst, size_t pitch, unsigned v, size_t esz, size_
 	}
 	if (check_only)
 		return CUDA_SUCCESS;
-	r = sim_stream_copy(stream, ptds, width * height * esz, true);
+	struct sim_um_use touch = {(uintptr_t)dst, span, true};
+
+	r = sim_stream_copy(stream, ptds, width * height * esz, true, &touch,
+			    width && height ? 1 : 0);
 	if (r || !(width && height))
 		return r;
 	if (height == 1 || pitch == row) {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sim-array.h"
+#include "sim-um.h"
 
 /* ---- shared checks (sim-memcpy.h) ---- */
 
@@ -178,7 +179,10 @@ static CUresult copy_1d_entered(struct end dst, struct end src, size_t n, CUstre
 		    (n % elem || (uintptr_t)d % elem || (uintptr_t)s % elem))
 			return CUDA_ERROR_INVALID_VALUE;
 	}
-	r = sim_stream_copy(stream, ptds, n, dst.kind != END_HOST && src.kind != END_HOST);
+	struct sim_um_use touch[2] = {{(uintptr_t)d, n, true}, {(uintptr_t)s, n, false}};
+
+	r = sim_stream_copy(stream, ptds, n, dst.kind != END_HOST && src.kind != END_HOST, touch,
+			    n ? 2 : 0);
 	if (r)
 		return r;
 	if (n)

@@ -2,9 +2,11 @@
  * Device, managed and host allocations; memory info; pointer attributes.
  *
  * Device bytes are charged to the device exactly (rounded up to 512), so a
- * request of exactly cuMemGetInfo's `free` succeeds and one more byte fails.
- * Managed memory is charged while resident (sim-um.h); an allocation that
- * does not fit is still granted, non-resident (oversubscription).
+ * request of exactly cuMemGetInfo's `free` succeeds and one more byte fails;
+ * when managed chunks fill the room, they are evicted for it (sim-um-lru.h).
+ * Managed memory takes no device memory until touched: its chunks are
+ * charged while resident (sim-um.h), so any size is granted
+ * (oversubscription).
  */
 #include "sim.h"
 
@@ -41,18 +43,23 @@ static CUresult alloc_device(const char *name, CUdeviceptr *dptr, size_t bytes,
 	r = sim_check_device_health(c->device);
 	if (r)
 		return r;
-	/* Managed memory is charged while resident, by the residency model (sim-um.c). */
+	/* Managed memory is charged while resident, by the paging model (sim-um.c). */
 	r = sim_vram_alloc(c->device, bytes, kind != SIM_ALLOC_MANAGED, &a);
 	if (r == CUDA_ERROR_OUT_OF_MEMORY)
 		sim_log(CU_LOG_LEVEL_ERROR, "%s: out of memory: %zu bytes requested on device %d",
 			name, bytes, c->ordinal);
 	if (r)
 		return r;
-	if (kind == SIM_ALLOC_MANAGED)
-		a.resident = sim_um_alloc(c->device, sim_align_up(bytes, SIM_ALLOC_ALIGN));
 	a.kind = kind;
 	a.ctx = c;
 	a.flags = flags;
+	if (kind == SIM_ALLOC_MANAGED) {
+		r = sim_um_alloc(&a);
+		if (r) {
+			sim_vram_free(&a);
+			return r;
+		}
+	}
 	r = sim_registry_add(&a, NULL);
 	if (r) {
 		pthread_mutex_lock(&sim.lock);
@@ -131,11 +138,8 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 
 void sim_mem_release_locked(struct sim_alloc *a)
 {
-	if (a->kind == SIM_ALLOC_MANAGED) {
-		sim_um_free(a->device, sim_align_up(a->size, SIM_ALLOC_ALIGN));
-		sim_um_range_free(a->um);
-		a->um = NULL;
-	}
+	if (a->kind == SIM_ALLOC_MANAGED)
+		sim_um_release_locked(a);
 	sim_vram_free_locked(a);
 }
 
@@ -200,7 +204,8 @@ SIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 	/* What dead processes held is free on a real GPU the moment they die. */
 	sim_proc_reclaim_dead(sim.shm);
 	uint64_t t = sim.shm->desc[c->device].total_mem;
-	uint64_t u = atomic_load_explicit(&sim.shm->dev[c->device].used, memory_order_acquire);
+	/* Resident managed chunks take memory too (evictable, but not free). */
+	uint64_t u = sim_dev_in_use(sim.shm, (unsigned)c->device);
 	*total = t;
 	*free_bytes = u < t ? t - u : 0;
 	return CUDA_SUCCESS;

@@ -8,12 +8,13 @@
  * Everything is recorded in the allocation's range state (struct
  * sim_um_range, sim-um.h) with byte precision and answered from there, as
  * cuda.h defines the queries: a value is reported for a range only when
- * every byte of it has that value. Prefetches and discards are stream
- * ordered: a prefetch occupies its stream for the modelled transfer of the
- * bytes whose last prefetch went elsewhere (unified-memory bandwidth); a
- * discard punches the range's whole pages out of device memory (their
- * contents are indeterminate by definition) and marks it discarded until
- * prefetched again.
+ * every byte of it has that value. The paging model (sim-um.c) reads the
+ * advice from there. Prefetches and discards are stream ordered: a
+ * prefetch moves the range's chunks to its target at once (sim-um.c) and
+ * occupies its stream for the modelled transfer; a discard punches the
+ * range's whole pages out of device memory (their contents are
+ * indeterminate by definition), gives up its whole chunks wherever they
+ * are, and marks it discarded until prefetched again.
  */
 #include "sim-exec.h"
 #include "sim-um.h"
@@ -23,34 +24,10 @@
 #include <string.h>
 #include <unistd.h>
 
-void sim_um_range_free(struct sim_um_range *r)
-{
-	if (!r)
-		return;
-	free(r->segs);
-	free(r);
-}
-
-/* The range state of a managed allocation, made on first use. Caller holds sim.lock. */
+/* The range state of a managed allocation (made with it: sim_um_alloc). Caller holds sim.lock. */
 static struct sim_um_range *range_of(struct sim_alloc *a)
 {
-	struct sim_um_range *r = a->um;
-
-	if (r)
-		return r;
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		return NULL;
-	r->segs = calloc(1, sizeof(*r->segs));
-	if (!r->segs) {
-		free(r);
-		return NULL;
-	}
-	r->cap = r->nsegs = 1;
-	r->segs[0].len = a->size;
-	r->attach = a->flags;
-	a->um = r;
-	return r;
+	return a->um;
 }
 
 /* Splits so that a segment boundary falls at off; false when out of memory. */
@@ -113,7 +90,8 @@ struct seg_op {
 	bool prefetch, discard;
 	struct sim_um_loc loc;
 	uint32_t bit;			/* accessed-by bit of loc */
-	size_t moved;			/* prefetch: bytes whose last prefetch went elsewhere */
+	int target;			/* prefetch: instance device, -1: the host */
+	uint64_t ns;			/* prefetch: the transfer's modelled time */
 };
 
 static void apply(struct sim_um_seg *s, struct seg_op *op)
@@ -143,8 +121,6 @@ static void apply(struct sim_um_seg *s, struct seg_op *op)
 	if (op->discard)
 		s->discarded = true;
 	if (op->prefetch) {
-		if (!loc_eq(s->prefetched, op->loc))
-			op->moved += s->len;
 		s->prefetched = op->loc;
 		s->discarded = false;
 	}
@@ -199,7 +175,10 @@ static CUresult range_apply(CUdeviceptr p, size_t count, struct seg_op *op)
 		if (last > first)
 			fallocate(sim_vram_fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				  (off_t)(a->arena_off + (first - a->base)), (off_t)(last - first));
+		sim_um_discard_locked(a, lo, count);
 	}
+	if (op->prefetch)
+		op->ns += sim_um_prefetch_locked(a, lo, count, op->target);
 	pthread_mutex_unlock(&sim.lock);
 	return CUDA_SUCCESS;
 }
@@ -215,10 +194,12 @@ static CUresult check_loc(CUmemLocation l, bool prefetch, struct seg_op *op)
 			return CUDA_ERROR_INVALID_DEVICE;
 		op->loc = (struct sim_um_loc){CU_MEM_LOCATION_TYPE_DEVICE, l.id};
 		op->bit = 1u << l.id;
+		op->target = sim_dev_index(l.id);
 		return CUDA_SUCCESS;
 	case CU_MEM_LOCATION_TYPE_HOST:
 		op->loc = (struct sim_um_loc){CU_MEM_LOCATION_TYPE_HOST, 0};
 		op->bit = SIM_UM_ACCESSED_BY_HOST;
+		op->target = -1;
 		return CUDA_SUCCESS;
 	case CU_MEM_LOCATION_TYPE_HOST_NUMA:
 		/* The simulated host is one NUMA node, 0. */
@@ -226,12 +207,14 @@ static CUresult check_loc(CUmemLocation l, bool prefetch, struct seg_op *op)
 			return CUDA_ERROR_INVALID_VALUE;
 		op->loc = (struct sim_um_loc){CU_MEM_LOCATION_TYPE_HOST_NUMA, 0};
 		op->bit = SIM_UM_ACCESSED_BY_HOST;
+		op->target = -1;
 		return CUDA_SUCCESS;
 	case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
 		if (!prefetch)
 			return CUDA_ERROR_INVALID_VALUE;
 		op->loc = (struct sim_um_loc){CU_MEM_LOCATION_TYPE_HOST_NUMA, 0};
 		op->bit = SIM_UM_ACCESSED_BY_HOST;
+		op->target = -1;
 		return CUDA_SUCCESS;
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
@@ -290,11 +273,10 @@ SIM_API CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advi
 
 /* ---- prefetches and discards ---- */
 
-/* Bytes per second of unified-memory migration (CUSIM_UM_BANDWIDTH; sim-um.c). */
-static uint64_t migrate_ns(size_t bytes)
+/* A prefetch's time on its stream: the operation's latency and the transfer. */
+static uint64_t prefetch_ns(uint64_t transfer_ns)
 {
-	return sim_exec_copy_ns(0, false) + (uint64_t)((unsigned __int128)bytes * 1000000000ull /
-						       sim_um_bandwidth());
+	return sim_exec_copy_ns(0, false) + transfer_ns;
 }
 
 /* The stream an operation is ordered on, refusing capture as other memory operations do. */
@@ -330,7 +312,7 @@ static CUresult prefetch(const char *name, CUdeviceptr p, size_t count, CUmemLoc
 		return r;
 	r = range_apply(p, count, &op);
 	if (r == CUDA_SUCCESS)
-		sim_exec_copy(s, migrate_ns(op.moved));
+		sim_exec_copy(s, prefetch_ns(op.ns));
 	return r;
 }
 
@@ -371,7 +353,7 @@ static CUresult batch(const char *name, CUdeviceptr *dptrs, size_t *sizes, size_
 		      CUstream h, bool ptds, bool discard, bool pf)
 {
 	struct sim_stream *s;
-	size_t moved = 0;
+	uint64_t ns = 0;
 	CUresult r = sim_enter(name);
 
 	if (r)
@@ -419,9 +401,9 @@ static CUresult batch(const char *name, CUdeviceptr *dptrs, size_t *sizes, size_
 		r = range_apply(dptrs[i], sizes[i], &op);
 		if (r)
 			return r;
-		moved += op.moved;
+		ns += op.ns;
 	}
-	sim_exec_copy(s, pf ? migrate_ns(moved) : sim_exec_copy_ns(0, false));
+	sim_exec_copy(s, prefetch_ns(ns));
 	return CUDA_SUCCESS;
 }
 

@@ -22,6 +22,8 @@
  */
 #include "sim.h"
 
+#include "sim-um-lru.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <search.h>
@@ -174,11 +176,12 @@ CUresult sim_mem_charge(int dev, uint64_t bytes)
 {
 	if (atomic_load_explicit(&sim.shm->dev[dev].lost, memory_order_relaxed))
 		return CUDA_ERROR_DEVICE_UNAVAILABLE;
-	if (sim_dev_charge(sim.shm, sim.slot, (unsigned)dev, bytes) == 0)
+	/* Ordinary memory takes priority: resident managed chunks are evicted for it. */
+	if (sim_um_charge_evicting(sim.shm, sim.slot, (unsigned)dev, bytes) == 0)
 		return CUDA_SUCCESS;
 	/* Memory of processes that died may still be charged: reclaim, then retry once. */
 	if (sim_proc_reclaim_dead(sim.shm) > 0 &&
-	    sim_dev_charge(sim.shm, sim.slot, (unsigned)dev, bytes) == 0)
+	    sim_um_charge_evicting(sim.shm, sim.slot, (unsigned)dev, bytes) == 0)
 		return CUDA_SUCCESS;
 	return CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -221,7 +224,6 @@ CUresult sim_vram_alloc(int dev, size_t size, bool charge, struct sim_alloc *a)
 	a->arena_off = off;
 	a->order = order;
 	a->device = dev;
-	a->resident = charge;
 	return CUDA_SUCCESS;
 }
 

@@ -1,8 +1,10 @@
 /*
  * Device memory as NVML reports it: the instance's capacity accounting, the
  * same numbers cuMemGetInfo derives from. used counts every process's
- * allocations and contexts (CUSIM_CTX_MEM each); cusim reserves nothing for
- * the driver, so used is 0 on an idle device and reserved is always 0.
+ * allocations and contexts (CUSIM_CTX_MEM each) and the managed chunks
+ * resident on the device (2 MiB each, docs/cusim-um.md); cusim reserves
+ * nothing for the driver, so used is 0 on an idle device and reserved is
+ * always 0.
  */
 #include "nvml-sim.h"
 
@@ -13,7 +15,7 @@ static void memory_of(unsigned index, unsigned long long *total, unsigned long l
 	*total = sim_nvml.shm->desc[index].total_mem;
 	/* What dead processes held is free on a real GPU the moment they die (as cuMemGetInfo). */
 	sim_proc_reclaim_dead(sim_nvml.shm);
-	*used = atomic_load_explicit(&sim_nvml.shm->dev[index].used, memory_order_acquire);
+	*used = sim_dev_in_use(sim_nvml.shm, index);
 	*free_bytes = *used < *total ? *total - *used : 0;
 }
 

@@ -3,7 +3,8 @@
  *
  * A compute process of device d is a live slot whose ctx_devices has bit d
  * set (the process holds a context there); its usedGpuMemory is what the
- * slot has charged on d, context footprint included. Slots of processes that
+ * slot has charged on d, context footprint and resident managed chunks
+ * included. Slots of processes that
  * died (kill -9) are reclaimed first, so they never show and their memory is
  * back before the caller looks at nvmlDeviceGetMemoryInfo.
  *
@@ -46,7 +47,7 @@ static unsigned snapshot(unsigned index, struct proc_entry *out)
 		if (pid <= 0 || !(atomic_load(&slot->ctx_devices) & (1u << index)))
 			continue;
 		out[n].pid = (unsigned int)pid;
-		out[n].used = atomic_load_explicit(&slot->used[index], memory_order_relaxed);
+		out[n].used = sim_slot_in_use(slot, index);
 		n++;
 	}
 	return n;

@@ -167,6 +167,8 @@ test('Helm chart: its plugin options, with the default values, are the plain man
   const conf = cmT.slice(cmT.indexOf('[daemon]'), cmT.indexOf('  policy.json')).split('\n').map((l) => l.trim()).filter(Boolean)
     .map((l) => l.replace(/\{\{ if \.Values\.daemon\.metrics\.enabled \}\}0\.0\.0\.0:\{\{ \.Values\.daemon\.metrics\.port \}\}\{\{ else \}\}none\{\{ end \}\}/,
       values.daemon.metrics.enabled ? `0.0.0.0:${values.daemon.metrics.port}` : 'none'))
+    .map((l) => l.replace(/\{\{ if \.Values\.daemon\.metrics\.statusPage \}\}yes\{\{ else \}\}no\{\{ end \}\}/,
+      values.daemon.metrics.statusPage ? 'yes' : 'no'))
     .map((l) => subst(l));
   assert.deepEqual(find(manifest('deviceplugin'), 'ConfigMap').data['cusliced.conf'].trim().split('\n'), conf);
 });
