@@ -1,11 +1,13 @@
 /* A private cusliced and a minimal IPC client (see ipc-harness.h). */
 #include "ipc-harness.h"
 
+#include "cusim-instance.h"
 #include "cusliced-spawn.h"
+#include "files.h"
+#include "proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,21 +21,6 @@
 
 #define START_TIMEOUT_MS 20000
 #define STOP_TIMEOUT_MS 10000
-
-uint64_t ipc_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
 
 void ipc_daemon_print_log(const struct ipc_daemon *d, unsigned lines)
 {
@@ -56,13 +43,9 @@ struct daemon_env {
 static void daemon_env(void *arg)
 {
 	const struct daemon_env *e = arg;
-	char instance[96];
 
-	snprintf(instance, sizeof(instance), "ipc-%s-%ld", e->tag, (long)getpid());
-	setenv("CUSIM_INSTANCE", instance, 1);
 	setenv("CUSIM_SHM_DIR", e->dir, 1);
-	setenv("CUSIM_GPUS", "H100:8GiB", 1);
-	unsetenv("CUSIM_FAULTS");
+	th_cusim_instance("ipc", e->tag, "H100:8GiB", NULL);
 	unsetenv("CUSLICE_SOCKET");
 }
 
@@ -111,8 +94,8 @@ int ipc_daemon_start(struct ipc_daemon *d, const char *cusliced, const char *tag
 	if (d->pid < 0)
 		return (int)d->pid;
 
-	deadline = ipc_now_ns() + START_TIMEOUT_MS * 1000000ull;
-	while (ipc_now_ns() < deadline) {
+	deadline = th_now_ns() + START_TIMEOUT_MS * 1000000ull;
+	while (th_now_ns() < deadline) {
 		int fd = ipc_connect(d->socket, 1000);
 
 		if (fd >= 0) {
@@ -124,7 +107,7 @@ int ipc_daemon_start(struct ipc_daemon *d, const char *cusliced, const char *tag
 			ipc_daemon_print_log(d, 40);
 			return -ECHILD;
 		}
-		sleep_ms(10);
+		th_sleep_ms(10);
 	}
 	fprintf(stderr, "ipc-harness: cusliced did not accept on %s within %d ms\n", d->socket,
 		START_TIMEOUT_MS);
@@ -148,26 +131,17 @@ bool ipc_daemon_alive(struct ipc_daemon *d)
 	return true;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 int ipc_daemon_stop(struct ipc_daemon *d)
 {
 	int status = -1;
 
 	if (d->pid > 0) {
-		uint64_t deadline = ipc_now_ns() + STOP_TIMEOUT_MS * 1000000ull;
+		uint64_t deadline = th_now_ns() + STOP_TIMEOUT_MS * 1000000ull;
 		pid_t r = 0;
 
 		kill(d->pid, SIGTERM);
-		while ((r = waitpid(d->pid, &status, WNOHANG)) == 0 && ipc_now_ns() < deadline)
-			sleep_ms(10);
+		while ((r = waitpid(d->pid, &status, WNOHANG)) == 0 && th_now_ns() < deadline)
+			th_sleep_ms(10);
 		if (r == 0) {
 			fprintf(stderr, "ipc-harness: cusliced ignored SIGTERM for %d ms: killed\n",
 				STOP_TIMEOUT_MS);
@@ -179,7 +153,7 @@ int ipc_daemon_stop(struct ipc_daemon *d)
 			ipc_daemon_print_log(d, 40);
 	}
 	if (d->dir[0] && !getenv("IPC_KEEP_DIR"))
-		nftw(d->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+		th_rm_tree(d->dir);
 	return status;
 }
 

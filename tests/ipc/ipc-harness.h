@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "cs-ipc.h"
+#include "proc.h"
 
 struct ipc_daemon {
 	pid_t pid;
@@ -83,8 +84,5 @@ int ipc_register(int fd, const char *group, const char *token, struct cs_ipc_msg
 
 /* One PING/PONG round trip: 0 when the answer is a PONG echoing nonce, else -errno (-EPROTO). */
 int ipc_ping(int fd, uint32_t seq, uint64_t nonce);
-
-/* CLOCK_MONOTONIC in ns. */
-uint64_t ipc_now_ns(void);
 
 #endif

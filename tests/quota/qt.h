@@ -5,11 +5,14 @@
  *
  * The test programs are not preloaded themselves: they start quota-client
  * (and other clients) with LD_PRELOAD=$CS_PRELOAD, the libcuslice under test.
+ * Processes, the clock and files come from the shared harness (tests/common:
+ * proc.h, files.h).
  */
 #ifndef QT_H
 #define QT_H
 
 #include "cst.h"
+#include "proc.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -144,9 +147,6 @@ unsigned qt_live_slots(const struct cs_group_handle *h);
 uint64_t qt_device_used(void);
 
 /* ---- misc ---- */
-
-void qt_sleep_ms(unsigned ms);
-uint64_t qt_now_ms(void);
 
 /* Decimal text of a number, for limits and commands (a static rotating buffer). */
 const char *qt_u64(uint64_t v);
