@@ -40,7 +40,7 @@
 #include "cs-limits.h"
 #include "cs-ptrmap.h"
 #include "cs-hooks-gen.h"
-#include "cs-proc.h"
+#include "cs-procaddr-table.h"
 
 #define CS_EXPORT __attribute__((visibility("default")))
 #define CS_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -62,8 +62,8 @@ extern const char *const cs_hook_names[CS_HOOK_COUNT];
 extern const cs_hook_fn cs_hook_wrappers[CS_HOOK_COUNT];
 extern const struct cs_hook_name cs_hooks_by_name[CS_HOOK_COUNT];	/* sorted by name */
 /* Every driver ABI variant, sorted by (name, version, flavour); fn = our wrapper or NULL. */
-extern const struct cs_proc cs_procs[];
-extern const size_t cs_nprocs;
+extern const struct cs_procaddr_row cs_procaddr_rows[];
+extern const size_t cs_procaddr_nrows;
 
 /* ---- real functions (cs-real.c) ---- */
 
