@@ -1,5 +1,5 @@
 /*
- * cusliced's core, inside: the state behind `struct cusliced` and the
+ * cusliced's engine, inside: the state behind `struct cusliced` and the
  * functions the cd-*.c files call of each other. The HTTP side never
  * includes this header (it sees cusliced.h only).
  *
