@@ -1,7 +1,7 @@
 /*
  * A real cusliced for IPC tests and benchmarks, and a minimal client of its
- * wire protocol (src/ipc/cs-ipc.h) that speaks exactly what libcuslice
- * speaks, without loading libcuslice.
+ * wire protocol (include/cuslice/ipc.h, encoded by src/ipc/cs-ipc.h) that
+ * speaks exactly what libcuslice speaks, without loading libcuslice.
  *
  * The daemon runs in a private temporary directory (socket, state and
  * region directories, its log) on a private cusim instance, so any number
