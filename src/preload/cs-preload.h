@@ -12,11 +12,12 @@
  * time) and an indirect call.
  *
  * Process state (`cs`, below) moves through three modes decided from the
- * environment at load time: OFF (no CUSLICE_GROUP and no CUSLICE_MEM_LIMIT:
- * every wrapper is a pass-through), FAIL_CLOSED (bad configuration: device
- * allocations are refused) and ACTIVE (accounting in the group's shared
- * region). ACTIVE processes attach to the region lazily, at cuInit or the
- * first accounted call, so programs that never touch a GPU never take a slot.
+ * environment at load time: OFF (none of CUSLICE_GROUP, CUSLICE_MEM_LIMIT and
+ * CUSLICE_CORE_LIMIT: every wrapper is a pass-through), FAIL_CLOSED (bad
+ * configuration: device allocations are refused) and ACTIVE (accounting in
+ * the group's shared region). ACTIVE processes attach to the region lazily,
+ * at cuInit or the first accounted call, so programs that never touch a GPU
+ * never take a slot.
  *
  * Fast paths (allocation, free, launch) take no lock, make no syscall and
  * allocate nothing: they use atomics on the group region and the
