@@ -98,6 +98,18 @@ __attribute__((format(printf, 2, 3))) static void write_file(const char *path, c
 	assert_int_equal(fclose(f), 0);
 }
 
+/* In the child: a session of its own, stdin from /dev/null, stdout and stderr to the log. */
+static void daemon_stdio(void *arg)
+{
+	int fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	setsid();
+	dup2(null, STDIN_FILENO);
+	dup2(fd, STDOUT_FILENO);
+	dup2(fd, STDERR_FILENO);
+}
+
 /* Starts argv in the background, output to DIR/log/<name>.out. */
 static pid_t start(const char *name, char *const argv[])
 {
@@ -105,20 +117,8 @@ static pid_t start(const char *name, char *const argv[])
 	pid_t pid;
 
 	snprintf(log, sizeof(log), "%s/log/%s.out", c.dir, name);
-	fflush(NULL);
-	pid = fork();
+	pid = th_spawn(&(struct th_spawn){.argv = argv, .setup = daemon_stdio, .arg = log});
 	assert_true(pid >= 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-		setsid();
-		dup2(null, STDIN_FILENO);
-		dup2(fd, STDOUT_FILENO);
-		dup2(fd, STDERR_FILENO);
-		execv(argv[0], argv);
-		_exit(127);
-	}
 	return pid;
 }
 
