@@ -6,7 +6,7 @@
  * The daemon runs in a private temporary directory (socket, state and
  * region directories, its log) on a private cusim instance, so any number
  * of tests may run at once. Used by tests/ipc/test-ipc-load.c (with the
- * sanitizers) and bench/ipc-bench.c (without).
+ * sanitizers), bench/ipc-bench.c and bench/siege-bench.c (without).
  */
 #ifndef IPC_HARNESS_H
 #define IPC_HARNESS_H
