@@ -212,13 +212,13 @@ static int registered_client(const char *group)
 static void round_trips(int fd, uint64_t *lat, unsigned n, uint32_t seq0)
 {
 	for (unsigned i = 0; i < n; i++) {
-		uint64_t t = ipc_now_ns();
+		uint64_t t = th_now_ns();
 		int e = ipc_ping(fd, seq0 + i, ((uint64_t)seq0 << 32) | i);
 
 		if (e)
 			die(e, "PING");
 		if (lat)
-			lat[i] = ipc_now_ns() - t;
+			lat[i] = th_now_ns() - t;
 	}
 }
 
@@ -238,9 +238,9 @@ static struct rt_result bench_one_client(void)
 	if (!lat)
 		die(-ENOMEM, "malloc");
 	round_trips(fd, NULL, N_WARM, 1);
-	t0 = ipc_now_ns();
+	t0 = th_now_ns();
 	round_trips(fd, lat, N_RT, 1 + N_WARM);
-	r.per_s = N_RT / ((double)(ipc_now_ns() - t0) / 1e9);
+	r.per_s = N_RT / ((double)(th_now_ns() - t0) / 1e9);
 	r.mean_us = mean(lat, N_RT) / 1e3;
 	r.median_us = quantile(lat, N_RT, 0.5, false) / 1e3;
 	r.p99_us = quantile(lat, N_RT, 0.99, true) / 1e3;
@@ -283,9 +283,9 @@ static struct rt_result bench_clients(unsigned nclients, unsigned per_client)
 			round_trips(fd, NULL, N_WARM / 4, 1);
 			(void)!write(ready[1], &b, 1);
 			(void)!read(go[0], &b, 1);	/* end of file: go */
-			slot[c].start = ipc_now_ns();
+			slot[c].start = th_now_ns();
 			round_trips(fd, lat + (size_t)c * per_client, per_client, 1 + N_WARM);
-			slot[c].end = ipc_now_ns();
+			slot[c].end = th_now_ns();
 			slot[c].failed = 0;
 			_exit(0);
 		}
@@ -342,7 +342,7 @@ static struct reg_result bench_registrations(const char *group)
 	if (pipe2(go, O_CLOEXEC) != 0)
 		die(-errno, "pipe");
 	fflush(NULL);
-	tf = ipc_now_ns();
+	tf = th_now_ns();
 	for (unsigned i = 0; i < N_REG; i++) {
 		pids[i] = fork();
 		if (pids[i] < 0)
@@ -355,10 +355,10 @@ static struct reg_result bench_registrations(const char *group)
 			in_child = true;
 			close(go[1]);
 			(void)!read(go[0], &b, 1);
-			slot[i].start = ipc_now_ns();
+			slot[i].start = th_now_ns();
 			fd = ipc_connect(daemon_.socket, TIMEOUT_MS);
 			slot[i].error = fd < 0 ? fd : ipc_register(fd, group ? group : "", NULL, &reply);
-			slot[i].done = ipc_now_ns();
+			slot[i].done = th_now_ns();
 			if (group)
 				snprintf(want, sizeof(want), "%s", group);
 			else
@@ -370,7 +370,7 @@ static struct reg_result bench_registrations(const char *group)
 		}
 	}
 	close(go[0]);
-	t0 = ipc_now_ns();
+	t0 = th_now_ns();
 	close(go[1]);
 	for (unsigned i = 0; i < N_REG; i++) {
 		int status;

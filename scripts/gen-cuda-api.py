@@ -35,7 +35,7 @@ import re
 import subprocess
 import sys
 
-FLAVOURS = {"": "CS_PROC_LEGACY", "_ptds": "CS_PROC_PTDS", "_ptsz": "CS_PROC_PTSZ"}
+FLAVOURS = {"": "CS_PROCADDR_LEGACY", "_ptds": "CS_PROCADDR_PTDS", "_ptsz": "CS_PROCADDR_PTSZ"}
 
 
 def read_def(path):
@@ -108,13 +108,13 @@ def proc_rows_c(prefix, typedefs, exports, provided, extra_typedefs=()):
     for t in extra_typedefs:
         rows += proc_table(t, exports, optional=True)
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
-    out = [f"const struct cs_proc {prefix}_procs[] = {{"]
+    out = [f"const struct cs_procaddr_row {prefix}_procaddr_rows[] = {{"]
     for base, v, suffix, sym in rows:
-        ptr = f"(cs_proc_fn){sym}" if sym in provided else "NULL"
+        ptr = f"(cs_procaddr_fn){sym}" if sym in provided else "NULL"
         out.append(f'\t{{"{base}", {v}, {FLAVOURS[suffix]}, "{sym}", {ptr}}},')
     out.append("};")
-    out.append(f"const size_t {prefix}_nprocs = sizeof({prefix}_procs) / "
-               f"sizeof({prefix}_procs[0]);")
+    out.append(f"const size_t {prefix}_procaddr_nrows = sizeof({prefix}_procaddr_rows) / "
+               f"sizeof({prefix}_procaddr_rows[0]);")
     return out
 
 
@@ -138,7 +138,7 @@ def gen_procs(args):
     # The implemented symbols by name, sorted, for dlsym-style lookups.
     out.append(f"const struct cs_sym {args.prefix}_syms[] = {{")
     for sym in sorted(impl):
-        out.append(f'\t{{"{sym}", (cs_proc_fn){sym}}},')
+        out.append(f'\t{{"{sym}", (cs_procaddr_fn){sym}}},')
     out.append("};")
     out.append(f"const size_t {args.prefix}_nsyms = sizeof({args.prefix}_syms) / "
                f"sizeof({args.prefix}_syms[0]);")
@@ -211,7 +211,7 @@ def main():
     p.add_argument("--typedefs", required=True)
     p.add_argument("--stub", required=True)
     p.add_argument("--defs", required=True)
-    p.add_argument("--header", required=True, help="header declaring struct cs_proc")
+    p.add_argument("--header", required=True, help="header declaring struct cs_procaddr_row")
     p.add_argument("--prefix", required=True)
     p.add_argument("--output", required=True)
     p.add_argument("--interop-defs", help=".def of exported interop symbols the stub lacks")

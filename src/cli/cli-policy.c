@@ -3,8 +3,8 @@
  * stores.
  *
  * A change is sent as a partial policy: cusliced's PATCH merges the fields
- * given into the stored policy (src/daemon/cd-groups.c, cd_policy_put), so
- * `set team --cores 30` keeps team's memory limit, members and on_violation,
+ * given into the stored policy (cd_policy_put, src/daemon/cd-policy-store.c),
+ * so `set team --cores 30` keeps team's memory limit, members and on_violation,
  * and two concurrent `set`s of different fields both take effect. "none" is
  * sent as JSON null, the API's "no limit".
  */

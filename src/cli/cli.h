@@ -13,7 +13,7 @@
  *                  exact messages of usage errors
  *   cli-render.c   tables (libsmartcols) of the daemon's JSON: pure functions
  *                  of the JSON, so the tests feed them canned replies
- *   cli-cmds.c     the listing commands: status, gpus, ps, groups
+ *   cli-list.c     the listing commands: status, gpus, ps, groups
  *   cli-policy.c   set and delete: partial policies PUT to the daemon
  *   cli-run.c      run: the environment of a group, the preload library, exec
  *   cli-self.c     self: a user's own view, on the registration socket
@@ -340,7 +340,7 @@ int cli_render_ps(const cJSON *processes, const cJSON *groups, const cJSON *gpus
 /* groups: /v1/groups, or one GROUP object (GET/PUT /v1/groups/NAME). Wide: the UUID. */
 int cli_render_groups(const cJSON *groups, const cJSON *gpus, const struct cli_view *v, FILE *f);
 
-/* ---- commands (cli-cmds.c, cli-policy.c, cli-run.c, cli-top.c) ---- */
+/* ---- commands (cli-list.c, cli-policy.c, cli-run.c, cli-top.c) ---- */
 
 int cli_cmd_status(struct cli *c, int argc, char **argv);
 int cli_cmd_gpus(struct cli *c, int argc, char **argv);

@@ -1,7 +1,8 @@
 /*
  * Per-device limits written by people: CUSLICE_MEM_LIMIT (sizes or
- * percentages of a device's memory) and, later, CUSLICE_CORE_LIMIT (the same
- * syntax, percentages only).
+ * percentages of a device's memory), CUSLICE_CORE_LIMIT (the same syntax,
+ * percentages only), and the same values in policies (cusliced, the Slurm
+ * plugin).
  *
  *   8GiB                       every device
  *   50%                        every device, half of its memory
@@ -94,15 +95,15 @@ int cs_limits_parse(const char *var, const char *text, unsigned flags, struct cs
 uint64_t cs_limits_resolve(const struct cs_limits *l, const struct cs_limit_device *d);
 
 /*
- * Returns 0, or -EINVAL with a message when an ordinal rule names a device
- * >= device_count (the process does not see it).
- */
-/*
  * -EINVAL with a message when a percentage rule is 0 %: for compute shares,
  * which would block every launch of the group forever.
  */
 int cs_limits_check_shares(const struct cs_limits *l, char *err, size_t errlen);
 
+/*
+ * Returns 0, or -EINVAL with a message when an ordinal rule names a device
+ * >= device_count (the process does not see it).
+ */
 int cs_limits_check_ordinals(const struct cs_limits *l, int device_count, char *err,
 			     size_t errlen);
 

@@ -1,5 +1,5 @@
 /*
- * cusliced's core, inside: the state behind `struct cusliced` and the
+ * cusliced's engine, inside: the state behind `struct cusliced` and the
  * functions the cd-*.c files call of each other. The HTTP side never
  * includes this header (it sees cusliced.h only).
  *
@@ -751,6 +751,8 @@ struct cd_group *cd_group_get(struct cusliced *d, const char *name, bool open);
 int cd_group_open_region(struct cusliced *d, struct cd_group *g);
 /* Writes g's policy (or its absence) into its region: flags, limits of every GPU. */
 void cd_group_apply(struct cusliced *d, struct cd_group *g);
+/* A group whose policy was deleted: the daemon takes back what it imposed in its region. */
+void cd_group_unmanage(struct cd_group *g);
 /*
  * Assigns a free slot of g's region to a new registration: one no
  * registration holds and whose lock byte nobody holds; the slot is wiped.

@@ -1,6 +1,6 @@
 /*
- * IPC sessions (src/ipc/cs-ipc.h): one per libcuslice process, kept open for
- * its lifetime. The first message must be REGISTER, answered with
+ * IPC sessions (include/cuslice/ipc.h): one per libcuslice process, kept
+ * open for its lifetime. The first message must be REGISTER, answered with
  * REGISTERED or DENIED; then only PINGs (answered with PONG). Anything else,
  * or any byte that does not decode, closes the connection: the peer is
  * broken or hostile, and nothing it sent is trusted or kept.

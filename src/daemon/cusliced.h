@@ -1,9 +1,9 @@
 /*
- * cusliced: the map of the daemon, and the boundary between its core (state,
+ * cusliced: the map of the daemon, and the boundary between its engine (state,
  * sockets, IPC, policy, regions, reclaim, backstop: cd-*.c) and its HTTP
  * side (API routing and JSON, Prometheus metrics: http-*.c).
  *
- * The core owns one `struct cusliced` and one mutex guarding it. The HTTP
+ * The engine owns one `struct cusliced` and one mutex guarding it. The HTTP
  * side never touches the state directly: it asks for a snapshot (a deep copy
  * taken under the lock), renders it, and changes policy through
  * cd_policy_put / cd_policy_delete. So the renderers are pure functions of a
@@ -375,7 +375,7 @@ bool cd_token_ok(struct cusliced *d, const char *presented);
 void cd_refused(struct cusliced *d, const struct cd_peer *p, const char *why);
 
 /*
- * The tenant that events the core records on this thread without a
+ * The tenant that events the engine records on this thread without a
  * process of their own (a policy change) are charged to: the HTTP server
  * sets it to the requesting peer's around each request, NULL after. So a
  * peer that floods the API is rate-limited as itself, and the event says
@@ -409,7 +409,7 @@ const char *cd_api_err_code(enum cd_api_err e);
 #define CD_HTTP_PARAMS_MAX 16u	      /* query parameters */
 #define CD_HTTP_BODY_MAX (64u * 1024) /* Content-Length: 413 beyond */
 #define CD_HTTP_REQUEST_MAX (CD_HTTP_HEAD_MAX + CD_HTTP_BODY_MAX)
-/* The most API connections the core admits at once (front door and HTTP server together). */
+/* The most API connections the engine admits at once (front door and HTTP server together). */
 #define CD_HTTP_CONNECTIONS_MAX 512u
 
 /* What the front door makes of the bytes a connection sent so far. */
@@ -486,7 +486,7 @@ void cd_http_stop(struct cd_http *h);
 
 /*
  * The HTTP server closed handed-over connection fd (called from its thread
- * before the descriptor is closed): the core releases what it counted for
+ * before the descriptor is closed): the engine releases what it counted for
  * it. Takes the daemon's lock.
  */
 void cd_http_closed(struct cusliced *d, int fd);

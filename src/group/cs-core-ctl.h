@@ -1,7 +1,8 @@
 /*
  * The compute controller's arithmetic: from measured device time to the
  * credit that paces a group's launches. Pure (no clocks, no I/O, no shared
- * memory), so it is unit-tested on its own and can serve the daemon too.
+ * memory), so it is unit-tested on its own. Its one user is libcuslice's
+ * controller thread (src/preload/cs-core-tick.c).
  *
  * The controlled quantity is the group's device time. The group is entitled
  * to `rate` of every nanosecond of wall-clock time:

@@ -12,11 +12,12 @@
  * time) and an indirect call.
  *
  * Process state (`cs`, below) moves through three modes decided from the
- * environment at load time: OFF (no CUSLICE_GROUP and no CUSLICE_MEM_LIMIT:
- * every wrapper is a pass-through), FAIL_CLOSED (bad configuration: device
- * allocations are refused) and ACTIVE (accounting in the group's shared
- * region). ACTIVE processes attach to the region lazily, at cuInit or the
- * first accounted call, so programs that never touch a GPU never take a slot.
+ * environment at load time: OFF (none of CUSLICE_GROUP, CUSLICE_MEM_LIMIT and
+ * CUSLICE_CORE_LIMIT: every wrapper is a pass-through), FAIL_CLOSED (bad
+ * configuration: device allocations are refused) and ACTIVE (accounting in
+ * the group's shared region). ACTIVE processes attach to the region lazily,
+ * at cuInit or the first accounted call, so programs that never touch a GPU
+ * never take a slot.
  *
  * Fast paths (allocation, free, launch) take no lock, make no syscall and
  * allocate nothing: they use atomics on the group region and the
@@ -40,7 +41,7 @@
 #include "cs-limits.h"
 #include "cs-ptrmap.h"
 #include "cs-hooks-gen.h"
-#include "cs-proc.h"
+#include "cs-procaddr-table.h"
 
 #define CS_EXPORT __attribute__((visibility("default")))
 #define CS_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -62,8 +63,8 @@ extern const char *const cs_hook_names[CS_HOOK_COUNT];
 extern const cs_hook_fn cs_hook_wrappers[CS_HOOK_COUNT];
 extern const struct cs_hook_name cs_hooks_by_name[CS_HOOK_COUNT];	/* sorted by name */
 /* Every driver ABI variant, sorted by (name, version, flavour); fn = our wrapper or NULL. */
-extern const struct cs_proc cs_procs[];
-extern const size_t cs_nprocs;
+extern const struct cs_procaddr_row cs_procaddr_rows[];
+extern const size_t cs_procaddr_nrows;
 
 /* ---- real functions (cs-real.c) ---- */
 

@@ -21,11 +21,11 @@
 static void *wrapper_for(const char *symbol, int version, cuuint64_t flags, void *real_fn)
 {
 	bool per_thread = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-	const struct cs_proc *p;
-	enum cs_proc_result res;
+	const struct cs_procaddr_row *p;
+	enum cs_procaddr_result res;
 	int known = version > CUDA_VERSION ? CUDA_VERSION : version;
 
-	p = cs_proc_lookup(cs_procs, cs_nprocs, symbol, known, per_thread, &res);
+	p = cs_procaddr_lookup(cs_procaddr_rows, cs_procaddr_nrows, symbol, known, per_thread, &res);
 	if (!p || !p->fn)
 		return real_fn;
 	if (version > CUDA_VERSION) {

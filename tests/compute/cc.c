@@ -3,6 +3,8 @@
  */
 #include "cc.h"
 
+#include "files.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -85,6 +87,16 @@ static struct cc_proc *new_proc(void)
 	return NULL;
 }
 
+/* In the child: fds[0..2] become its stdin, stdout and stderr. */
+static void stdio_to(void *arg)
+{
+	const int *fds = arg;
+
+	dup2(fds[0], STDIN_FILENO);
+	dup2(fds[1], STDOUT_FILENO);
+	dup2(fds[2], STDERR_FILENO);
+}
+
 /*
  * Starts argv under libcuslice with env over our environment, stdin and
  * stdout on pipes (c->p.in, c->p.out), stderr into a file of the test's
@@ -100,21 +112,12 @@ static void spawn(struct cc_proc *c, char *const argv[], char *const env[])
 	assert_int_equal(pipe2(to_child, O_CLOEXEC), 0);
 	assert_int_equal(pipe2(from_child, O_CLOEXEC), 0);
 	c->p.status = -1;
-	fflush(NULL);
-	c->p.pid = fork();
+	c->p.pid = th_spawn(&(struct th_spawn){.argv = argv,
+					       .env = env,
+					       .preload = getenv("CS_PRELOAD"),
+					       .setup = stdio_to,
+					       .arg = (int[]){to_child[0], from_child[1], err}});
 	assert_true(c->p.pid >= 0);
-	if (c->p.pid == 0) {
-		/* The test program is single-threaded: the environment is ours to change. */
-		for (size_t i = 0; env && env[i]; i++)
-			putenv(env[i]);
-		setenv("LD_PRELOAD", getenv("CS_PRELOAD"), 1);
-		dup2(to_child[0], STDIN_FILENO);
-		dup2(from_child[1], STDOUT_FILENO);
-		dup2(err, STDERR_FILENO);
-		execv(argv[0], argv);
-		dprintf(STDERR_FILENO, "exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
 	close(err);
 	close(to_child[0]);
 	close(from_child[1]);
@@ -124,23 +127,7 @@ static void spawn(struct cc_proc *c, char *const argv[], char *const env[])
 
 const char *cc_stderr(const struct cc_proc *c, char *buf, size_t len)
 {
-	int fd = open(c->err_path, O_RDONLY | O_CLOEXEC);
-	size_t got = 0;
-
-	buf[0] = '\0';
-	if (fd < 0)
-		return buf;
-	while (got + 1 < len) {
-		ssize_t n = read(fd, buf + got, len - 1 - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	buf[got] = '\0';
-	close(fd);
+	th_read_file(c->err_path, buf, len);
 	return buf;
 }
 
@@ -250,14 +237,14 @@ int cc_run(char *const argv[], char *const env[], char *err, size_t len)
 
 unsigned cc_controller(struct cc_proc *const c[], unsigned n, unsigned timeout_ms)
 {
-	uint64_t deadline = qt_now_ms() + timeout_ms;
+	uint64_t deadline = th_now_ms() + timeout_ms;
 
 	do {
 		for (unsigned i = 0; i < n; i++)
 			if (cc_said(c[i], "this process controls the compute limits"))
 				return i;
-		qt_sleep_ms(20);
-	} while (qt_now_ms() < deadline);
+		th_sleep_ms(20);
+	} while (th_now_ms() < deadline);
 	fail_msg("none of %u workloads took control of the compute limits in %u ms", n, timeout_ms);
 	return 0;
 }
@@ -354,14 +341,14 @@ void cc_meter_start(struct cc_meter *m, unsigned index)
 
 void cc_meter_run(struct cc_meter *m, unsigned ms)
 {
-	uint64_t end = qt_now_ms() + ms;
+	uint64_t end = th_now_ms() + ms;
 
 	for (;;) {
-		uint64_t now = qt_now_ms();
+		uint64_t now = th_now_ms();
 
 		if (now >= end)
 			break;
-		qt_sleep_ms(end - now < POLL_MS ? (unsigned)(end - now) : POLL_MS);
+		th_sleep_ms(end - now < POLL_MS ? (unsigned)(end - now) : POLL_MS);
 		poll_once(m);
 	}
 	poll_once(m);
@@ -464,14 +451,6 @@ void cc_assert_shares_windows_(const struct cc_expect *e, unsigned n, struct cc_
 }
 
 /* ---- the device timeline ---- */
-
-uint64_t cc_mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* The instance of this test (CUSIM_INSTANCE, set by qt_begin), mapped once per test. */
 static struct sim_shared *instance(void)

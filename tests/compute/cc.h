@@ -224,9 +224,6 @@ bool cc_windows_ok(const char *what, struct cc_dist d, double p50);
 void cc_assert_windows_over_(const char *what, struct cc_dist d, double over, const char *file,
 			     int line);
 
-/* CLOCK_MONOTONIC now, ns. */
-uint64_t cc_mono_ns(void);
-
 /*
  * cc_begin with cusim sampling NVML's per-process utilization every
  * sample_ms (CUSIM_UTIL_SAMPLE_MS); cc_end undoes it.

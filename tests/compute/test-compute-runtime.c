@@ -65,10 +65,10 @@ static void test_runtime_change(void **state)
 
 	/* No limit: the controller opens the gate at its next tick and keeps it open. */
 	atomic_store(&d->core_limit, CS_CORE_NONE);
-	qt_sleep_ms(200);
+	th_sleep_ms(200);
 	for (int i = 0; i < 20; i++) {
 		assert_int_equal(atomic_load(&d->gate), 0);
-		qt_sleep_ms(10);
+		th_sleep_ms(10);
 	}
 	cc_meter_run(&m, 300);
 	warm = m;
@@ -152,19 +152,19 @@ static void test_stalled_controller(void **state)
 	d = &h.g->dev[0];
 	cc_go(a);
 	cc_go(b);
-	qt_sleep_ms(300);
+	th_sleep_ms(300);
 	/* Stop a at a moment the gate is closed (it is, about 80 % of the time at 20 %). */
 	for (tries = 0; tries < 100; tries++) {
 		for (int i = 0; i < 1000 && !atomic_load(&d->gate); i++)
-			qt_sleep_ms(1);
+			th_sleep_ms(1);
 		stop(a);
 		if (atomic_load(&d->gate))
 			break;
 		kill(a->p.pid, SIGCONT);
-		qt_sleep_ms(20);
+		th_sleep_ms(20);
 	}
 	assert_true(tries < 100);
-	t0 = qt_now_ms();
+	t0 = th_now_ms();
 	beat = atomic_load(&d->ctl_beat_ns);
 
 	/* b finishes its 1 s of work: at 100 % once the gate is stale (500 ms), well within 10 s.
@@ -178,7 +178,7 @@ static void test_stalled_controller(void **state)
 	}
 	assert_int_equal(sscanf(line, "wall_ms=%lf device_ms=%lf", &wall_ms, &device_ms), 2);
 	print_message("with the controller stopped, b finished %llu ms later\n",
-		      (unsigned long long)(qt_now_ms() - t0));
+		      (unsigned long long)(th_now_ms() - t0));
 	assert_int_equal(qt_finish(&b->p), 0);
 	/* The gate stayed closed all along: b passed it because it was stale. */
 	assert_int_equal(atomic_load(&d->gate), 1);
@@ -186,7 +186,7 @@ static void test_stalled_controller(void **state)
 
 	/* After SIGCONT the controller ticks again. */
 	assert_int_equal(kill(a->p.pid, SIGCONT), 0);
-	qt_sleep_ms(300);
+	th_sleep_ms(300);
 	assert_true(atomic_load(&d->ctl_beat_ns) > beat);
 	assert_false(qt_reaped(&a->p));
 	cc_kill(a);

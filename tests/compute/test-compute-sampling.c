@@ -47,7 +47,7 @@ static void test_sampling_period(void **state)
 	p = cc_spin_group(qt_group("period"), NULL, NULL, 2000);
 	pid = p->p.pid;
 	cc_go(p);
-	qt_sleep_ms(300);
+	th_sleep_ms(300);
 	assert_int_equal(nvmlDeviceGetHandleByIndex_v2(0, &dev), NVML_SUCCESS);
 	{
 		unsigned int n = 8;
@@ -56,14 +56,14 @@ static void test_sampling_period(void **state)
 		assert_int_equal(nvmlDeviceGetProcessUtilization(dev, s, &n, 0), NVML_SUCCESS);
 		seen = s[0].timeStamp;
 	}
-	t0 = qt_now_ms();
-	while (qt_now_ms() - t0 < 1500) {
+	t0 = th_now_ms();
+	while (th_now_ms() - t0 < 1500) {
 		unsigned int n = 8;
 		nvmlReturn_t r;
 		uint64_t from, to;
 		double line;
 
-		qt_sleep_ms(20);
+		th_sleep_ms(20);
 		r = nvmlDeviceGetProcessUtilization(dev, s, &n, seen);
 		if (r == NVML_ERROR_NOT_FOUND) {
 			empty++;
@@ -155,10 +155,10 @@ static void test_sampling_limits(void **state)
 		bool ok;
 
 		warm = m;
-		t0 = cc_mono_ns();
+		t0 = th_now_ns();
 		cc_meter_run(&m, 2500);
-		t1 = cc_mono_ns() - 10000000ull;
-		qt_sleep_ms(20);
+		t1 = th_now_ns() - 10000000ull;
+		th_sleep_ms(20);
 		da = cc_line_windows(0, pa, 2, t0, t1, 100, 30);
 		db = cc_line_windows(0, pb, 2, t0, t1, 100, 70);
 		cc_assert_windows_over("group at 30 %", da, 5.0);

@@ -55,9 +55,9 @@ static uint64_t after(uint64_t t, unsigned ms)
 /* The last complete bucket boundary, once its bucket can be read. */
 static uint64_t line_now(void)
 {
-	uint64_t t = cc_mono_ns() - 10000000ull;
+	uint64_t t = th_now_ns() - 10000000ull;
 
-	qt_sleep_ms(20);
+	th_sleep_ms(20);
 	return t;
 }
 
@@ -90,12 +90,12 @@ static void test_windows_two_groups(void **state)
 	spin_n(b, pb, 2, qt_group("win2-b"), "70", 500);
 	go_n(a, 2);
 	go_n(b, 2);
-	qt_sleep_ms(500);
+	th_sleep_ms(500);
 	for (unsigned attempt = 1;; attempt++) {
-		uint64_t t0 = cc_mono_ns(), t1;
+		uint64_t t0 = th_now_ns(), t1;
 		bool ok;
 
-		qt_sleep_ms(2000);
+		th_sleep_ms(2000);
 		t1 = line_now();
 		ok = windows_ok("group at 30 %", pa, t0, t1, 30);
 		ok &= windows_ok("group at 70 %", pb, t0, t1, 70);
@@ -139,24 +139,24 @@ static void test_arrival_and_departure(void **state)
 	spin_n(b, pb, 2, qt_group("join-b"), "30", 500);
 	go_n(a, 2);
 	go_n(b, 2);
-	qt_sleep_ms(500);
-	t0 = cc_mono_ns();
+	th_sleep_ms(500);
+	t0 = th_now_ns();
 	for (unsigned attempt = 1;; attempt++) {
 		uint64_t t_join, t_leave, t_end;
 		bool ok;
 
 		/* A new group each time: it arrives knowing nothing of its costs. */
 		spin_n(c, pc, 2, qt_group("join-c"), "30", 1000);
-		qt_sleep_ms(500);
-		t_join = cc_mono_ns();
+		th_sleep_ms(500);
+		t_join = th_now_ns();
 		go_n(c, 2);
-		qt_sleep_ms(1500);
+		th_sleep_ms(1500);
 		/* Departure: the timeline of the leaving group is read before its processes go. */
 		t_leave = line_now();
 		ok = windows_ok("arriving group at 30 %, from 300 ms after its start", pc,
 				after(t_join, 300), t_leave, 30);
 		kill_n(c, 2);
-		qt_sleep_ms(1000);
+		th_sleep_ms(1000);
 		t_end = line_now();
 		for (unsigned g = 0; g < 2; g++) {
 			const int *p = g ? pb : pa;

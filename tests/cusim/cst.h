@@ -1,7 +1,8 @@
 /*
  * Helpers for cusim's tests (also used by tests/quota and tests/interpose):
  * each test runs on its own simulator instance and may fork/exec children
- * that share it.
+ * that share it. The instance and the children come from the shared harness
+ * (tests/common: cusim-instance.h, proc.h).
  */
 #ifndef CST_H
 #define CST_H

@@ -618,7 +618,7 @@ static void test_http_api_put(void **state)
 	assert_error(route("PATCH", "/v1/groups/infer", NULL, NULL), CD_API_ERR_MISSING_BODY,
 		     "PATCH /v1/groups/infer: expected a JSON policy", NULL);
 
-	/* The core's validation message goes back as it is. */
+	/* The engine's validation message goes back as it is. */
 	fake.put_rc = -EINVAL;
 	snprintf(fake.put_err, sizeof(fake.put_err),
 		 "memory_limit \"lots\": expected bytes, a size such as \"8GiB\" or a percentage");
@@ -646,7 +646,7 @@ static void test_http_api_put(void **state)
 		     "expected a JSON policy", NULL);
 	assert_error(route("PUT", "/v1/groups/infer", NULL, ""), CD_API_ERR_MISSING_BODY,
 		     "expected a JSON policy", NULL);
-	/* None of the refused names reached the core. */
+	/* None of the refused names reached the engine. */
 	assert_string_equal(fake.put_name, "");
 }
 
@@ -695,7 +695,7 @@ static void test_http_api_tenant_refused(void **state)
 		assert_error(route_as(&tenant_peer, methods[m], "/readyz", NULL, NULL, "{}"),
 			     CD_API_ERR_ADMIN_ONLY, "admin socket", NULL);
 	}
-	/* Nothing reached the core. */
+	/* Nothing reached the engine. */
 	assert_string_equal(fake.put_name, "");
 	assert_true(fake.groups[0].managed);
 	/* A request of no known peer is a tenant's, never an administrator's. */

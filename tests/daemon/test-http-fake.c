@@ -164,7 +164,7 @@ void fake_reset(void)
 	pthread_mutex_unlock(&fake.lock);
 }
 
-/* ---- the core's half of cusliced.h ---- */
+/* ---- the engine's half of cusliced.h ---- */
 
 void cd_config_defaults(struct cd_config *c)
 {

@@ -1,5 +1,5 @@
 /*
- * A made-up daemon core for the HTTP side's unit tests: implements the core's
+ * A made-up daemon engine for the HTTP side's unit tests: implements the engine's
  * half of cusliced.h (cd_snapshot, cd_events, cd_policy_*, cd_peer_of_fd,
  * cd_token_ok, cd_refused, cd_http_closed) over the global `fake`, which each test sets up
  * with fake_reset().

@@ -1,7 +1,7 @@
 /*
  * The HTTP servers (http-server.c) with the real libmicrohttpd, against the
- * made-up core of test-http-fake.c: API connections are socketpairs handed
- * over with cd_http_add_connection, as the core does with accepted Unix
+ * made-up engine of test-http-fake.c: API connections are socketpairs handed
+ * over with cd_http_add_connection, as the engine does with accepted Unix
  * connections; the metrics server listens on a TCP port of 127.0.0.1.
  * Covers authorization (403, 401 and the token), body limits (413), Allow
  * headers, and hostile requests that must cost only their own connection.
@@ -273,7 +273,7 @@ static void test_http_server_body_limit(void **state)
 	char *req = malloc(cap + 256);
 
 	(void)state;
-	/* Exactly the limit: reaches the core. */
+	/* Exactly the limit: reaches the engine. */
 	n = (size_t)sprintf(req,
 			    "PUT /v1/groups/big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
 			    "Content-Length: %u\r\n\r\n",
@@ -343,7 +343,7 @@ static void test_http_server_auth(void **state)
 	assert_int_equal(r->status, 403);
 	assert_int_equal(fake.refused, 2);
 
-	/* A refused PUT never reaches the core, and its body is not read. */
+	/* A refused PUT never reaches the engine, and its body is not read. */
 	api("PUT /v1/groups/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
 	    "Content-Length: 2\r\n\r\n{}",
 	    r);
@@ -513,7 +513,7 @@ static void test_http_server_one_request(void **state)
 	assert_has(r, "\r\nConnection: close\r\n");
 }
 
-/* The server tells the core of every connection it closes (its count is released then). */
+/* The server tells the engine of every connection it closes (its count is released then). */
 static void test_http_server_closed(void **state)
 {
 	struct resp *r = &resp;
@@ -574,7 +574,7 @@ static void test_http_server_largest_head(void **state)
 }
 
 /*
- * As many held connections as the core ever hands over (it counts them up
+ * As many held connections as the engine ever hands over (it counts them up
  * to CD_HTTP_CONNECTIONS_MAX): the server still answers another, and stops
  * at once (libmicrohttpd 0.9.75 deadlocked at its limit: see http-server.c).
  */

@@ -4,7 +4,10 @@
  */
 #include "ti.h"
 
-#include <dirent.h>
+#include "cusim-instance.h"
+#include "files.h"
+#include "proc.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +27,6 @@ static char clients_dir[PATH_MAX];
 static char exe_dir[PATH_MAX] = ".";
 static char shm_dir[64];
 static char env_shm[96];
-static char instance_path[PATH_MAX];
 static pid_t owner;
 
 /* Children started by ti_start and not stopped yet. */
@@ -65,23 +67,11 @@ int ti_teardown_children(void **state)
 /* Removes what ti_setup made; only in the process that made it (not in forked children). */
 static void cleanup(void)
 {
-	DIR *d;
-	struct dirent *e;
-
 	if (getpid() != owner)
 		return;
 	ti_teardown_children(NULL);
-	if (instance_path[0])
-		unlink(instance_path);
-	d = shm_dir[0] ? opendir(shm_dir) : NULL;
-	if (d) {
-		while ((e = readdir(d)) != NULL) {
-			if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-				unlinkat(dirfd(d), e->d_name, 0);
-		}
-		closedir(d);
-		rmdir(shm_dir);
-	}
+	if (shm_dir[0])
+		th_rm_tree(shm_dir);
 }
 
 /* Removes every variable whose name starts with prefix. */
@@ -111,8 +101,7 @@ static void unset_prefixed(const char *prefix)
 int ti_setup(const char *argv0, const char *tag, const char *gpus, const char *ctx_mem)
 {
 	const char *pre = getenv("CS_PRELOAD"), *cl = getenv("CS_CLIENTS_DIR");
-	const char *dir = getenv("CUSIM_SHM_DIR");
-	char name[128], buf[PATH_MAX];
+	char buf[PATH_MAX];
 
 	if (!pre || !cl) {
 		fprintf(stderr,
@@ -127,22 +116,7 @@ int ti_setup(const char *argv0, const char *tag, const char *gpus, const char *c
 
 	unset_prefixed("CUSLICE_");
 	unsetenv("LD_PRELOAD");
-	unsetenv("CUSIM_FAULTS");
-	unsetenv("CUDA_VISIBLE_DEVICES");
-
-	snprintf(name, sizeof(name), "ti-%s-%ld", tag, (long)getpid());
-	setenv("CUSIM_INSTANCE", name, 1);
-	if (gpus)
-		setenv("CUSIM_GPUS", gpus, 1);
-	else
-		unsetenv("CUSIM_GPUS");
-	if (ctx_mem)
-		setenv("CUSIM_CTX_MEM", ctx_mem, 1);
-	else
-		unsetenv("CUSIM_CTX_MEM");
-	snprintf(instance_path, sizeof(instance_path), "%s/cusim-%s",
-		 dir && *dir ? dir : "/dev/shm", name);
-	unlink(instance_path);
+	th_cusim_instance("ti", tag, gpus, ctx_mem);
 
 	snprintf(shm_dir, sizeof(shm_dir), "/tmp/ti-%s-XXXXXX", tag);
 	if (!mkdtemp(shm_dir)) {
@@ -235,35 +209,13 @@ void ti_env_cuslice(struct ti_env *e, const char *group)
 		ti_env_add(e, "CUSLICE_GROUP=%s", group);
 }
 
-/* In the child: applies env and execs argv; never returns. */
-static void exec_child(char *const argv[], char *const env[])
+/* In the child: fds[0] becomes its stdout, fds[1] its stderr. */
+static void redirect(void *arg)
 {
-	for (size_t i = 0; env && env[i]; i++) {
-		if (strchr(env[i], '='))
-			putenv(env[i]);
-		else
-			unsetenv(env[i]);
-	}
-	execv(argv[0], argv);
-	dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
-	_exit(127);
-}
+	const int *fds = arg;
 
-static int decode_status(int status)
-{
-	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-}
-
-/* Waits for pid; its decoded status, or -errno. */
-static int wait_child(pid_t pid)
-{
-	int status;
-
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR)
-			return -errno;
-	}
-	return decode_status(status);
+	dup2(fds[0], STDOUT_FILENO);
+	dup2(fds[1], STDERR_FILENO);
 }
 
 /* Reads a captured-output file into buf (NUL-terminated). */
@@ -281,15 +233,10 @@ int ti_run(char *const argv[], char *const env[], struct ti_out *o)
 	pid_t pid;
 
 	assert_true(out >= 0 && err >= 0);
-	fflush(NULL);
-	pid = fork();
+	pid = th_spawn(&(struct th_spawn){
+	    .argv = argv, .env = env, .setup = redirect, .arg = (int[]){out, err}});
 	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(out, STDOUT_FILENO);
-		dup2(err, STDERR_FILENO);
-		exec_child(argv, env);
-	}
-	o->status = wait_child(pid);
+	o->status = th_wait(pid);
 	assert_true(o->status >= 0);
 	read_capture(out, o->out, sizeof(o->out));
 	read_capture(err, o->err, sizeof(o->err));
@@ -300,15 +247,9 @@ int ti_run(char *const argv[], char *const env[], struct ti_out *o)
 
 int ti_run_inherit(char *const argv[], char *const env[])
 {
-	pid_t pid;
+	pid_t pid = th_spawn(&(struct th_spawn){.argv = argv, .env = env});
 
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0)
-		exec_child(argv, env);
-	return wait_child(pid);
+	return pid < 0 ? pid : th_wait(pid);
 }
 
 /* Appends what can be read from c->out_fd (blocking for at least one read); false at EOF. */
@@ -351,21 +292,16 @@ int ti_start(struct ti_child *c, char *const argv[], char *const env[], const ch
 	c->err_fd = memfd_create("ti-stderr", MFD_CLOEXEC);
 	assert_true(c->err_fd >= 0);
 	assert_int_equal(pipe2(pipefd, O_CLOEXEC), 0);
-	fflush(NULL);
-	c->pid = fork();
+	c->pid = th_spawn(&(struct th_spawn){
+	    .argv = argv, .env = env, .setup = redirect, .arg = (int[]){pipefd[1], c->err_fd}});
 	assert_true(c->pid >= 0);
-	if (c->pid == 0) {
-		dup2(pipefd[1], STDOUT_FILENO);
-		dup2(c->err_fd, STDERR_FILENO);
-		exec_child(argv, env);
-	}
 	close(pipefd[1]);
 	live_add(c->pid);
 	c->out_fd = pipefd[0];
 	while (!has_line(c->o.out, line)) {
 		if (!read_more(c, &len)) {
 			close(c->out_fd);
-			c->o.status = wait_child(c->pid);
+			c->o.status = th_wait(c->pid);
 			live_remove(c->pid);
 			read_capture(c->err_fd, c->o.err, sizeof(c->o.err));
 			close(c->err_fd);
@@ -387,7 +323,7 @@ int ti_stop(struct ti_child *c, int sig)
 	while (read_more(c, &len))
 		;
 	close(c->out_fd);
-	c->o.status = wait_child(c->pid);
+	c->o.status = th_wait(c->pid);
 	live_remove(c->pid);
 	read_capture(c->err_fd, c->o.err, sizeof(c->o.err));
 	close(c->err_fd);

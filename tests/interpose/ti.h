@@ -2,7 +2,8 @@
  * Helpers for the interposer tests (tests/interpose): every test program runs
  * real client programs (clients/) or small helpers of its own as children,
  * with LD_PRELOAD=libcuslice.so set for those children only, on a private
- * cusim instance and a private group directory.
+ * cusim instance and a private group directory. Processes, files and the
+ * cusim instance come from the shared harness (tests/common).
  *
  * Nothing here references the CUDA API, so programs that must not be linked
  * against libcuda (the dlsym and cuGetProcAddress tests) can use it too.

@@ -1,9 +1,13 @@
 /* A private cusliced and a minimal IPC client (see ipc-harness.h). */
 #include "ipc-harness.h"
 
+#include "cusim-instance.h"
+#include "cusliced-spawn.h"
+#include "files.h"
+#include "proc.h"
+
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,22 +21,6 @@
 
 #define START_TIMEOUT_MS 20000
 #define STOP_TIMEOUT_MS 10000
-#define MAX_ARGS 32
-
-uint64_t ipc_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
 
 void ipc_daemon_print_log(const struct ipc_daemon *d, unsigned lines)
 {
@@ -46,46 +34,19 @@ void ipc_daemon_print_log(const struct ipc_daemon *d, unsigned lines)
 	fprintf(stderr, "----\n");
 }
 
-/* The daemon's process after exec: environment, output, arguments. */
-static void exec_daemon(const struct ipc_daemon *d, const char *cusliced, const char *tag,
-			const char *const *extra_args)
-{
-	char state[PATH_MAX + 8], instance[96];
-	const char *argv[MAX_ARGS];
-	int n = 0, fd;
+struct daemon_env {
+	const char *tag;
+	const char *dir;
+};
 
-	snprintf(state, sizeof(state), "%s/state", d->dir);
-	snprintf(instance, sizeof(instance), "ipc-%s-%ld", tag, (long)getpid());
-	setenv("CUSIM_INSTANCE", instance, 1);
-	setenv("CUSIM_SHM_DIR", d->dir, 1);
-	setenv("CUSIM_GPUS", "H100:8GiB", 1);
-	unsetenv("CUSIM_FAULTS");
+/* In the daemon's process before exec: a private cusim instance named after the tag. */
+static void daemon_env(void *arg)
+{
+	const struct daemon_env *e = arg;
+
+	setenv("CUSIM_SHM_DIR", e->dir, 1);
+	th_cusim_instance("ipc", e->tag, "H100:8GiB", NULL);
 	unsetenv("CUSLICE_SOCKET");
-	fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd >= 0) {
-		dup2(fd, STDOUT_FILENO);
-		dup2(fd, STDERR_FILENO);
-	}
-	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
-		dup2(fd, STDIN_FILENO);
-	argv[n++] = cusliced;
-	argv[n++] = "--socket";
-	argv[n++] = d->socket;
-	argv[n++] = "--admin-socket";
-	argv[n++] = d->admin_socket;
-	argv[n++] = "--state-dir";
-	argv[n++] = state;
-	argv[n++] = "--shm-dir";
-	argv[n++] = d->shm_dir;
-	argv[n++] = "--metrics-listen";
-	argv[n++] = "none";
-	for (const char *const *a = extra_args; a && *a && n < MAX_ARGS - 1; a++)
-		argv[n++] = *a;
-	argv[n] = NULL;
-	execv(cusliced, (char *const *)argv);
-	fprintf(stderr, "ipc-harness: exec %s: %s\n", cusliced, strerror(errno));
-	_exit(127);
 }
 
 int ipc_daemon_start(struct ipc_daemon *d, const char *cusliced, const char *tag,
@@ -118,15 +79,23 @@ int ipc_daemon_start(struct ipc_daemon *d, const char *cusliced, const char *tag
 	if (mkdir(d->shm_dir, 0755) != 0 || mkdir(state, 0755) != 0)
 		return -errno;
 
-	fflush(NULL);
-	d->pid = fork();
+	d->pid = cusliced_spawn(&(struct cusliced_spawn){
+	    .path = cusliced,
+	    .socket = d->socket,
+	    .admin_socket = d->admin_socket,
+	    .state_dir = state,
+	    .shm_dir = d->shm_dir,
+	    .metrics_listen = "none",
+	    .log = d->log,
+	    .extra = extra_args,
+	    .prepare = daemon_env,
+	    .prepare_arg = &(struct daemon_env){.tag = tag, .dir = d->dir},
+	});
 	if (d->pid < 0)
-		return -errno;
-	if (d->pid == 0)
-		exec_daemon(d, cusliced, tag, extra_args);
+		return (int)d->pid;
 
-	deadline = ipc_now_ns() + START_TIMEOUT_MS * 1000000ull;
-	while (ipc_now_ns() < deadline) {
+	deadline = th_now_ns() + START_TIMEOUT_MS * 1000000ull;
+	while (th_now_ns() < deadline) {
 		int fd = ipc_connect(d->socket, 1000);
 
 		if (fd >= 0) {
@@ -138,7 +107,7 @@ int ipc_daemon_start(struct ipc_daemon *d, const char *cusliced, const char *tag
 			ipc_daemon_print_log(d, 40);
 			return -ECHILD;
 		}
-		sleep_ms(10);
+		th_sleep_ms(10);
 	}
 	fprintf(stderr, "ipc-harness: cusliced did not accept on %s within %d ms\n", d->socket,
 		START_TIMEOUT_MS);
@@ -162,26 +131,17 @@ bool ipc_daemon_alive(struct ipc_daemon *d)
 	return true;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 int ipc_daemon_stop(struct ipc_daemon *d)
 {
 	int status = -1;
 
 	if (d->pid > 0) {
-		uint64_t deadline = ipc_now_ns() + STOP_TIMEOUT_MS * 1000000ull;
+		uint64_t deadline = th_now_ns() + STOP_TIMEOUT_MS * 1000000ull;
 		pid_t r = 0;
 
 		kill(d->pid, SIGTERM);
-		while ((r = waitpid(d->pid, &status, WNOHANG)) == 0 && ipc_now_ns() < deadline)
-			sleep_ms(10);
+		while ((r = waitpid(d->pid, &status, WNOHANG)) == 0 && th_now_ns() < deadline)
+			th_sleep_ms(10);
 		if (r == 0) {
 			fprintf(stderr, "ipc-harness: cusliced ignored SIGTERM for %d ms: killed\n",
 				STOP_TIMEOUT_MS);
@@ -193,7 +153,7 @@ int ipc_daemon_stop(struct ipc_daemon *d)
 			ipc_daemon_print_log(d, 40);
 	}
 	if (d->dir[0] && !getenv("IPC_KEEP_DIR"))
-		nftw(d->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+		th_rm_tree(d->dir);
 	return status;
 }
 

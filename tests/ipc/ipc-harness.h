@@ -1,12 +1,12 @@
 /*
  * A real cusliced for IPC tests and benchmarks, and a minimal client of its
- * wire protocol (src/ipc/cs-ipc.h) that speaks exactly what libcuslice
- * speaks, without loading libcuslice.
+ * wire protocol (include/cuslice/ipc.h, encoded by src/ipc/cs-ipc.h) that
+ * speaks exactly what libcuslice speaks, without loading libcuslice.
  *
  * The daemon runs in a private temporary directory (socket, state and
  * region directories, its log) on a private cusim instance, so any number
  * of tests may run at once. Used by tests/ipc/test-ipc-load.c (with the
- * sanitizers) and bench/ipc-bench.c (without).
+ * sanitizers), bench/ipc-bench.c and bench/siege-bench.c (without).
  */
 #ifndef IPC_HARNESS_H
 #define IPC_HARNESS_H
@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "cs-ipc.h"
+#include "proc.h"
 
 struct ipc_daemon {
 	pid_t pid;
@@ -83,8 +84,5 @@ int ipc_register(int fd, const char *group, const char *token, struct cs_ipc_msg
 
 /* One PING/PONG round trip: 0 when the answer is a PONG echoing nonce, else -errno (-EPROTO). */
 int ipc_ping(int fd, uint32_t seq, uint64_t nonce);
-
-/* CLOCK_MONOTONIC in ns. */
-uint64_t ipc_now_ns(void);
 
 #endif

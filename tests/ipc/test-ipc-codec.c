@@ -23,7 +23,7 @@
 
 #define MAX_MSG (CS_IPC_HEADER + CS_IPC_MAX_BODY)
 
-/* Offsets of the header fields (cs-ipc.h: magic | type | flags | length | seq). */
+/* Offsets of the header fields (cuslice/ipc.h: magic | type | flags | length | seq). */
 #define OFF_TYPE 4
 #define OFF_FLAGS 6
 #define OFF_LENGTH 8
@@ -141,7 +141,7 @@ static void test_ipc_body_sizes(void **state)
 		assert_true(cs_ipc_body_size(all_types[i]) <= CS_IPC_MAX_BODY);
 }
 
-/* The header is exactly what cs-ipc.h documents, little-endian. */
+/* The header is exactly what include/cuslice/ipc.h documents, little-endian. */
 static void test_ipc_encode_header_layout(void **state)
 {
 	struct sample s;

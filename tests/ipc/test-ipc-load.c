@@ -327,10 +327,10 @@ static void run_burst(unsigned hostile_every)
 		fail_msg("fork of process %u of %u: %s", forked + 1, NPROCS, strerror(e));
 	}
 
-	t0 = ipc_now_ns();
+	t0 = th_now_ns();
 	close(go[1]);
 	deadline = t0 + ALL_TIMEOUT_MS * 1000000ull;
-	while (got < NPROCS && ipc_now_ns() < deadline) {
+	while (got < NPROCS && th_now_ns() < deadline) {
 		struct pollfd pf = {.fd = report[0], .events = POLLIN};
 		unsigned char buf[256];
 		ssize_t n;
@@ -344,7 +344,7 @@ static void run_burst(unsigned hostile_every)
 			counts[buf[k] < NOUTCOMES ? buf[k] : E_OTHER]++;
 		got += (unsigned)n;
 	}
-	t1 = ipc_now_ns();
+	t1 = th_now_ns();
 	close(report[0]);
 	for (unsigned i = 0; i < NPROCS; i++) {
 		int status;

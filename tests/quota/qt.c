@@ -4,6 +4,8 @@
 #include "qt.h"
 
 #include "cuslice/nvml-abi.h"
+#include "files.h"
+#include "proc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,8 +26,6 @@
 #define REPLY_TIMEOUT_MS 60000
 #define MAX_CHILDREN 64
 #define MAX_REGIONS 16
-
-extern char **environ;
 
 static char dir[64];
 static char preload[PATH_MAX];
@@ -77,32 +77,13 @@ const char *qt_dir(void)
 	return dir;
 }
 
-static void remove_dir(void)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char path[PATH_MAX];
-
-	if (!d)
-		return;
-	while ((e = readdir(d)) != NULL) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
 int qt_end(void **state)
 {
 	(void)state;
 	for (unsigned i = 0; i < nchildren; i++) {
 		if (children[i].pid > 0) {
 			kill(children[i].pid, SIGKILL);
-			while (waitpid(children[i].pid, NULL, 0) < 0 && errno == EINTR)
-				;
+			th_wait(children[i].pid);
 		}
 		if (children[i].in >= 0)
 			close(children[i].in);
@@ -114,7 +95,7 @@ int qt_end(void **state)
 		cs_group_close(&regions[i]);
 	nregions = 0;
 	if (dir[0])
-		remove_dir();
+		th_rm_tree(dir);
 	dir[0] = '\0';
 	return 0;
 }
@@ -139,61 +120,31 @@ static int child_index(pid_t pid)
 	return -1;
 }
 
-/* Our environment with `env` and LD_PRELOAD (when asked) put over it; malloc'ed. */
-static char **child_env(char *const env[], bool with_preload, char *preload_var)
+/* In the child: fds[0] becomes its stdin, fds[1] its stdout. */
+static void pipe_stdio(void *arg)
 {
-	size_t n = 0, extra = 0, k = 0;
-	char **out;
+	const int *fds = arg;
 
-	while (environ[n])
-		n++;
-	while (env && env[extra])
-		extra++;
-	out = calloc(n + extra + 2, sizeof(*out));
-	assert_non_null(out);
-	for (size_t i = 0; i < n; i++) {
-		const char *eq = strchr(environ[i], '=');
-		size_t len = eq ? (size_t)(eq - environ[i]) + 1 : strlen(environ[i]);
-		bool replaced = with_preload && strncmp(environ[i], "LD_PRELOAD=", len) == 0;
-
-		for (size_t j = 0; !replaced && j < extra; j++)
-			replaced = strncmp(environ[i], env[j], len) == 0;
-		if (!replaced)
-			out[k++] = environ[i];
-	}
-	for (size_t j = 0; j < extra; j++)
-		out[k++] = env[j];
-	if (with_preload) {
-		snprintf(preload_var, PATH_MAX + 16, "LD_PRELOAD=%s", preload);
-		out[k++] = preload_var;
-	}
-	out[k] = NULL;
-	return out;
+	dup2(fds[0], STDIN_FILENO);
+	dup2(fds[1], STDOUT_FILENO);
 }
 
 void qt_spawn(struct qt_proc *p, char *const argv[], char *const env[], bool with_preload)
 {
-	static char preload_var[PATH_MAX + 16];
 	int to_child[2], from_child[2];
-	char **envp;
 
 	assert_true(nchildren < MAX_CHILDREN);
 	memset(p, 0, sizeof(*p));
 	p->status = -1;
-	envp = child_env(env, with_preload, preload_var);
 	assert_int_equal(pipe2(to_child, O_CLOEXEC), 0);
 	assert_int_equal(pipe2(from_child, O_CLOEXEC), 0);
-	fflush(NULL);
-	p->pid = fork();
+	p->pid = th_spawn(&(struct th_spawn){.argv = argv,
+					     .env = env,
+					     .preload = with_preload ? preload : NULL,
+					     .search = true,
+					     .setup = pipe_stdio,
+					     .arg = (int[]){to_child[0], from_child[1]}});
 	assert_true(p->pid >= 0);
-	if (p->pid == 0) {
-		dup2(to_child[0], STDIN_FILENO);
-		dup2(from_child[1], STDOUT_FILENO);
-		execvpe(argv[0], argv, envp);
-		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	free(envp);
 	close(to_child[0]);
 	close(from_child[1]);
 	p->in = to_child[1];
@@ -206,7 +157,7 @@ void qt_spawn(struct qt_proc *p, char *const argv[], char *const env[], bool wit
 
 const char *qt_read_line(struct qt_proc *p, int timeout_ms)
 {
-	uint64_t deadline = qt_now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = th_now_ms() + (uint64_t)timeout_ms;
 
 	for (;;) {
 		char *nl = memchr(p->buf, '\n', p->len);
@@ -227,7 +178,7 @@ const char *qt_read_line(struct qt_proc *p, int timeout_ms)
 		}
 		if (p->len == sizeof(p->buf))
 			p->len = 0;	/* a line longer than the buffer: no client prints one */
-		now = qt_now_ms();
+		now = th_now_ms();
 		if (now >= deadline)
 			return NULL;
 		if (poll(&pfd, 1, (int)(deadline - now)) < 0) {
@@ -409,11 +360,6 @@ static void forget(struct qt_proc *p)
 		children[i] = children[--nchildren];
 }
 
-static int exit_code(int status)
-{
-	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-}
-
 bool qt_reaped(struct qt_proc *p)
 {
 	int status;
@@ -422,20 +368,17 @@ bool qt_reaped(struct qt_proc *p)
 		return true;
 	if (waitpid(p->pid, &status, WNOHANG) != p->pid)
 		return false;
-	p->status = exit_code(status);
+	p->status = th_exit_code(status);
 	forget(p);
 	return true;
 }
 
 static int reap(struct qt_proc *p)
 {
-	int status;
-
 	if (p->status >= 0)
 		return p->status;
-	while (waitpid(p->pid, &status, 0) < 0)
-		assert_int_equal(errno, EINTR);
-	p->status = exit_code(status);
+	p->status = th_wait(p->pid);
+	assert_true(p->status >= 0);
 	forget(p);
 	return p->status;
 }
@@ -544,22 +487,6 @@ unsigned qt_live_slots(const struct cs_group_handle *h)
 }
 
 /* ---- misc ---- */
-
-void qt_sleep_ms(unsigned ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-uint64_t qt_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 const char *qt_u64(uint64_t v)
 {

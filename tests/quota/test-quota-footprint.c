@@ -226,7 +226,7 @@ static void test_footprint_graph_memory(void **state)
 	assert_int_equal(qt_device_used(), QT_CTX + 256 * MiB);
 	/* ...until it is freed; the next view settles the books. */
 	qt_expect(&w.c, 0, "graphfree %u", g);
-	qt_sleep_ms(150);
+	th_sleep_ms(150);
 	qt_expect(&w.c, 0, "info");
 	assert_int_equal(qt_used(&w.h), QT_CTX);
 	assert_int_equal(qt_device_used(), QT_CTX);
@@ -308,8 +308,8 @@ static void test_footprint_race(void **state)
 	assert_int_equal(nvmlDeviceGetHandleByIndex_v2(0, &s.dev), NVML_SUCCESS);
 	assert_int_equal(pthread_create(&s.thread, NULL, sample, &s), 0);
 	/* The serving client holds its context throughout: the others come and go. */
-	end = qt_now_ms() + RACE_MS;
-	while (qt_now_ms() < end) {
+	end = th_now_ms() + RACE_MS;
+	while (th_now_ms() < end) {
 		for (int i = 0; i < RACE_PROCS; i++) {
 			int status;
 
@@ -320,7 +320,7 @@ static void test_footprint_race(void **state)
 			procs[i] = spawn_allocator(env);
 			started++;
 		}
-		qt_sleep_ms(2);
+		th_sleep_ms(2);
 	}
 	for (int i = 0; i < RACE_PROCS; i++)
 		waitpid(procs[i], NULL, 0);

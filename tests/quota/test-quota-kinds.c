@@ -330,7 +330,7 @@ static void test_kinds_async(void **state)
 	qt_expect(&w.c, 0, "free %u", id[0]);
 	qt_expect(&w.c, 0, "sync");
 	assert_pool(&w, "default", 0, 0);
-	qt_sleep_ms(150);
+	th_sleep_ms(150);
 	assert_view(&w, w.limit - QT_CTX);
 	finish(&w);
 }

@@ -52,7 +52,7 @@ static void *sample(void *arg)
 				s->max_phys = m.used;
 		}
 		s->samples++;
-		qt_sleep_ms(1);
+		th_sleep_ms(1);
 	}
 	return NULL;
 }
@@ -213,14 +213,14 @@ static void test_race_pools_limit_holds(void **state)
 /* Waits until the stress process's slot holds more than its context (it is mid-work). */
 static int wait_busy(const struct cs_group_handle *h, struct qt_proc *p, uint64_t ctx)
 {
-	uint64_t deadline = qt_now_ms() + 30000;
+	uint64_t deadline = th_now_ms() + 30000;
 	int slot = -1;
 
-	while (qt_now_ms() < deadline) {
+	while (th_now_ms() < deadline) {
 		slot = qt_slot_of(h, p->pid);
 		if (slot >= 0 && qt_slot_used(h, slot) > ctx)
 			return slot;
-		qt_sleep_ms(5);
+		th_sleep_ms(5);
 	}
 	print_error("stress process never held memory (slot %d)\n", slot);
 	fail();
@@ -296,13 +296,13 @@ static void test_kill9_library_reclaims(void **state)
 	assert_int_equal(qt_val(qt_cmd(&c, "info"), "free"), 2 * RACE_LIMIT - 3 * QT_CTX - held);
 	assert_int_equal(qt_kill(&a, SIGKILL), 128 + SIGKILL);
 	assert_int_equal(qt_used(&h), 3 * QT_CTX + held);
-	deadline = qt_now_ms() + 1000;
+	deadline = th_now_ms() + 1000;
 	do {
 		free_bytes = qt_val(qt_cmd(&c, "info"), "free");
 		if (free_bytes == 2 * RACE_LIMIT - 2 * QT_CTX)
 			break;
-		qt_sleep_ms(20);
-	} while (qt_now_ms() < deadline);
+		th_sleep_ms(20);
+	} while (th_now_ms() < deadline);
 	assert_int_equal(free_bytes, 2 * RACE_LIMIT - 2 * QT_CTX);
 	assert_int_equal(qt_used(&h), 2 * QT_CTX);
 

@@ -46,7 +46,7 @@ static void *poll_nvml(void *arg)
 		}
 		if (c > p->max_counter)
 			p->max_counter = c;
-		qt_sleep_ms(1);
+		th_sleep_ms(1);
 	}
 	return NULL;
 }
@@ -75,7 +75,7 @@ static void start(struct qt_proc *p, const char *group, unsigned seed)
 			return;
 		}
 		qt_kill(p, SIGKILL);
-		qt_sleep_ms(10);
+		th_sleep_ms(10);
 	}
 	print_error("a stress client did not get its context in 100 attempts\n");
 	fail();
@@ -105,7 +105,7 @@ static void test_storm_every_kind(void **state)
 	while (kills < STORM_KILLS) {
 		int victim = (int)(seed * 2654435761u % STORM_PROCS);
 
-		qt_sleep_ms(150 + seed * 7919u % 350);
+		th_sleep_ms(150 + seed * 7919u % 350);
 		qt_kill(&p[victim], SIGKILL);
 		kills++;
 		start(&p[victim], group, seed++);
@@ -113,10 +113,10 @@ static void test_storm_every_kind(void **state)
 	for (int i = 0; i < STORM_PROCS; i++)
 		qt_kill(&p[i], SIGKILL);
 	/* Everyone is gone: the device gives everything back (NVML), the group too (reclaim). */
-	end = qt_now_ms() + 10000;
+	end = th_now_ms() + 10000;
 	while (nvmlDeviceGetMemoryInfo(poll.dev, &m) == NVML_SUCCESS && m.used != 0 &&
-	       qt_now_ms() < end)
-		qt_sleep_ms(10);
+	       th_now_ms() < end)
+		th_sleep_ms(10);
 	atomic_store(&poll.stop, true);
 	pthread_join(poll.thread, NULL);
 	print_message("%u kill -9 of processes allocating " KINDS ": %llu NVML samples, device "

@@ -3,10 +3,11 @@
  */
 #include "slc.h"
 
+#include "files.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,6 +98,18 @@ __attribute__((format(printf, 2, 3))) static void write_file(const char *path, c
 	assert_int_equal(fclose(f), 0);
 }
 
+/* In the child: a session of its own, stdin from /dev/null, stdout and stderr to the log. */
+static void daemon_stdio(void *arg)
+{
+	int fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	setsid();
+	dup2(null, STDIN_FILENO);
+	dup2(fd, STDOUT_FILENO);
+	dup2(fd, STDERR_FILENO);
+}
+
 /* Starts argv in the background, output to DIR/log/<name>.out. */
 static pid_t start(const char *name, char *const argv[])
 {
@@ -104,39 +117,15 @@ static pid_t start(const char *name, char *const argv[])
 	pid_t pid;
 
 	snprintf(log, sizeof(log), "%s/log/%s.out", c.dir, name);
-	fflush(NULL);
-	pid = fork();
+	pid = th_spawn(&(struct th_spawn){.argv = argv, .setup = daemon_stdio, .arg = log});
 	assert_true(pid >= 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-		setsid();
-		dup2(null, STDIN_FILENO);
-		dup2(fd, STDOUT_FILENO);
-		dup2(fd, STDERR_FILENO);
-		execv(argv[0], argv);
-		_exit(127);
-	}
 	return pid;
 }
 
-/* SIGTERM, then SIGKILL after timeout_ms; reaps. */
+/* th_stop, and the pid forgotten. */
 static void stop(pid_t *pid, unsigned timeout_ms)
 {
-	uint64_t deadline = qt_now_ms() + timeout_ms;
-
-	if (*pid <= 0)
-		return;
-	kill(*pid, SIGTERM);
-	while (waitpid(*pid, NULL, WNOHANG) == 0) {
-		if (qt_now_ms() > deadline) {
-			kill(*pid, SIGKILL);
-			waitpid(*pid, NULL, 0);
-			break;
-		}
-		qt_sleep_ms(20);
-	}
+	th_stop(*pid, timeout_ms);
 	*pid = 0;
 }
 
@@ -246,8 +235,8 @@ static bool start_slurm(void)
 							 "-f", c.conf, NULL});
 	c.slurmd = start("slurmd", (char *const[]){"/usr/sbin/slurmd", "-D", "-N", "localhost",
 						   "-f", c.conf, NULL});
-	for (uint64_t t0 = qt_now_ms(); strcmp(slc_node_state(buf, sizeof(buf)), "idle") != 0;
-	     qt_sleep_ms(100)) {
+	for (uint64_t t0 = th_now_ms(); strcmp(slc_node_state(buf, sizeof(buf)), "idle") != 0;
+	     th_sleep_ms(100)) {
 		if (waitpid(c.slurmctld, NULL, WNOHANG) == c.slurmctld)
 			c.slurmctld = 0;
 		if (waitpid(c.slurmd, NULL, WNOHANG) == c.slurmd)
@@ -257,7 +246,7 @@ static bool start_slurm(void)
 			stop(&c.slurmctld, 5000);
 			return false;
 		}
-		if (qt_now_ms() - t0 > START_TIMEOUT_MS)
+		if (th_now_ms() - t0 > START_TIMEOUT_MS)
 			fail_msg("the cluster did not come up (node %s): see %s/log", buf, c.dir);
 	}
 	return true;
@@ -323,8 +312,8 @@ void slc_start(const struct slc_opts *o)
 		c.munged = start("munged", (char *const[]){"/usr/sbin/munged", "--foreground",
 							   "--force", a1, a2, a3, a4, a5, NULL});
 	}
-	for (uint64_t t0 = qt_now_ms(); access(sock, F_OK) != 0; qt_sleep_ms(20))
-		if (qt_now_ms() - t0 > START_TIMEOUT_MS || waitpid(c.munged, NULL, WNOHANG) != 0)
+	for (uint64_t t0 = th_now_ms(); access(sock, F_OK) != 0; th_sleep_ms(20))
+		if (th_now_ms() - t0 > START_TIMEOUT_MS || waitpid(c.munged, NULL, WNOHANG) != 0)
 			fail_msg("munged did not start: see %s/log/munged.out", c.dir);
 	setenv("SLURM_CONF", c.conf, 1);
 	for (int attempt = 1;; attempt++) {
@@ -367,30 +356,21 @@ static void kill_orphans(void)
 	}
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 void slc_stop(void)
 {
 	struct sys_out *o = calloc(1, sizeof(*o));
 
 	assert_non_null(o);
 	if (c.slurmctld > 0 && waitpid(c.slurmctld, NULL, WNOHANG) == 0) {
-		uint64_t deadline = qt_now_ms() + STOP_TIMEOUT_MS;
+		uint64_t deadline = th_now_ms() + STOP_TIMEOUT_MS;
 
 		slc_cmd(o, 20000, (char *const[]){"scancel", "--partition=test", NULL});
 		do {
 			slc_cmd(o, 20000, (char *const[]){"squeue", "-h", "-o", "%i", NULL});
 			if (!o->out[0] || o->status != 0)
 				break;
-			qt_sleep_ms(200);
-		} while (qt_now_ms() < deadline);
+			th_sleep_ms(200);
+		} while (th_now_ms() < deadline);
 		if (o->out[0])
 			print_message("slc_stop: jobs left: %s\n", o->out);
 	}
@@ -416,7 +396,7 @@ void slc_stop(void)
 		c.cgroup_root[0] = '\0';
 	}
 	if (c.dir[0])
-		nftw(c.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		th_rm_tree(c.dir);
 	c.dir[0] = '\0';
 	unsetenv("SLURM_CONF");
 	free(o);
@@ -502,46 +482,46 @@ static bool done_state(const char *s)
 
 const char *slc_wait_job_done(unsigned job, unsigned timeout_ms, char *buf, size_t len)
 {
-	uint64_t deadline = qt_now_ms() + timeout_ms;
+	uint64_t deadline = th_now_ms() + timeout_ms;
 
 	while (!done_state(slc_job_state(job, buf, len))) {
-		if (qt_now_ms() > deadline)
+		if (th_now_ms() > deadline)
 			fail_msg("job %u did not finish within %u ms (state %s)", job, timeout_ms,
 				 buf);
-		qt_sleep_ms(100);
+		th_sleep_ms(100);
 	}
 	return buf;
 }
 
 void slc_wait_job_running(unsigned job, unsigned timeout_ms)
 {
-	uint64_t deadline = qt_now_ms() + timeout_ms;
+	uint64_t deadline = th_now_ms() + timeout_ms;
 	char buf[64];
 
 	while (strcmp(slc_job_state(job, buf, sizeof(buf)), "RUNNING") != 0) {
-		if (qt_now_ms() > deadline || done_state(buf))
+		if (th_now_ms() > deadline || done_state(buf))
 			fail_msg("job %u is not running after %u ms (state %s)", job, timeout_ms,
 				 buf);
-		qt_sleep_ms(100);
+		th_sleep_ms(100);
 	}
 }
 
 char *slc_wait_file(const char *path, const char *text, unsigned timeout_ms)
 {
-	uint64_t deadline = qt_now_ms() + timeout_ms;
+	uint64_t deadline = th_now_ms() + timeout_ms;
 	char *buf = malloc(1 << 20);
 
 	assert_non_null(buf);
 	for (;;) {
 		if (sp_read_file(path, buf, 1 << 20) == 0 && strstr(buf, text))
 			return buf;
-		if (qt_now_ms() > deadline) {
+		if (th_now_ms() > deadline) {
 			print_error("%s has no \"%s\" after %u ms; it holds:\n%s\n", path, text,
 				    timeout_ms, access(path, R_OK) == 0 ? buf : "(no file)");
 			free(buf);
 			fail();
 		}
-		qt_sleep_ms(100);
+		th_sleep_ms(100);
 	}
 }
 
@@ -589,11 +569,11 @@ cJSON *slc_managed_group(const char *name)
 
 void slc_wait_group_gone(const char *name, unsigned timeout_ms)
 {
-	uint64_t deadline = qt_now_ms() + timeout_ms;
+	uint64_t deadline = th_now_ms() + timeout_ms;
 	cJSON *g;
 
 	while ((g = slc_managed_group(name)) != NULL) {
-		if (qt_now_ms() > deadline) {
+		if (th_now_ms() > deadline) {
 			char *t = cJSON_Print(g);
 
 			print_error("group %s is still managed after %u ms: %s\n", name, timeout_ms,
@@ -603,7 +583,7 @@ void slc_wait_group_gone(const char *name, unsigned timeout_ms)
 			fail();
 		}
 		cJSON_Delete(g);
-		qt_sleep_ms(100);
+		th_sleep_ms(100);
 	}
 }
 

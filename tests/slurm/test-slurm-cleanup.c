@@ -155,12 +155,12 @@ static void test_slurm_scancel_leaves_nothing(void **state)
 	if (dir[0]) {
 		/* The escaped process was in the step's cgroup: it is gone with it. */
 		assert_false(exists(dir));
-		deadline = qt_now_ms() + 5000;
+		deadline = th_now_ms() + 5000;
 		while (!dead(stray)) {
-			if (qt_now_ms() > deadline)
+			if (th_now_ms() > deadline)
 				fail_msg("pid %d, which left Slurm's tracking, survived its job",
 					 (int)stray);
-			qt_sleep_ms(50);
+			th_sleep_ms(50);
 		}
 		sys_wait_gpu_used(0, SYS_REFRESH_MS * 2);
 	} else {

@@ -76,11 +76,11 @@ size_t sys_send(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
 	size_t sent = 0;
-	uint64_t deadline = qt_now_ms() + HTTP_TIMEOUT_MS;
+	uint64_t deadline = th_now_ms() + HTTP_TIMEOUT_MS;
 
 	while (sent < len) {
 		struct pollfd pf = {.fd = fd, .events = POLLOUT};
-		uint64_t now = qt_now_ms();
+		uint64_t now = th_now_ms();
 		ssize_t n;
 
 		if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) <= 0)
@@ -199,14 +199,14 @@ int sys_http_raw(int fd, const void *req, size_t len, struct sys_http *r, int ti
 {
 	size_t cap = 1 << 16, have = 0;
 	char *buf = malloc(cap + 1);
-	uint64_t deadline = qt_now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = th_now_ms() + (uint64_t)timeout_ms;
 
 	assert_non_null(buf);
 	memset(r, 0, sizeof(*r));
 	sys_send(fd, req, len);
 	for (;;) {
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
-		uint64_t now = qt_now_ms();
+		uint64_t now = th_now_ms();
 		ssize_t n;
 
 		if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) <= 0)
@@ -538,7 +538,7 @@ uint64_t sys_group_used(const cJSON *group)
 
 uint64_t sys_wait_group(const char *g, uint64_t used, unsigned procs, unsigned timeout_ms)
 {
-	uint64_t start = qt_now_ms();
+	uint64_t start = th_now_ms();
 
 	for (;;) {
 		cJSON *j = sys_group(g);
@@ -549,9 +549,9 @@ uint64_t sys_wait_group(const char *g, uint64_t used, unsigned procs, unsigned t
 
 		if (u == used && n == procs && (used == 0 || d0)) {
 			cJSON_Delete(j);
-			return qt_now_ms() - start;
+			return th_now_ms() - start;
 		}
-		if (qt_now_ms() - start > timeout_ms) {
+		if (th_now_ms() - start > timeout_ms) {
 			char *text = j ? cJSON_PrintUnformatted(j) : NULL;
 
 			print_error("group %s: %" PRIu64 " bytes in %u processes after %u ms, "
@@ -562,13 +562,13 @@ uint64_t sys_wait_group(const char *g, uint64_t used, unsigned procs, unsigned t
 			fail();
 		}
 		cJSON_Delete(j);
-		qt_sleep_ms(20);
+		th_sleep_ms(20);
 	}
 }
 
 void sys_wait_gpu_used(uint64_t used, unsigned timeout_ms)
 {
-	uint64_t start = qt_now_ms();
+	uint64_t start = th_now_ms();
 
 	for (;;) {
 		cJSON *doc = sys_get_json("/v1/gpus");
@@ -579,19 +579,19 @@ void sys_wait_gpu_used(uint64_t used, unsigned timeout_ms)
 		cJSON_Delete(doc);
 		if (u == used)
 			return;
-		if (qt_now_ms() - start > timeout_ms) {
+		if (th_now_ms() - start > timeout_ms) {
 			print_error("GPU 0: memory_used %" PRIu64 " after %u ms, expected %" PRIu64
 				    "\n",
 				    u, timeout_ms, used);
 			fail();
 		}
-		qt_sleep_ms(20);
+		th_sleep_ms(20);
 	}
 }
 
 cJSON *sys_wait_proc(pid_t pid, uint64_t used, unsigned timeout_ms, cJSON **entry)
 {
-	uint64_t start = qt_now_ms();
+	uint64_t start = th_now_ms();
 
 	for (;;) {
 		cJSON *doc = sys_get_json("/v1/processes");
@@ -604,7 +604,7 @@ cJSON *sys_wait_proc(pid_t pid, uint64_t used, unsigned timeout_ms, cJSON **entr
 			*entry = e;
 			return doc;
 		}
-		if (qt_now_ms() - start > timeout_ms) {
+		if (th_now_ms() - start > timeout_ms) {
 			char *text = cJSON_PrintUnformatted(doc);
 
 			print_error("pid %d with %" PRIu64
@@ -616,7 +616,7 @@ cJSON *sys_wait_proc(pid_t pid, uint64_t used, unsigned timeout_ms, cJSON **entr
 			fail();
 		}
 		cJSON_Delete(doc);
-		qt_sleep_ms(20);
+		th_sleep_ms(20);
 	}
 }
 
@@ -654,12 +654,12 @@ cJSON *sys_event(cJSON **doc, const char *kinds, pid_t pid)
 
 long sys_wait_event(const char *kinds, pid_t pid, unsigned timeout_ms)
 {
-	uint64_t start = qt_now_ms();
+	uint64_t start = th_now_ms();
 
 	for (;;) {
 		cJSON *doc;
 		bool found = sys_event(&doc, kinds, pid) != NULL;
-		uint64_t now = qt_now_ms();
+		uint64_t now = th_now_ms();
 
 		if (found) {
 			cJSON_Delete(doc);
@@ -675,7 +675,7 @@ long sys_wait_event(const char *kinds, pid_t pid, unsigned timeout_ms)
 			return -1;
 		}
 		cJSON_Delete(doc);
-		qt_sleep_ms(25);
+		th_sleep_ms(25);
 	}
 }
 
@@ -687,13 +687,13 @@ int sys_ipc_recv(int fd, struct cs_ipc_msg *msg, int timeout_ms)
 {
 	unsigned char buf[CS_IPC_HEADER + CS_IPC_MAX_BODY];
 	size_t have = 0;
-	uint64_t deadline = qt_now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = th_now_ms() + (uint64_t)timeout_ms;
 	unsigned extra = 0;
 
 	for (;;) {
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
 		long r = cs_ipc_decode(buf, have, msg);
-		uint64_t now = qt_now_ms();
+		uint64_t now = th_now_ms();
 		ssize_t n;
 
 		if (r > 0)
@@ -732,12 +732,12 @@ int sys_ipc_register(int fd, const char *group, const char *tok, struct cs_ipc_m
 
 bool sys_closed_within(int fd, int timeout_ms)
 {
-	uint64_t deadline = qt_now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = th_now_ms() + (uint64_t)timeout_ms;
 	char buf[4096];
 
 	for (;;) {
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
-		uint64_t now = qt_now_ms();
+		uint64_t now = th_now_ms();
 		ssize_t n;
 
 		if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) <= 0)

@@ -4,9 +4,12 @@
  */
 #include "sys.h"
 
+#include "cusliced-spawn.h"
+#include "files.h"
+#include "proc.h"
+
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -27,8 +30,6 @@
 /* A daemon (ASan-built) on a loaded machine can take a while to come up. */
 #define START_TIMEOUT_MS 30000
 #define RUN_ARGS_MAX 32
-
-extern char **environ;
 
 static const char *cusliced_path, *cuslice_path, *clients_dir, *preload_path, *quota_client;
 
@@ -163,15 +164,6 @@ void sys_begin(const char *tag, const char *config_lines)
 	sys_daemon_start();
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 int sys_end(void **state)
 {
 	if (d.pid > 0) {
@@ -185,7 +177,7 @@ int sys_end(void **state)
 		fprintf(stderr, "----\n");
 	}
 	if (d.state[0])
-		nftw(d.state, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+		th_rm_tree(d.state);
 	d.state[0] = d.log[0] = '\0';
 	sys_set_token(NULL);
 	unsetenv("CUSLICE_SOCKET");
@@ -234,55 +226,25 @@ bool sys_log_contains(const char *text)
 	return found;
 }
 
-static int exit_code(int status)
-{
-	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-}
-
 void sys_daemon_start(void)
 {
 	char listen[64];
-	char *argv[16];
-	unsigned n = 0;
-	uint64_t deadline = qt_now_ms() + START_TIMEOUT_MS;
+	uint64_t deadline = th_now_ms() + START_TIMEOUT_MS;
 
 	assert_int_equal(d.pid, 0);
 	d.port = sys_free_port();
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", d.port);
-	argv[n++] = (char *)cusliced_path;
-	argv[n++] = "--socket";
-	argv[n++] = d.sock;
-	argv[n++] = "--admin-socket";
-	argv[n++] = d.admin;
-	argv[n++] = "--state-dir";
-	argv[n++] = d.state;
-	argv[n++] = "--shm-dir";
-	argv[n++] = (char *)qt_dir();
-	argv[n++] = "--metrics-listen";
-	argv[n++] = listen;
-	if (d.config[0]) {
-		argv[n++] = "--config";
-		argv[n++] = d.config;
-	}
-	argv[n] = NULL;
-	fflush(NULL);
-	d.pid = fork();
-	assert_true(d.pid >= 0);
-	if (d.pid == 0) {
-		int log = open(d.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-		/* A test program that dies must not leave its daemon behind. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (log < 0 || null < 0)
-			_exit(126);
-		dup2(null, STDIN_FILENO);
-		dup2(log, STDOUT_FILENO);
-		dup2(log, STDERR_FILENO);
-		execv(argv[0], argv);
-		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
+	d.pid = cusliced_spawn(&(struct cusliced_spawn){
+	    .path = cusliced_path,
+	    .socket = d.sock,
+	    .admin_socket = d.admin,
+	    .state_dir = d.state,
+	    .shm_dir = qt_dir(),
+	    .metrics_listen = listen,
+	    .config = d.config[0] ? d.config : NULL,
+	    .log = d.log,
+	});
+	assert_true(d.pid > 0);
 	for (;;) {
 		struct sys_http r;
 		int status, st;
@@ -291,7 +253,7 @@ void sys_daemon_start(void)
 			d.pid = 0;
 			sys_daemon_log(0);
 			print_error("cusliced exited with status %d before answering\n",
-				    exit_code(status));
+				    th_exit_code(status));
 			fail();
 		}
 		if (access(d.admin, F_OK) == 0) {
@@ -300,36 +262,36 @@ void sys_daemon_start(void)
 			if (st == 200)
 				return;
 		}
-		if (qt_now_ms() > deadline) {
+		if (th_now_ms() > deadline) {
 			sys_daemon_log(0);
 			print_error("cusliced did not answer GET /v1/status within %d ms\n",
 				    START_TIMEOUT_MS);
 			fail();
 		}
-		qt_sleep_ms(20);
+		th_sleep_ms(20);
 	}
 }
 
 int sys_daemon_signal(int sig)
 {
-	uint64_t deadline = qt_now_ms() + 20000;
+	uint64_t deadline = th_now_ms() + 20000;
 	int status;
 
 	assert_true(d.pid > 0);
 	kill(d.pid, sig);
 	/* A clean stop must not take long; a hang is a bug worth a clear message. */
 	while (waitpid(d.pid, &status, WNOHANG) != d.pid) {
-		if (qt_now_ms() > deadline) {
+		if (th_now_ms() > deadline) {
 			kill(d.pid, SIGKILL);
 			waitpid(d.pid, NULL, 0);
 			d.pid = 0;
 			print_error("cusliced did not exit within 20 s of signal %d\n", sig);
 			fail();
 		}
-		qt_sleep_ms(10);
+		th_sleep_ms(10);
 	}
 	d.pid = 0;
-	return exit_code(status);
+	return th_exit_code(status);
 }
 
 /* ---- processes ---- */
@@ -347,41 +309,6 @@ const char *sys_client(const char *name)
 const char *sys_quota_client(void)
 {
 	return quota_client;
-}
-
-/* Our environment with env put over it, and LD_PRELOAD when asked; malloc'd. */
-static char **child_env(char *const env[], bool preload, char *preload_var, size_t len)
-{
-	size_t n = 0, extra = 0, k = 0;
-	char **out;
-
-	while (environ[n])
-		n++;
-	while (env && env[extra])
-		extra++;
-	out = calloc(n + extra + 2, sizeof(*out));
-	assert_non_null(out);
-	for (size_t i = 0; i < n; i++) {
-		const char *eq = strchr(environ[i], '=');
-		size_t nl = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
-		bool replaced = preload && strncmp(environ[i], "LD_PRELOAD=", nl + 1) == 0;
-
-		/* "NAME=value" replaces NAME, a bare "NAME" removes it. */
-		for (size_t j = 0; !replaced && j < extra; j++)
-			replaced = strncmp(environ[i], env[j], nl) == 0 &&
-				   (env[j][nl] == '=' || env[j][nl] == '\0');
-		if (!replaced)
-			out[k++] = environ[i];
-	}
-	for (size_t j = 0; j < extra; j++)
-		if (strchr(env[j], '='))
-			out[k++] = env[j];
-	if (preload) {
-		snprintf(preload_var, len, "LD_PRELOAD=%s", preload_path);
-		out[k++] = preload_var;
-	}
-	out[k] = NULL;
-	return out;
 }
 
 /* Appends what fd has to buf (NUL-terminated, dropping what does not fit); false at EOF. */
@@ -404,41 +331,46 @@ static bool drain(int fd, char *buf, size_t cap, size_t *len)
 	return true;
 }
 
+/*
+ * In the child: dies with the test program, stdin from /dev/null, fds[0]
+ * and fds[1] become its stdout and stderr.
+ */
+static void run_stdio(void *arg)
+{
+	const int *fds = arg;
+	int null = open("/dev/null", O_RDONLY);
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	dup2(null, STDIN_FILENO);
+	dup2(fds[0], STDOUT_FILENO);
+	dup2(fds[1], STDERR_FILENO);
+}
+
 int sys_run(char *const argv[], char *const env[], bool preload, struct sys_out *o,
 	    unsigned timeout_ms)
 {
-	char preload_var[PATH_MAX + 16];
-	int out[2], err[2], status;
+	int out[2], err[2];
 	size_t olen = 0, elen = 0;
 	bool oopen = true, eopen = true, killed = false;
-	uint64_t deadline = qt_now_ms() + timeout_ms;
-	char **envp = child_env(env, preload, preload_var, sizeof(preload_var));
+	uint64_t deadline = th_now_ms() + timeout_ms;
 	pid_t pid;
 
 	o->out[0] = o->err[0] = '\0';
 	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
 	assert_int_equal(pipe2(err, O_CLOEXEC), 0);
-	fflush(NULL);
-	pid = fork();
+	pid = th_spawn(&(struct th_spawn){.argv = argv,
+					  .env = env,
+					  .preload = preload ? preload_path : NULL,
+					  .search = true,
+					  .setup = run_stdio,
+					  .arg = (int[]){out[1], err[1]}});
 	assert_true(pid >= 0);
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDONLY);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(null, STDIN_FILENO);
-		dup2(out[1], STDOUT_FILENO);
-		dup2(err[1], STDERR_FILENO);
-		execvpe(argv[0], argv, envp);
-		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	free(envp);
 	close(out[1]);
 	close(err[1]);
 	while (oopen || eopen) {
 		struct pollfd pf[2] = {{.fd = oopen ? out[0] : -1, .events = POLLIN},
 				       {.fd = eopen ? err[0] : -1, .events = POLLIN}};
-		uint64_t now = qt_now_ms();
+		uint64_t now = th_now_ms();
 
 		if (now >= deadline) {
 			kill(pid, SIGKILL);
@@ -454,9 +386,10 @@ int sys_run(char *const argv[], char *const env[], bool preload, struct sys_out 
 	}
 	close(out[0]);
 	close(err[0]);
-	while (waitpid(pid, &status, 0) < 0)
-		assert_int_equal(errno, EINTR);
-	o->status = killed ? -1 : exit_code(status);
+	o->status = th_wait(pid);
+	assert_true(o->status >= 0);
+	if (killed)
+		o->status = -1;
 	if (killed)
 		print_error("%s: killed after %u ms\n", argv[0], timeout_ms);
 	return o->status;

@@ -757,7 +757,7 @@ static void flood(void)
 		 * that one goes again (the flood is about events, not bounds).
 		 */
 		if (e == 0 && m.h.type == CS_IPC_DENIED && m.u.denied.code == EAGAIN) {
-			qt_sleep_ms(2);
+			th_sleep_ms(2);
 			continue;
 		}
 		if (e == 0 && m.h.type == CS_IPC_REGISTERED)
@@ -799,7 +799,7 @@ static void test_admin_tenant_bounds(void **state)
 			pause();
 	}
 	for (unsigned i = 0; i < 600 && !F->n; i++)
-		qt_sleep_ms(50);
+		th_sleep_ms(50);
 	assert_int_equal(F->n, 1);
 	assert_int_equal(F->held, 8);
 	{
@@ -838,13 +838,13 @@ static void test_admin_tenant_bounds(void **state)
 
 	/* Pod A floods registrations: pod B's event still recorded, the summary names pod A. */
 	{
-		uint64_t t0 = qt_now_ms(), ms;
+		uint64_t t0 = th_now_ms(), ms;
 		char pod_b_group[64];
 		cJSON *all, *e, *summary = NULL, *doc = NULL;
 		unsigned flood_events = 0;
 
 		as_tenant(&pa, 0, 0, 0, flood);
-		ms = qt_now_ms() - t0;
+		ms = th_now_ms() - t0;
 		assert_int_equal(F->held, 300);
 		as_tenant(&pb, 0, 0, 0, one_registration);
 		assert_int_equal(F->ipc_type, CS_IPC_REGISTERED);
@@ -862,7 +862,7 @@ static void test_admin_tenant_bounds(void **state)
 							  ->valuestring,
 						      want)) summary = e;
 			if (!summary)
-				qt_sleep_ms(100);
+				th_sleep_ms(100);
 		}
 		if (!summary)
 			fail_msg("no \"suppressed\" event naming pod A");

@@ -187,14 +187,14 @@ static void test_system_register(void **state)
 
 	assert_int_equal(qt_kill(&p, SIGTERM), 0);
 	/* A clean exit unregisters it: the group's usage goes back to 0. */
-	for (uint64_t end = qt_now_ms() + 5000;; qt_sleep_ms(20)) {
+	for (uint64_t end = th_now_ms() + 5000;; th_sleep_ms(20)) {
 		j = sys_group(g);
 		if (!j || (sys_group_used(j) == 0 && sys_u64(j, "processes") == 0)) {
 			cJSON_Delete(j);
 			break;
 		}
 		cJSON_Delete(j);
-		assert_true(qt_now_ms() < end);
+		assert_true(th_now_ms() < end);
 	}
 	assert_true(sys_wait_event("unregistered|reclaimed", p.pid, 5000) >= 0);
 }
@@ -204,7 +204,7 @@ static void test_system_register(void **state)
 /* Polls `info` until the process sees total == want; returns the milliseconds it took. */
 static uint64_t wait_total(struct qt_proc *p, uint64_t want, unsigned timeout_ms)
 {
-	uint64_t start = qt_now_ms(), total = 0;
+	uint64_t start = th_now_ms(), total = 0;
 
 	for (;;) {
 		const char *line = qt_cmd(p, "info");
@@ -212,14 +212,14 @@ static uint64_t wait_total(struct qt_proc *p, uint64_t want, unsigned timeout_ms
 		assert_int_equal(qt_rc(line), 0);
 		total = qt_val(line, "total");
 		if (total == want)
-			return qt_now_ms() - start;
-		if (qt_now_ms() - start > timeout_ms) {
+			return th_now_ms() - start;
+		if (th_now_ms() - start > timeout_ms) {
 			print_error("pid %d still sees total=%" PRIu64 ", not %" PRIu64
 				    " after %u ms\n",
 				    (int)p->pid, total, want, timeout_ms);
 			fail();
 		}
-		qt_sleep_ms(5);
+		th_sleep_ms(5);
 	}
 }
 

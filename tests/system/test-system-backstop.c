@@ -61,11 +61,11 @@ static void test_system_bypass_report(void **state)
 	(void)state;
 	sys_holder(&legit, g, "100MiB", NULL);
 	bypasser(&rogue);
-	start = qt_now_ms();
+	start = th_now_ms();
 	ms = sys_wait_event("bypass", rogue.pid, DETECT_MS + DETECT_SLACK_MS);
 	assert_true(ms >= 0);
 	fprintf(stderr, "bypass detected %" PRIu64 " ms after the process was ready\n",
-		qt_now_ms() - start);
+		th_now_ms() - start);
 
 	text = sys_metrics();
 	assert_true(sys_metric(text, "cuslice_bypass_detections_total", NULL, &v));
@@ -95,7 +95,7 @@ static void test_system_bypass_report(void **state)
 	assert_int_not_equal(sys_proc_state(rogue.pid), 'T');
 
 	/* Once per pid; the registered process is never reported. */
-	qt_sleep_ms(1500);
+	th_sleep_ms(1500);
 	doc = sys_get_json("/v1/events?since=0");
 	{
 		unsigned rogue_events = 0, legit_events = 0;
@@ -131,27 +131,27 @@ static void test_system_bypass_stop(void **state)
 
 	(void)state;
 	bypasser(&rogue);
-	start = qt_now_ms();
+	start = th_now_ms();
 	while ((st = sys_proc_state(rogue.pid)) != 'T') {
 		assert_int_not_equal(st, 0);
-		if (qt_now_ms() - start > DETECT_MS + DETECT_SLACK_MS) {
+		if (th_now_ms() - start > DETECT_MS + DETECT_SLACK_MS) {
 			print_error("bypassing pid %d not stopped after %d ms (state %c)\n",
 				    (int)rogue.pid, DETECT_MS + DETECT_SLACK_MS, st);
 			fail();
 		}
-		qt_sleep_ms(20);
+		th_sleep_ms(20);
 	}
-	ms = qt_now_ms() - start;
+	ms = th_now_ms() - start;
 	fprintf(stderr, "bypassing process stopped %" PRIu64 " ms after it was ready\n", ms);
 	assert_true(sys_wait_event("bypass", rogue.pid, 1000) >= 0);
 	assert_true(sys_wait_event("stopped", rogue.pid, 1000) >= 0);
 	/* The listing says so (it may lag the signal by one backstop round). */
-	for (uint64_t end = qt_now_ms() + SYS_REFRESH_MS;; qt_sleep_ms(20)) {
+	for (uint64_t end = th_now_ms() + SYS_REFRESH_MS;; th_sleep_ms(20)) {
 		cJSON *e, *doc = sys_wait_proc(rogue.pid, 0, SYS_REFRESH_MS, &e);
 		const cJSON *state_ = cJSON_GetObjectItemCaseSensitive(e, "state");
 		bool ok = cJSON_IsString(state_) && strcmp(state_->valuestring, "stopped") == 0;
 
-		if (!ok && qt_now_ms() > end) {
+		if (!ok && th_now_ms() > end) {
 			char *text = cJSON_PrintUnformatted(e);
 
 			print_error("stopped pid %d listed as %s\n", (int)rogue.pid, text);
@@ -169,8 +169,8 @@ static void test_system_bypass_stop(void **state)
 	 */
 	kill(rogue.pid, SIGTERM);
 	kill(rogue.pid, SIGCONT);
-	for (uint64_t end = qt_now_ms() + 10000; !qt_reaped(&rogue); qt_sleep_ms(20)) {
-		if (qt_now_ms() > end) {
+	for (uint64_t end = th_now_ms() + 10000; !qt_reaped(&rogue); th_sleep_ms(20)) {
+		if (th_now_ms() > end) {
 			print_error("pid %d did not end on SIGTERM + SIGCONT (state %c)\n",
 				    (int)rogue.pid, sys_proc_state(rogue.pid));
 			fail();
@@ -240,10 +240,10 @@ static void test_system_over_quota(void **state)
 	cJSON_Delete(
 	    sys_put_group(g, "{\"memory_limit\": \"128MiB\", \"on_violation\": \"stop\"}"));
 	pid = unaccounted_member(g, 200 * MiB);
-	start = qt_now_ms();
+	start = th_now_ms();
 	assert_true(sys_wait_event("over_quota", 0, DETECT_MS + DETECT_SLACK_MS) >= 0);
 	fprintf(stderr, "over quota detected %" PRIu64 " ms after the allocation\n",
-		qt_now_ms() - start);
+		th_now_ms() - start);
 	{
 		const cJSON *e = sys_event(&doc, "over_quota", 0);
 		const cJSON *grp = cJSON_GetObjectItemCaseSensitive(e, "group");
@@ -265,14 +265,14 @@ static void test_system_over_quota(void **state)
 	}
 	/* Its policy says stop: the member is stopped; as a registered process it is no bypass. */
 	while (sys_proc_state(pid) != 'T') {
-		if (qt_now_ms() - start > DETECT_MS + DETECT_SLACK_MS) {
+		if (th_now_ms() - start > DETECT_MS + DETECT_SLACK_MS) {
 			print_error("over-quota member %d not stopped (state %c)\n", (int)pid,
 				    sys_proc_state(pid));
 			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			fail();
 		}
-		qt_sleep_ms(20);
+		th_sleep_ms(20);
 	}
 	assert_true(sys_wait_event("stopped", pid, 1000) >= 0);
 	assert_null(sys_event(&doc, "bypass", pid));

@@ -171,7 +171,7 @@ static void test_system_events_restart(void **state)
 	assert_true(sys_u64(e, "seq") > last);
 	last = sys_u64(e, "seq");
 	cJSON_Delete(after);
-	qt_sleep_ms(300);
+	th_sleep_ms(300);
 	assert_int_equal(sys_daemon_signal(SIGKILL), 128 + SIGKILL);
 	sys_daemon_start();
 	after = all_events();
@@ -255,7 +255,7 @@ static void test_system_events_flood(void **state)
 	assert_true(sys_wait_event("bypass", rogue.pid, 5000) >= 0);
 	assert_true(sys_wait_event("denied", 0, 2000) >= 0);
 
-	t0 = qt_now_ms();
+	t0 = th_now_ms();
 	for (unsigned i = 0; i < 5000; i++) {
 		int fd = sys_connect();
 
@@ -263,7 +263,7 @@ static void test_system_events_flood(void **state)
 		assert_int_equal(m.h.type, CS_IPC_REGISTERED);
 		close(fd);
 	}
-	ms = qt_now_ms() - t0;
+	ms = th_now_ms() - t0;
 	fprintf(stderr, "5000 registrations in %" PRIu64 " ms\n", ms);
 	/* The summary comes once the flood stops (a second of quiet) or every 5 s. */
 	assert_true(sys_wait_event("suppressed", 0, 7000) >= 0);

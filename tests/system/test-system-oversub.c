@@ -22,7 +22,7 @@ static int setup_plain(void **state)
 /* The group's unified_memory on device 0 once its residency was measured (resident > 0). */
 static cJSON *wait_resident(const char *g, const cJSON **ret_um)
 {
-	uint64_t start = qt_now_ms();
+	uint64_t start = th_now_ms();
 
 	for (;;) {
 		cJSON *j = sys_group(g);
@@ -33,7 +33,7 @@ static cJSON *wait_resident(const char *g, const cJSON **ret_um)
 			*ret_um = um;
 			return j;
 		}
-		if (qt_now_ms() - start > 4 * SYS_REFRESH_MS) {
+		if (th_now_ms() - start > 4 * SYS_REFRESH_MS) {
 			char *text = j ? cJSON_PrintUnformatted(j) : NULL;
 
 			print_error("group %s: no resident unified memory reported: %s\n", g,
@@ -42,7 +42,7 @@ static cJSON *wait_resident(const char *g, const cJSON **ret_um)
 			fail();
 		}
 		cJSON_Delete(j);
-		qt_sleep_ms(50);
+		th_sleep_ms(50);
 	}
 }
 

@@ -50,10 +50,10 @@ static void hold(int *fds, unsigned n)
 static int client(char *const env[], const char *bytes, struct sys_out *o, uint64_t *ms)
 {
 	char *argv[] = {(char *)sys_client("cs-alloc"), "--bytes", (char *)bytes, NULL};
-	uint64_t t0 = qt_now_ms();
+	uint64_t t0 = th_now_ms();
 	int st = sys_run(argv, env, true, o, 120000);
 
-	*ms = qt_now_ms() - t0;
+	*ms = th_now_ms() - t0;
 	return st;
 }
 
@@ -75,17 +75,17 @@ static void test_register_busy_then_room(void **state)
 	assert_int_equal(m.h.type, CS_IPC_DENIED);
 	assert_int_equal(m.u.denied.code, EAGAIN);
 	close(fd);
-	t0 = qt_now_ms();
+	t0 = th_now_ms();
 	sys_holder_spawn(&p, "busy", "64MiB", env);
-	qt_sleep_ms(1500);
+	th_sleep_ms(1500);
 	/* Still waiting: not running unregistered meanwhile. */
 	assert_int_equal(sys_proc_state(p.pid) != 0, 1);
 	assert_null(sys_group("busy"));
 	close(fds[0]);
 	sys_holder_ready(&p);
 	fprintf(stderr, "registered %" PRIu64 " ms after it started, once a session ended\n",
-		qt_now_ms() - t0);
-	assert_true(qt_now_ms() - t0 >= 1500);
+		th_now_ms() - t0);
+	assert_true(th_now_ms() - t0 >= 1500);
 	sys_wait_group("busy", 64 * MiB + QT_CTX, 1, SYS_REFRESH_MS);
 	assert_int_equal(qt_kill(&p, SIGTERM), 0);
 	for (unsigned i = 1; i < ROOT_SESSIONS; i++)
@@ -252,8 +252,8 @@ static void test_register_closed_then_daemon(void **state)
 	snprintf(sockvar, sizeof(sockvar), "CUSLICE_SOCKET=%s", f.path);
 	sys_holder_spawn(&p, "later", "64MiB", env);
 	for (unsigned i = 0; i < 200 && f.accepted < 3; i++)
-		qt_sleep_ms(25);
-	qt_sleep_ms(500);
+		th_sleep_ms(25);
+	th_sleep_ms(500);
 	seen = f.accepted;
 	assert_true(seen >= 3);
 	assert_null(sys_group("later"));
@@ -296,15 +296,15 @@ static void test_register_eacces(void **state)
 	assert_int_equal(stage_add_lib(&st, getenv("LD_LIBRARY_PATH"), "libnvidia-ml.so.1"), 0);
 	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", pre_path);
 	snprintf(ldp, sizeof(ldp), "LD_LIBRARY_PATH=%s", st.dir);
-	t0 = qt_now_ms();
+	t0 = th_now_ms();
 	sys_run(argv, env, false, &o, 120000);
 	stage_close(&st);
 	sys_assert_status(&o, 1);
 	sys_assert_contains(o.err, "may not connect to cusliced's socket");
 	sys_assert_contains(o.err, "ask an administrator for access");
 	assert_null(strstr(o.out, "meminfo before"));
-	fprintf(stderr, "permission denied: failed closed in %" PRIu64 " ms\n", qt_now_ms() - t0);
-	assert_true(qt_now_ms() - t0 < 30000);
+	fprintf(stderr, "permission denied: failed closed in %" PRIu64 " ms\n", th_now_ms() - t0);
+	assert_true(th_now_ms() - t0 < 30000);
 }
 
 int main(int argc, char **argv)

@@ -94,7 +94,7 @@ static void test_system_restart_under_load(void **state)
 	start_stress(&s2, sg, "12");
 	qt_send(&s1, "go");
 	qt_send(&s2, "go");
-	start = qt_now_ms();
+	start = th_now_ms();
 	/* Short-lived processes, one after another: some register while the daemon restarts. */
 	{
 		char group_var[128];
@@ -109,24 +109,24 @@ static void test_system_restart_under_load(void **state)
 		qt_spawn(&churn, argv, env, true);
 	}
 
-	qt_sleep_ms(700);
+	th_sleep_ms(700);
 	assert_int_equal(sys_daemon_signal(SIGKILL), 128 + SIGKILL);
 	/*
 	 * A process that starts while the daemon is down waits for it (the
 	 * socket file says the node is managed), then registers in its group.
 	 */
 	sys_holder_spawn(&h3, g, "100MiB", NULL);
-	qt_sleep_ms(300);
+	th_sleep_ms(300);
 	sys_daemon_start();
 	sys_holder_ready(&h3);
-	qt_sleep_ms(600);
+	th_sleep_ms(600);
 	assert_int_equal(sys_daemon_signal(SIGKILL), 128 + SIGKILL);
 	sys_daemon_start();
 	sys_holder(&h4, g, "50MiB", NULL);
-	qt_sleep_ms(400);
+	th_sleep_ms(400);
 	assert_int_equal(sys_daemon_signal(SIGTERM), 0);
 	sys_daemon_start();
-	fprintf(stderr, "three restarts in %" PRIu64 " ms of load\n", qt_now_ms() - start);
+	fprintf(stderr, "three restarts in %" PRIu64 " ms of load\n", th_now_ms() - start);
 
 	finish_stress(&s1);
 	finish_stress(&s2);
@@ -195,7 +195,7 @@ static void test_system_restart_index_policy(void **state)
 	assert_int_equal(strncmp(line, "ready ", 6), 0);
 	qt_send(&s, "go");
 	for (int i = 0; i < 3; i++) {
-		qt_sleep_ms(800);
+		th_sleep_ms(800);
 		assert_int_equal(sys_daemon_signal(SIGKILL), 128 + SIGKILL);
 		sys_daemon_start();
 	}
@@ -285,20 +285,20 @@ static void test_system_let_go(void **state)
 	sys_ipc_fd = -1;
 	assert_int_equal(cs_group_register_slot(&h, (int)m.u.ok.slot), (int)m.u.ok.slot);
 	close(fd);
-	qt_sleep_ms(500);	/* several ticks */
+	th_sleep_ms(500);	/* several ticks */
 	assert_true(listed(getpid(), g));
 	cs_group_close(&h);
-	start = qt_now_ms();
+	start = th_now_ms();
 	while (listed(getpid(), g)) {
-		if (qt_now_ms() - start > SYS_REFRESH_MS) {
+		if (th_now_ms() - start > SYS_REFRESH_MS) {
 			print_error("pid %d still listed %d ms after it let go of its slot\n",
 				    (int)getpid(), SYS_REFRESH_MS);
 			fail();
 		}
-		qt_sleep_ms(50);
+		th_sleep_ms(50);
 	}
 	fprintf(stderr, "registration ended %" PRIu64 " ms after the slot was let go\n",
-		qt_now_ms() - start);
+		th_now_ms() - start);
 	assert_true(sys_wait_event("unregistered", getpid(), 1000) >= 0);
 
 	/* Without ever taking its slot: gone with its connection. */
@@ -307,10 +307,10 @@ static void test_system_let_go(void **state)
 	assert_int_equal(m.h.type, CS_IPC_REGISTERED);
 	assert_true(listed(getpid(), g));
 	close(fd);
-	start = qt_now_ms();
+	start = th_now_ms();
 	while (listed(getpid(), g)) {
-		assert_true(qt_now_ms() - start < SYS_REFRESH_MS);
-		qt_sleep_ms(20);
+		assert_true(th_now_ms() - start < SYS_REFRESH_MS);
+		th_sleep_ms(20);
 	}
 }
 

@@ -62,14 +62,14 @@ static void need_root(void)
 /* Waits until p has exited (reaped); the milliseconds it took, or -1 after timeout_ms. */
 static long wait_gone(struct qt_proc *p, unsigned timeout_ms)
 {
-	uint64_t start = qt_now_ms();
+	uint64_t start = th_now_ms();
 
 	while (!qt_reaped(p)) {
-		if (qt_now_ms() - start > timeout_ms)
+		if (th_now_ms() - start > timeout_ms)
 			return -1;
-		qt_sleep_ms(5);
+		th_sleep_ms(5);
 	}
-	return (long)(qt_now_ms() - start);
+	return (long)(th_now_ms() - start);
 }
 
 /* The message of the newest event of `kind` about pid (0: any), into buf; false if none. */
@@ -169,7 +169,7 @@ static void test_security_forge_killed(void **state)
 		uint64_t seen = atomic_load(&f.writes);
 
 		while (atomic_load(&f.writes) < seen + 2)
-			qt_sleep_ms(1);
+			th_sleep_ms(1);
 		rc[i] = qt_rc(qt_cmd(&m, "device 400MiB"));
 		fprintf(stderr, "alloc %d: rc %d, the member's counter now %llu\n", i, rc[i],
 			(unsigned long long)qt_used(&h));
@@ -360,7 +360,7 @@ static void test_security_planted_slots(void **state)
 	atomic_store(&h.g->proc_hwm, 1001);
 	/* The daemon wipes them without believing a byte of them. */
 	assert_true(sys_wait_event("stray_slots", 0, SYS_REFRESH_MS) >= 0);
-	qt_sleep_ms(1200); /* another tick or two */
+	th_sleep_ms(1200); /* another tick or two */
 	assert_int_equal(qt_live_slots(&h), 1);
 	assert_int_equal(qt_used(&h), before);
 	/* So the group is still full: a second member cannot have the 800 MiB again. */
@@ -438,11 +438,11 @@ static void test_security_lock_bytes(void **state)
 	assert_int_equal(fcntl(h.fd, F_OFD_SETLK, &fl), 0);
 	atomic_store(&h.g->dev[0].state, CS_GROUP_DEV_FREE);
 	/* Three seconds of ticks: the API answers at once every time. */
-	for (uint64_t end = qt_now_ms() + 3000; qt_now_ms() < end; qt_sleep_ms(100)) {
-		uint64_t t0 = qt_now_ms(), took;
+	for (uint64_t end = th_now_ms() + 3000; th_now_ms() < end; th_sleep_ms(100)) {
+		uint64_t t0 = th_now_ms(), took;
 
 		cJSON_Delete(sys_get_json("/v1/status"));
-		took = qt_now_ms() - t0;
+		took = th_now_ms() - t0;
 		worst = took > worst ? took : worst;
 	}
 	fprintf(stderr, "API answered within %" PRIu64 " ms while a member held every lock byte\n",
@@ -567,12 +567,12 @@ static void test_security_bypass_with_region_file(void **state)
 	close(pfd[1]);
 	assert_int_equal(read(pfd[0], &c, 1), 1);
 	close(pfd[0]);
-	start = qt_now_ms();
+	start = th_now_ms();
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	fprintf(stderr, "bypass mapping %s killed %" PRIu64 " ms after it held memory\n", path,
-		qt_now_ms() - start);
+		th_now_ms() - start);
 	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-	assert_true(qt_now_ms() - start <= ACT_MS + ACT_SLACK_MS);
+	assert_true(th_now_ms() - start <= ACT_MS + ACT_SLACK_MS);
 	assert_true(sys_wait_event("bypass", pid, 1000) >= 0);
 	assert_true(sys_wait_event("killed", pid, 1000) >= 0);
 	assert_int_equal(sys_proc_state(legit.pid) != 0, 1);
@@ -609,9 +609,9 @@ static void test_security_outage(void **state)
 	assert_int_equal(sys_daemon_signal(SIGKILL), 128 + SIGKILL);
 	/* Nobody answers on the socket: wait the second, then fail closed, never unlimited. */
 	setenv("CUSLICE_GROUP", g, 1);
-	start = qt_now_ms();
+	start = th_now_ms();
 	sys_run(argv, env, true, &o, 60000);
-	took = qt_now_ms() - start;
+	took = th_now_ms() - start;
 	unsetenv("CUSLICE_GROUP");
 	fprintf(stderr, "a process during the outage failed closed after %" PRIu64 " ms\n", took);
 	sys_assert_status(&o, 1);
@@ -621,7 +621,7 @@ static void test_security_outage(void **state)
 	assert_false(region_files(sys_dir()));
 	/* Back within the wait (default 10 s): the process registers and runs. */
 	sys_holder_spawn(&h, g, "64MiB", NULL);
-	qt_sleep_ms(500);
+	th_sleep_ms(500);
 	sys_daemon_start();
 	sys_holder_ready(&h);
 	sys_wait_group(g, 64 * MiB + QT_CTX, 1, SYS_REFRESH_MS);
@@ -788,9 +788,9 @@ static void test_security_compute_overuse(void **state)
 		_exit(4);
 	}
 	ms = -1;
-	for (uint64_t start = qt_now_ms(); qt_now_ms() - start < 15000; qt_sleep_ms(20)) {
+	for (uint64_t start = th_now_ms(); th_now_ms() - start < 15000; th_sleep_ms(20)) {
 		if (waitpid(pid, &status, WNOHANG) == pid) {
-			ms = (long)(qt_now_ms() - start);
+			ms = (long)(th_now_ms() - start);
 			break;
 		}
 	}

@@ -256,7 +256,7 @@ static void peer_as(struct peer_result *out, uid_t uid, gid_t gid, bool ipc, boo
 /* GET /v1/status answers 200 within ANSWER_MS; returns the time it took. */
 static uint64_t api_answers(void)
 {
-	uint64_t t0 = qt_now_ms();
+	uint64_t t0 = th_now_ms();
 	struct sys_http r;
 	int st = sys_http("GET", "/v1/status", NULL, &r);
 
@@ -266,11 +266,11 @@ static uint64_t api_answers(void)
 		fail();
 	}
 	sys_http_free(&r);
-	if (qt_now_ms() - t0 > ANSWER_MS) {
-		print_error("GET /v1/status took %" PRIu64 " ms\n", qt_now_ms() - t0);
+	if (th_now_ms() - t0 > ANSWER_MS) {
+		print_error("GET /v1/status took %" PRIu64 " ms\n", th_now_ms() - t0);
 		fail();
 	}
-	return qt_now_ms() - t0;
+	return th_now_ms() - t0;
 }
 
 /* Median and worst of 21 API calls, in ms (for bench/RESULTS.md). */
@@ -320,7 +320,7 @@ static long rss_kib(pid_t pid)
 static uint64_t stop_within(void)
 {
 	pid_t pid = sys_daemon_pid();
-	uint64_t t0 = qt_now_ms();
+	uint64_t t0 = th_now_ms();
 	int status;
 
 	assert_true(pid > 0);
@@ -330,20 +330,20 @@ static uint64_t stop_within(void)
 
 		if (w == pid)
 			break;
-		if (qt_now_ms() - t0 > STOP_MS) {
+		if (th_now_ms() - t0 > STOP_MS) {
 			print_error("cusliced still runs %d ms after SIGTERM\n", STOP_MS);
 			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			sys_daemon_forget();
 			fail();
 		}
-		qt_sleep_ms(5);
+		th_sleep_ms(5);
 	}
 	sys_daemon_forget();
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
-	fprintf(stderr, "stopped %" PRIu64 " ms after SIGTERM\n", qt_now_ms() - t0);
-	return qt_now_ms() - t0;
+	fprintf(stderr, "stopped %" PRIu64 " ms after SIGTERM\n", th_now_ms() - t0);
+	return th_now_ms() - t0;
 }
 
 static double metric(const char *name, const char *labels)
@@ -363,11 +363,11 @@ static double metric(const char *name, const char *labels)
 /* Waits (up to 10 s: the daemon works through a flood) until metric >= v; returns its value. */
 static double wait_metric(const char *name, const char *labels, double v)
 {
-	uint64_t t0 = qt_now_ms();
+	uint64_t t0 = th_now_ms();
 	double have;
 
-	while ((have = metric(name, labels)) < v && qt_now_ms() - t0 < 10000)
-		qt_sleep_ms(50);
+	while ((have = metric(name, labels)) < v && th_now_ms() - t0 < 10000)
+		th_sleep_ms(50);
 	if (have < v) {
 		print_error("%s{%s} is %.0f, expected at least %.0f\n", name, labels ? labels : "",
 			    have, v);
@@ -391,7 +391,7 @@ static void test_system_siege_65(void **state)
 	(void)state;
 	n = hold(fds, 100, partial_head);
 	assert_int_equal(n, 100);
-	qt_sleep_ms(500);
+	th_sleep_ms(500);
 	api_answers();
 	stop_within();
 	close_all(fds, n);
@@ -415,7 +415,7 @@ static void test_system_siege_authorized(void **state)
 	assert_int_equal(n, 2000);
 	m = hold(fds + n, 2000, NULL);
 	assert_int_equal(m, 2000);
-	qt_sleep_ms(300);
+	th_sleep_ms(300);
 	api_latency("2,000 partial requests and 2,000 silent connections held");
 	registration_works();
 	rss = rss_kib(sys_daemon_pid());
@@ -448,10 +448,10 @@ static void test_system_siege_unauthorized(void **state)
 		NOBODY, answered, closed);
 	assert_true(answered >= 1);
 	{
-		uint64_t t0 = qt_now_ms();
+		uint64_t t0 = th_now_ms();
 
-		while (answered + closed < 1990 && qt_now_ms() - t0 < 10000) {
-			qt_sleep_ms(50);
+		while (answered + closed < 1990 && th_now_ms() - t0 < 10000) {
+			th_sleep_ms(50);
 			answered = metric("cuslice_connections_refused_total",
 					  "protocol=\"http\" reason=\"unauthorized\"");
 			closed = metric("cuslice_connections_refused_total",
@@ -492,7 +492,7 @@ static void test_system_siege_one_uid(void **state)
 	/* Its silent connections expire 10 s after accept: check it at its bound first. */
 	wait_metric("cuslice_connections_refused_total", "protocol=\"unknown\" reason=\"limit\"",
 		    3000 - 1024 - 8);
-	qt_sleep_ms(2500); /* past REFUSE_MS: the few kept only to be refused are gone */
+	th_sleep_ms(2500); /* past REFUSE_MS: the few kept only to be refused are gone */
 	held = metric("cuslice_connections", "protocol=\"ipc\"");
 	fprintf(stderr, "uid 1001 opened 3000 connections; the daemon holds %.0f\n", held);
 	assert_true(held == 1024);
@@ -722,11 +722,11 @@ static void test_system_siege_malformed(void **state)
 	{
 		static const char half[] = "GET /v1/status HTTP/1.1\r\nHost: x\r\n";
 		int fd = sys_connect_admin();
-		uint64_t t0 = qt_now_ms();
+		uint64_t t0 = th_now_ms();
 
 		assert_int_equal(sys_http_raw(fd, half, sizeof(half) - 1, &r, 20000), 408);
-		fprintf(stderr, "408 after %" PRIu64 " ms\n", qt_now_ms() - t0);
-		assert_true(qt_now_ms() - t0 >= 9000);
+		fprintf(stderr, "408 after %" PRIu64 " ms\n", th_now_ms() - t0);
+		assert_true(th_now_ms() - t0 >= 9000);
 		sys_assert_api_error(r.body, "request_timeout");
 		sys_http_free(&r);
 		close(fd);
@@ -739,11 +739,11 @@ static void test_system_siege_malformed(void **state)
 	    metric("cuslice_connections_refused_total", "protocol=\"http\" reason=\"timeout\""), 1);
 	/* Every API connection's count came back (the HTTP server's closes included). */
 	{
-		uint64_t t0 = qt_now_ms();
+		uint64_t t0 = th_now_ms();
 
 		while (metric("cuslice_connections", "protocol=\"http\"") != 0 &&
-		       qt_now_ms() - t0 < 5000)
-			qt_sleep_ms(50);
+		       th_now_ms() - t0 < 5000)
+			th_sleep_ms(50);
 		assert_int_equal(metric("cuslice_connections", "protocol=\"http\""), 0);
 		assert_int_equal(metric("cuslice_connections", "protocol=\"ipc\""), 0);
 	}
@@ -802,7 +802,7 @@ static void test_system_siege_slow(void **state)
 		for (unsigned i = 0; i < 20; i++)
 			(void)send(slow[i], " ", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 		api_answers();
-		qt_sleep_ms(300);
+		th_sleep_ms(300);
 	}
 	stop_within();
 	close_all(slow, 20);

@@ -298,7 +298,7 @@ static bool render_group(cJSON *o, const struct cd_snap_group *g, bool strip_mem
 
 	if (!ADD_FIELD(o, cs_key_name, g->name) || !add_bool(o, cs_key_managed, g->managed))
 		return false;
-	/* The core stores the policy it validated; one it cannot parse back shows as null. */
+	/* The engine stores the policy it validated; one it cannot parse back shows as null. */
 	if (g->policy_json)
 		policy = cJSON_Parse(g->policy_json);
 	if (policy && strip_members)

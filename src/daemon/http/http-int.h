@@ -6,9 +6,9 @@
  *
  * Renderers are pure functions of a snapshot (or of an event array): they
  * return a malloc'd NUL-terminated text the caller frees with free(), or NULL
- * when memory ran out. The router calls the daemon core (cd_snapshot,
+ * when memory ran out. The router calls the daemon's engine (cd_snapshot,
  * cd_events, cd_policy_*) and nothing else, so unit tests drive it with a
- * made-up core.
+ * made-up engine.
  */
 #ifndef CD_HTTP_INT_H
 #define CD_HTTP_INT_H
@@ -58,7 +58,7 @@ struct cd_api_reply {
  * policy, PATCH merges into it, either 201 with Location when it had none
  * (else 200) and the GROUP; every error body is
  * cd_api_error's. Never fails itself: rep is always filled. Thread-safe as
- * far as the core's functions are (they take the daemon's lock).
+ * far as the engine's functions are (they take the daemon's lock).
  */
 void cd_api_route(struct cusliced *d, const struct cd_api_request *req, struct cd_api_reply *rep);
 

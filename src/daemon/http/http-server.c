@@ -2,14 +2,14 @@
  * The libmicrohttpd glue of cusliced: two MHD daemons, each with one internal
  * polling thread.
  *
- * - The API server has no listen socket. The core's event loop accepts on
+ * - The API server has no listen socket. The engine's event loop accepts on
  *   its two Unix sockets (registration and admin), authorizes the peer
  *   (SO_PEERCRED) for the socket it came through, counts it against the
  *   connection limits, and peeks at the request (the front door,
  *   http-head.c; on the registration socket only a tenant's own requests
  *   pass); only a complete, valid request — head and body — is handed over
  *   with cd_http_add_connection. Every request is authorized again here, by
- *   the peer the core recorded for the connection's fd (its door decides
+ *   the peer the engine recorded for the connection's fd (its door decides
  *   which endpoints the router serves it) and, on the registration socket,
  *   by the bearer token when one is configured (the token is what tenants
  *   register with: it proves nothing about an administrator, so the admin
@@ -30,7 +30,7 @@
  *   67061d5), and the thread blocks on that mutex at its next cleanup, for
  *   good: API dead, MHD_stop_daemon (so SIGTERM) hangs. With the old limit
  *   of 64, the 65th partial request did it. Here the limit is
- *   API_CONNECTIONS_MAX, above the most connections the core ever hands
+ *   API_CONNECTIONS_MAX, above the most connections the engine ever hands
  *   over at once (CD_HTTP_CONNECTIONS_MAX, counted from hand-over until our
  *   notify_connection hears MHD close them), so that path is unreachable.
  * - One polling thread (poll(), not epoll): connections arrive with their
@@ -74,7 +74,7 @@
 
 #include "cs-log.h"
 
-/* Above what the core hands over at once (see the top of this file). */
+/* Above what the engine hands over at once (see the top of this file). */
 #define API_CONNECTIONS_MAX (CD_HTTP_CONNECTIONS_MAX + 64)
 /* Concurrent metrics connections: Prometheus uses one per scrape. */
 #define METRICS_CONNECTIONS_MAX 16
@@ -194,7 +194,7 @@ static const char *bearer_token(const char *auth)
  * Authorizes the request's peer for the socket it came through. Returns
  * MHD_YES with *done false when it may go on (r->peer filled); otherwise
  * the result of queueing the 401 or 403 (*done true). Refusals are counted
- * and logged by the core (cd_refused).
+ * and logged by the engine (cd_refused).
  */
 static enum MHD_Result authorize(struct cd_http *h, struct MHD_Connection *c, struct request *r,
 				 bool *done)
@@ -385,7 +385,7 @@ static void api_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	}
 }
 
-/* MHD is about to close a connection (its thread, fd still open): the core releases its count. */
+/* MHD is about to close a connection (its thread, fd still open): the engine releases its count. */
 static void api_notify(void *cls, struct MHD_Connection *c, void **socket_context,
 		       enum MHD_ConnectionNotificationCode toe)
 {
@@ -668,7 +668,7 @@ struct cd_http *cd_http_start(struct cusliced *d, const struct cd_config *c, cha
 	snprintf(h->admin_socket, sizeof(h->admin_socket), "%s",
 		 c && c->admin_socket[0] ? c->admin_socket : CD_DEFAULT_ADMIN_SOCKET);
 	/* MHD_USE_NO_LISTEN_SOCKET implies an inter-thread channel (MHD_USE_ITC),
-	 * which wakes the polling thread when the core adds a connection. */
+	 * which wakes the polling thread when the engine adds a connection. */
 	h->api = MHD_start_daemon(
 	    MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC |
 		MHD_USE_ERROR_LOG,

@@ -22,8 +22,8 @@
 static CUresult lookup(const char *symbol, void **pfn, int version, cuuint64_t flags,
 		       CUdriverProcAddressQueryResult *status)
 {
-	const struct cs_proc *p;
-	enum cs_proc_result res;
+	const struct cs_procaddr_row *p;
+	enum cs_procaddr_result res;
 
 	if (!symbol || !pfn || (flags & ~(cuuint64_t)PROC_FLAGS_MASK))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -32,11 +32,11 @@ static CUresult lookup(const char *symbol, void **pfn, int version, cuuint64_t f
 		return CUDA_ERROR_INVALID_VALUE;
 	*pfn = NULL;
 	/* CU_GET_PROC_ADDRESS_DEFAULT means legacy streams for the driver itself. */
-	p = cs_proc_lookup(sim_procs, sim_nprocs, symbol, version,
+	p = cs_procaddr_lookup(sim_procaddr_rows, sim_procaddr_nrows, symbol, version,
 			   flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &res);
 	if (!p) {
 		if (status)
-			*status = res == CS_PROC_VERSION_NOT_SUFFICIENT
+			*status = res == CS_PROCADDR_VERSION_NOT_SUFFICIENT
 					  ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
 					  : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
 		return CUDA_ERROR_NOT_FOUND;

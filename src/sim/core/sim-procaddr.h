@@ -8,11 +8,11 @@
 #define SIM_PROCADDR_H
 
 #include "sim.h"
-#include "cs-proc.h"
+#include "cs-procaddr-table.h"
 
 /* Sorted by (name, version, flavour). */
-extern const struct cs_proc sim_procs[];
-extern const size_t sim_nprocs;
+extern const struct cs_procaddr_row sim_procaddr_rows[];
+extern const size_t sim_procaddr_nrows;
 /* The implemented symbols, sorted by name. */
 extern const struct cs_sym sim_syms[];
 extern const size_t sim_nsyms;

@@ -4,12 +4,12 @@
  * cuMemcpyHtoD@7000 per-thread -> cuMemcpyHtoD_v2_ptds: the ABI the caller
  * compiled against.
  */
-#include "cs-proc.h"
+#include "cs-procaddr-table.h"
 
 #include <string.h>
 
 /* Index of the first row named `name`, or -1. */
-static long first_row(const struct cs_proc *rows, size_t nrows, const char *name)
+static long first_row(const struct cs_procaddr_row *rows, size_t nrows, const char *name)
 {
 	size_t lo = 0, hi = nrows;
 
@@ -24,7 +24,7 @@ static long first_row(const struct cs_proc *rows, size_t nrows, const char *name
 }
 
 /* True when `pt` is the per-thread form of `legacy` (same ABI). */
-static bool same_variant(const struct cs_proc *legacy, const struct cs_proc *pt)
+static bool same_variant(const struct cs_procaddr_row *legacy, const struct cs_procaddr_row *pt)
 {
 	size_t n = strlen(legacy->symbol);
 
@@ -32,29 +32,30 @@ static bool same_variant(const struct cs_proc *legacy, const struct cs_proc *pt)
 	       (strcmp(pt->symbol + n, "_ptds") == 0 || strcmp(pt->symbol + n, "_ptsz") == 0);
 }
 
-const struct cs_proc *cs_proc_lookup(const struct cs_proc *rows, size_t nrows, const char *name,
-				     int version, bool per_thread, enum cs_proc_result *result)
+const struct cs_procaddr_row *cs_procaddr_lookup(const struct cs_procaddr_row *rows, size_t nrows,
+						 const char *name, int version, bool per_thread,
+						 enum cs_procaddr_result *result)
 {
-	const struct cs_proc *legacy = NULL, *pt = NULL;
+	const struct cs_procaddr_row *legacy = NULL, *pt = NULL;
 	long i = first_row(rows, nrows, name);
 
 	if (i < 0) {
-		*result = CS_PROC_NOT_FOUND;
+		*result = CS_PROCADDR_NOT_FOUND;
 		return NULL;
 	}
 	for (size_t k = (size_t)i; k < nrows && strcmp(rows[k].name, name) == 0; k++) {
 		if (rows[k].version > version)
 			break;
-		if (rows[k].flavour == CS_PROC_LEGACY)
+		if (rows[k].flavour == CS_PROCADDR_LEGACY)
 			legacy = &rows[k];
 		else
 			pt = &rows[k];
 	}
 	if (!legacy) {
-		*result = CS_PROC_VERSION_NOT_SUFFICIENT;
+		*result = CS_PROCADDR_VERSION_NOT_SUFFICIENT;
 		return NULL;
 	}
-	*result = CS_PROC_FOUND;
+	*result = CS_PROCADDR_FOUND;
 	if (per_thread && pt && same_variant(legacy, pt))
 		return pt;
 	return legacy;
