@@ -116,10 +116,10 @@ static unsigned count_events(const char *kind, const char *g)
 /* Waits up to ms for an event of kind about g; fails the test otherwise. */
 static void wait_event(const char *kind, const char *g, unsigned ms)
 {
-	uint64_t end = qt_now_ms() + ms;
+	uint64_t end = th_now_ms() + ms;
 
 	while (count_events(kind, g) == 0) {
-		if (qt_now_ms() > end) {
+		if (th_now_ms() > end) {
 			sys_daemon_log(40);
 			fail_msg("no %s event about group %s within %u ms", kind, g ? g : "*", ms);
 		}
@@ -269,7 +269,7 @@ static void test_sched_gates_every_launch(void **state)
 	spin_how(&c[2], names[2], "ex");
 	cst_spin_go(c, 3);
 	wait_event("granted", NULL, 5000);
-	end = qt_now_ms() + 5000;
+	end = th_now_ms() + 5000;
 	for (;;) {
 		unsigned queued = 0;
 
@@ -283,7 +283,7 @@ static void test_sched_gates_every_launch(void **state)
 		cJSON_Delete(doc);
 		if (queued == 2)
 			break;
-		if (qt_now_ms() > end) {
+		if (th_now_ms() > end) {
 			sys_daemon_log(20);
 			fail_msg("two groups should wait with a launch held at their gate");
 		}
@@ -332,12 +332,12 @@ static void test_sched_oom_wait(void **state)
 	sys_holder(&a, "a", "6GiB", NULL);
 	sys_serve(&b, "b", wait_long);
 	qt_send(&b, "device 4294967296");
-	end = qt_now_ms() + 10000;
+	end = th_now_ms() + 10000;
 	for (;;) {
 		group_state("b", st, sizeof(st));
 		if (strcmp(st, "waiting") == 0)
 			break;
-		if (qt_now_ms() > end) {
+		if (th_now_ms() > end) {
 			sys_daemon_log(20);
 			fail_msg("group b is \"%s\", not waiting for memory", st);
 		}
@@ -402,7 +402,7 @@ static void test_sched_daemon_restart(void **state)
 	cst_sleep_s(3.0);
 	sys_daemon_start();
 	/* The new daemon finds both processes again and serializes them. */
-	end = qt_now_ms() + 10000;
+	end = th_now_ms() + 10000;
 	for (;;) {
 		s = sched(&doc);
 		if (s && strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(s, "mode")),
@@ -411,7 +411,7 @@ static void test_sched_daemon_restart(void **state)
 			break;
 		}
 		cJSON_Delete(doc);
-		if (qt_now_ms() > end) {
+		if (th_now_ms() > end) {
 			sys_daemon_log(40);
 			fail_msg("the restarted daemon did not serialize the two groups");
 		}
