@@ -362,7 +362,8 @@ static void test_sched_oom_wait(void **state)
 	assert_true(cst_now_s() - t < 10.0);
 	/*
 	 * From the policy: a managed group with oom_wait waits without the
-	 * variable; the same group without it fails at once.
+	 * variable (cuMemAlloc_v2, pitched, managed); the same group without it
+	 * fails at once.
 	 */
 	sys_serve(&d, "d", NULL);
 	t = cst_now_s();
@@ -375,6 +376,19 @@ static void test_sched_oom_wait(void **state)
 	assert_int_equal(qt_rc(line), CUDA_ERROR_OUT_OF_MEMORY);
 	print_message("with the policy's oom_wait 1500ms the allocation failed after %.2f s\n",
 		      cst_now_s() - t);
+	assert_true(cst_now_s() - t >= 1.4);
+	assert_true(cst_now_s() - t < 10.0);
+	/* Pitched allocations wait the same. */
+	t = cst_now_s();
+	line = qt_cmd(&d, "pitch 65536 65536");
+	assert_int_equal(qt_rc(line), CUDA_ERROR_OUT_OF_MEMORY);
+	assert_true(cst_now_s() - t >= 1.4);
+	assert_true(cst_now_s() - t < 10.0);
+	/* Managed ones too, refused by the group's quota (the GPU would page them). */
+	cJSON_Delete(sys_put_group("d", "{\"memory_limit\": \"1GiB\", \"oom_wait\": \"1500ms\"}"));
+	t = cst_now_s();
+	line = qt_cmd(&d, "managed 2147483648");
+	assert_int_equal(qt_rc(line), CUDA_ERROR_OUT_OF_MEMORY);
 	assert_true(cst_now_s() - t >= 1.4);
 	assert_true(cst_now_s() - t < 10.0);
 	qt_finish(&b);
