@@ -56,7 +56,9 @@ static uint64_t wait_limit_ns(void)
 {
 	uint64_t ms;
 
-	if (!cs_attached() || !cs.g || !(atomic_load(&cs.g->flags) & CS_GROUP_MANAGED))
+	/* Attached already (never attaching here: an OOM with cuslice off must stay a plain OOM). */
+	if (atomic_load_explicit(&cs.attach, memory_order_acquire) != CS_ATTACHED || !cs.g ||
+	    !(atomic_load(&cs.g->flags) & CS_GROUP_MANAGED))
 		return oom_wait_ns;
 	ms = atomic_load_explicit(&cs.g->oom_wait_ms, memory_order_relaxed);
 	if (!ms)
