@@ -27,6 +27,9 @@
  *                    at least this stays device memory (CUDA IPC)
  *   sched_weight     1..CS_POLICY_SCHED_WEIGHT_MAX: the group's share of a GPU
  *                    cusliced's scheduler serializes (docs/scheduler.md)
+ *   oom_wait         null or a duration up to CS_POLICY_OOM_WAIT_MAX_MS ("30s"):
+ *                    an allocation that finds no memory waits that long for
+ *                    some to free (queue instead of out-of-memory)
  *
  * Who writes what: administrators (the CLI's set, scripts) and the plugins
  * (a Kubernetes container or claim, a Slurm step) write policies; only the
@@ -58,10 +61,13 @@
 	X(memory_mode)                                                                             \
 	X(oversubscribe_single)                                                                    \
 	X(keep_device_min)                                                                         \
-	X(sched_weight)
+	X(sched_weight)                                                                            \
+	X(oom_wait)
 
 /* sched_weight's bounds (its default is 1). */
 #define CS_POLICY_SCHED_WEIGHT_MAX 1000
+/* oom_wait's largest value (1 h), also CUSLICE_OOM_WAIT's. */
+#define CS_POLICY_OOM_WAIT_MAX_MS 3600000u
 
 /* members' fields. X(key) */
 #define CS_POLICY_MEMBER_FIELDS(X)                                                                 \

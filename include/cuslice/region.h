@@ -49,7 +49,7 @@
  *   core_proc[slot][].launches      the slot's owner
  *   core_proc[slot][].cost_ns       the controller (the owner resets it at bind)
  *   mem_mode, um_flags,             managed group: cusliced only, from the policy;
- *     keep_device_min               otherwise a member in oversubscribe mode
+ *     keep_device_min, oom_wait_ms  otherwise a member in oversubscribe mode
  *                                   (informational: each member decides from
  *                                   its own environment)
  *   um[].managed, device            members charging and giving back (like used);
@@ -256,7 +256,14 @@ struct cs_group {
 	_Atomic uint32_t um_flags;	/* CS_UM_* */
 	_Atomic uint64_t keep_device_min;	/* oversubscribe: cuMemAlloc of at least this many
 						   bytes stays device memory; 0 none */
-	uint64_t reserved[17];
+	/*
+	 * Queue instead of out-of-memory (version 6, in what was reserved: 0,
+	 * what an older daemon leaves, is none): how long an allocation that
+	 * finds no memory waits for some to free, ms. Read on the failing path.
+	 */
+	_Atomic uint32_t oom_wait_ms;
+	uint32_t pad3;
+	uint64_t reserved[16];
 	struct cs_group_dev dev[CS_GROUP_MAX_DEVICES];
 	struct cs_group_proc proc[CS_GROUP_MAX_PROCS];
 	/* Compute pacing (version 4): per device, and per process slot and device. */

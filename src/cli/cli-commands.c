@@ -150,7 +150,8 @@ static const struct cli_command commands[] = {
 	.run = cli_cmd_set,
 	.synopsis = "cuslice set GROUP [--mem SIZE|none] [--cores PCT|none] [--burst|--hard]\n"
 		    "                   [--required|--optional] [--oversubscribe|--no-oversubscribe]\n"
-		    "                   [-o table|wide|json|yaml] [--no-headers]",
+		    "                   [--oom-wait DURATION|none] [-o table|wide|json|yaml]\n"
+		    "                   [--no-headers]",
 	.summary = "create or change a group's policy",
 	.description =
 	    "       Changes the policy cusliced keeps for GROUP (creating it: the group\n"
@@ -173,9 +174,15 @@ static const struct cli_command commands[] = {
 	    "       --oversubscribe, --no-oversubscribe\n"
 	    "              memory_mode: the group's cuMemAlloc becomes unified memory and --mem\n"
 	    "              may pass the GPU (up to 1000%), or device memory (hard). Processes\n"
-	    "              read it when they start.\n" OPT_O,
+	    "              read it when they start.\n"
+	    "       --oom-wait DURATION|none\n"
+	    "              oom_wait: an allocation of the group's processes that finds no\n"
+	    "              memory waits up to DURATION (at most 1h) for some to free instead\n"
+	    "              of failing at once; none: it fails at once. Applies to running\n"
+	    "              processes.\n" OPT_O,
 	.examples = "       cuslice set team-a --mem 16GiB --cores 40 --burst\n"
 		    "       cuslice set notebooks --oversubscribe --mem 150%\n"
+		    "       cuslice set batch --oom-wait 10m\n"
 		    "       cuslice set team-a --mem none\n",
     },
     {

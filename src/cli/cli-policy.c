@@ -14,6 +14,8 @@
 #include <getopt.h>
 #include <string.h>
 
+#include "cs-size.h"
+
 enum {
 	OPT_MEM = 0x200,
 	OPT_CORES,
@@ -23,6 +25,7 @@ enum {
 	OPT_OPTIONAL,
 	OPT_OVERSUB,
 	OPT_NO_OVERSUB,
+	OPT_OOM_WAIT,
 };
 
 /* Replaces (or adds) member `key` of o with v, which o then owns. false on failure. */
@@ -76,6 +79,10 @@ cJSON *cli_policy_body(const struct cli_policy_change *ch)
 						      : CS_POLICY_MEMORY_HARD)));
 	if (ok && ch->required)
 		ok = put_member(p, cs_key_daemon_required, cJSON_CreateBool(ch->required == 1));
+	if (ok && ch->oom_wait)
+		ok = put_member(p, cs_key_oom_wait,
+				strcmp(ch->oom_wait, "none") == 0 ? cJSON_CreateNull()
+								  : cJSON_CreateString(ch->oom_wait));
 	if (!ok) {
 		cJSON_Delete(p);
 		return NULL;
@@ -149,6 +156,7 @@ int cli_cmd_set(struct cli *c, int argc, char **argv)
 	    {"optional", no_argument, NULL, OPT_OPTIONAL},
 	    {"oversubscribe", no_argument, NULL, OPT_OVERSUB},
 	    {"no-oversubscribe", no_argument, NULL, OPT_NO_OVERSUB},
+	    {"oom-wait", required_argument, NULL, OPT_OOM_WAIT},
 	    {0},
 	};
 	struct cli_policy_change ch = {0};
@@ -184,6 +192,19 @@ int cli_cmd_set(struct cli *c, int argc, char **argv)
 			ch.mem_mode = opt == OPT_OVERSUB ? 2 : 1;
 			rc = CLI_CONTINUE;
 			break;
+		case OPT_OOM_WAIT: {
+			uint64_t ms;
+
+			if (strcmp(optarg, "none") != 0 &&
+			    (cs_duration_parse(optarg, &ms) != 0 || ms > CS_POLICY_OOM_WAIT_MAX_MS))
+				return cli_usage(c,
+						 "--oom-wait \"%.64s\": expected a duration up to 1h "
+						 "(%s, e.g. 30s) or none",
+						 optarg, CS_DURATION_FORMS);
+			ch.oom_wait = optarg;
+			rc = CLI_CONTINUE;
+			break;
+		}
 		default:
 			rc = cli_common_option(c, opt, argv);
 			break;
@@ -197,9 +218,11 @@ int cli_cmd_set(struct cli *c, int argc, char **argv)
 		return cli_usage(c, "unexpected argument \"%s\"", argv[optind + 1]);
 	if (cli_parse_group("group", argv[optind], err, sizeof(err)) < 0)
 		return cli_usage(c, "%s", err);
-	if (!ch.mem_set && !ch.cores_set && !ch.mode && !ch.required && !ch.mem_mode)
+	if (!ch.mem_set && !ch.cores_set && !ch.mode && !ch.required && !ch.mem_mode &&
+	    !ch.oom_wait)
 		return cli_usage(c, "nothing to change: give --mem, --cores, --burst or --hard, "
-				    "--required or --optional, --oversubscribe or --no-oversubscribe");
+				    "--required or --optional, --oversubscribe or --no-oversubscribe, "
+				    "--oom-wait");
 
 	rc = cli_policy_apply(c, argv[optind], &ch, false, &group);
 	if (rc || !group)

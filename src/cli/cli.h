@@ -367,6 +367,7 @@ struct cli_policy_change {
 	int mode;     /* 0 keep, 1 hard, 2 burst */
 	int mem_mode; /* 0 keep, 1 hard, 2 oversubscribe (memory_mode) */
 	int required; /* 0 keep, 1 daemon_required true, 2 false */
+	const char *oom_wait; /* NULL keep; "none" (JSON null) or a duration, validated */
 };
 
 /*

@@ -55,6 +55,7 @@ const char *const cd_config_keys[] = {
     "sched_idle",
     "sched_grace",
     "sched_drain_quiet",
+    "sched_fair_lead",
     "status_page",
     NULL,
 };
@@ -626,7 +627,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
 			 "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid, "
 			 "sched, sched_tick, sched_headroom, sched_calm, sched_quantum_factor, "
 			 "sched_quantum_min, sched_quantum_max, sched_bandwidth, sched_idle, "
-			 "sched_grace, sched_drain_quiet, status_page",
+			 "sched_grace, sched_drain_quiet, sched_fair_lead, status_page",
 			 name);
 		return 0;
 	}

@@ -147,6 +147,8 @@ void cd_group_apply(struct cusliced *d, struct cd_group *g)
 		atomic_store(&r->um_flags, p->oversub_single ? CS_UM_SINGLE : 0u);
 	if (atomic_load(&r->keep_device_min) != p->keep_device_min)
 		atomic_store(&r->keep_device_min, p->keep_device_min);
+	if (atomic_load(&r->oom_wait_ms) != p->oom_wait_ms)
+		atomic_store(&r->oom_wait_ms, p->oom_wait_ms);
 	/* Entries for every GPU the daemon sees, so limits are in place before the first process.
 	 */
 	for (unsigned i = 0; i < d->ngpus; i++) {
@@ -194,6 +196,7 @@ void cd_group_unmanage(struct cd_group *g)
 	atomic_store(&r->mem_mode, CS_MEM_HARD);
 	atomic_store(&r->um_flags, 0);
 	atomic_store(&r->keep_device_min, 0);
+	atomic_store(&r->oom_wait_ms, 0);
 	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++) {
 		struct cs_group_dev *gd = &r->dev[i];
 

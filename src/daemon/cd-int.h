@@ -253,6 +253,7 @@ struct cd_policy {
 	struct cd_label labels[CD_LABELS_MAX]; /* in the order given */
 	unsigned nlabels;
 	unsigned sched_weight; /* its share of a serialized GPU (cd-sched.c), 1..CD_SCHED_WEIGHT_MAX */
+	uint32_t oom_wait_ms;  /* oom_wait: an allocation waits this long for memory; 0 none */
 };
 
 #define CD_SCHED_WEIGHT_MAX CS_POLICY_SCHED_WEIGHT_MAX
@@ -263,7 +264,7 @@ void cd_policy_init(struct cd_policy *p, const char *name);
 /*
  * Applies a JSON policy object (API form: memory_limit, core_limit, mode,
  * memory_mode, oversubscribe_single, keep_device_min, daemon_required,
- * members, on_violation, labels, sched_weight; every field optional, null
+ * members, on_violation, labels, sched_weight, oom_wait; every field optional, null
  * clears a limit; labels replace the previous set whole) over *p. On error *p is untouched and err holds one line naming
  * the field and the accepted form. 0 or -EINVAL. Pure.
  */

@@ -107,6 +107,8 @@ static const char usage_text[] =
     "      --sched-grace D      a holder not drained by quantum + D is revoked\n"
     "                           (default 2s)\n"
     "      --sched-drain-quiet D  no device time that long = drained (default 50ms)\n"
+    "      --sched-fair-lead D  a holder that far ahead of the least served waiting\n"
+    "                           group ends its turn; 0 quantum only (default 1s)\n"
     "      --sched-tick D       how often it measures and decides (default 10ms)\n"
     "  -h, --help               this text\n"
     "  -V, --version            the version\n"
@@ -188,6 +190,7 @@ static const struct option longopts[] = {
     {"sched-idle", required_argument, NULL, 0},
     {"sched-grace", required_argument, NULL, 0},
     {"sched-drain-quiet", required_argument, NULL, 0},
+    {"sched-fair-lead", required_argument, NULL, 0},
     {"status-page", required_argument, NULL, 0},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},

@@ -25,7 +25,7 @@
 
 #define FIELDS                                                                                     \
 	"memory_limit, core_limit, mode, memory_mode, oversubscribe_single, keep_device_min, "     \
-	"daemon_required, members, on_violation, labels, sched_weight"
+	"daemon_required, members, on_violation, labels, sched_weight, oom_wait"
 #define MEM_FORMS                                                                                  \
 	"null (no limit), bytes (a number), a size string (e.g. \"8GiB\"), a percentage of the "   \
 	"GPU's memory (e.g. \"50%\"), or an object of such values keyed by GPU index, GPU UUID "   \
@@ -488,6 +488,26 @@ static int parse_keep_device(const cJSON *v, uint64_t *out, char *err, size_t er
 		    "\"64MiB\"): cuMemAlloc of at least this stays device memory");
 }
 
+/* oom_wait: null or 0 (none), or a duration up to an hour. */
+static int parse_oom_wait(const cJSON *v, uint32_t *out, char *err, size_t errlen)
+{
+	uint64_t ms;
+
+	if (cJSON_IsNull(v)) {
+		*out = 0;
+		return 0;
+	}
+	if (cJSON_IsString(v) && strlen(v->valuestring) < 32 &&
+	    cs_duration_parse(v->valuestring, &ms) == 0 && ms <= CS_POLICY_OOM_WAIT_MAX_MS) {
+		*out = (uint32_t)ms;
+		return 0;
+	}
+	return fail(err, errlen,
+		    "oom_wait: expected null (fail at once) or a duration up to 1h as a string, %s "
+		    "(e.g. \"30s\"): how long an allocation waits for memory to free",
+		    CS_DURATION_FORMS);
+}
+
 /* True when a percentage rule asks more than the GPU (only oversubscribing groups may). */
 static bool limit_passes_gpu(const struct cs_limits *l)
 {
@@ -585,6 +605,8 @@ int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err
 					 CD_SCHED_WEIGHT_MAX);
 			else
 				tmp.sched_weight = (unsigned)w;
+		} else if (strcmp(k, cs_key_oom_wait) == 0) {
+			e = parse_oom_wait(it, &tmp.oom_wait_ms, err, errlen);
 		} else if (strcmp(k, cs_key_on_violation) == 0) {
 			int a = cJSON_IsString(it) ? cs_policy_action_parse(it->valuestring) : -1;
 
@@ -746,6 +768,14 @@ char *cd_policy_to_json(const struct cd_policy *p)
 						? cJSON_CreateNumber((double)p->keep_device_min)
 						: cJSON_CreateNull()) &&
 	     add(o, cs_key_sched_weight, cJSON_CreateNumber(p->sched_weight));
+	if (ok && p->oom_wait_ms) {
+		char w[24];
+
+		snprintf(w, sizeof(w), "%ums", p->oom_wait_ms);
+		ok = add(o, cs_key_oom_wait, cJSON_CreateString(w));
+	} else {
+		ok = ok && add(o, cs_key_oom_wait, cJSON_CreateNull());
+	}
 	if (ok)
 		text = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);

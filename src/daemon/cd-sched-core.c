@@ -31,6 +31,7 @@ void cd_sched_config_defaults(struct cd_sched_config *c)
 	c->idle_ms = 300;
 	c->grace_ms = 2000;
 	c->drain_quiet_ms = 50;
+	c->fair_lead_ms = 1000;
 }
 
 __attribute__((format(printf, 4, 5))) static int refuse(char *why, size_t len, const char *value,
@@ -124,6 +125,8 @@ int cd_sched_config_set(struct cd_sched_config *c, const char *key, const char *
 		return duration(value, 0, 3600000, &c->grace_ms, why, whylen);
 	if (strcmp(key, "sched_drain_quiet") == 0)
 		return duration(value, 1, 60000, &c->drain_quiet_ms, why, whylen);
+	if (strcmp(key, "sched_fair_lead") == 0)
+		return duration(value, 0, 3600000, &c->fair_lead_ms, why, whylen);
 	return -ENOENT;
 }
 
@@ -151,6 +154,24 @@ uint64_t cd_sched_quantum_ns(const struct cd_sched_config *c, uint64_t page_in, 
 	if (ns > hi)
 		ns = hi;
 	return (uint64_t)ns;
+}
+
+bool cd_sched_turn_over(const struct cd_sched_config *c, uint64_t held_ns, uint64_t quantum_ns,
+			double lead_ns, uint64_t serialized_ns)
+{
+	double lead = (double)c->fair_lead_ms * 1e6, ramp;
+
+	if (held_ns >= quantum_ns)
+		return true;
+	if (!c->fair_lead_ms || held_ns < (uint64_t)c->quantum_min_ms * 1000000ull)
+		return false;
+	if (serialized_ns < CD_SCHED_FAIR_WINDOW_NS) {
+		ramp = (double)quantum_ns *
+		       (1.0 - (double)serialized_ns / (double)CD_SCHED_FAIR_WINDOW_NS);
+		if (ramp > lead)
+			lead = ramp;
+	}
+	return lead_ns >= lead;
 }
 
 int cd_sched_pick(const struct cd_sched_want *v, unsigned n)

@@ -18,8 +18,10 @@
  *     take turns; the others run as without a scheduler (their memory is
  *     device memory: it counts in the fit, nothing of it is paged). One
  *     holder, whose gate is open; every other oversubscribing member's gate
- *     has CS_GATE_HOLD set. The holder lets go when its quantum is over and
- *     someone waits (its gate is held, then it is drained: no device time
+ *     has CS_GATE_HOLD set. The holder lets go when its quantum is over, or
+ *     it is sched_fair_lead ahead of the least served waiting group per
+ *     weight (cd_sched_turn_over), and someone waits (its gate is held,
+ *     then it is drained: no device time
  *     for sched_drain_quiet), early when it is idle (no device time and no
  *     waiting launch for sched_idle), at once when its last process is gone;
  *     one that does not drain within sched_grace is revoked (its launches
@@ -37,6 +39,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +78,7 @@ struct gpu {
 	uint64_t total;
 	unsigned mode;
 	uint64_t calm_since_ns;
+	uint64_t serialized_ns; /* when it was last serialized (mono) */
 	int holder; /* index in m[], -1 none */
 	uint64_t epoch;
 	uint64_t grant_ns, quantum_ns, drain_ns;
@@ -412,6 +416,7 @@ static void go_serialized(struct cd_sched *S, struct gpu *u, uint64_t sum, uint6
 	int best = -1;
 
 	u->mode = CD_SCHED_MODE_SERIALIZED;
+	u->serialized_ns = now;
 	u->serializations++;
 	u->holder = -1;
 	cd_event(S->d, CS_EVENT_SERIALIZED, "", 0,
@@ -459,6 +464,7 @@ static void serialized_step(struct cd_sched *S, struct gpu *u, uint64_t now, uin
 	if (u->holder >= 0) {
 		struct member *h = &u->m[u->holder];
 		bool others = false;
+		double least = HUGE_VAL; /* the least served waiting group's clock per weight */
 
 		h->served_ns += dt;
 		h->held_ns += dt;
@@ -470,9 +476,15 @@ static void serialized_step(struct cd_sched *S, struct gpu *u, uint64_t now, uin
 			u->switch_open = false;
 		}
 		follow_pagein(u, h, now);
-		for (unsigned i = 0; i < u->nm; i++)
-			if ((int)i != u->holder && u->m[i].arbitrated && u->m[i].waiters)
-				others = true;
+		for (unsigned i = 0; i < u->nm; i++) {
+			const struct member *o = &u->m[i];
+
+			if ((int)i == u->holder || !o->arbitrated || !o->waiters)
+				continue;
+			others = true;
+			if ((double)o->served_ns / o->weight < least)
+				least = (double)o->served_ns / o->weight;
+		}
 		if (h->busy)
 			u->ran = true;
 		if (!u->draining) {
@@ -489,7 +501,10 @@ static void serialized_step(struct cd_sched *S, struct gpu *u, uint64_t now, uin
 					 h->group, u->uuid, (unsigned long long)u->epoch,
 					 c->idle_ms);
 				drop(u, now, CS_SCHED_QUEUED);
-			} else if (others && now - u->grant_ns >= u->quantum_ns) {
+			} else if (others &&
+				   cd_sched_turn_over(c, now - u->grant_ns, u->quantum_ns,
+						      (double)h->served_ns / h->weight - least,
+						      now - u->serialized_ns)) {
 				u->draining = true;
 				u->drain_ns = now;
 				set_hold(h, true, CS_SCHED_DRAINING);

@@ -38,6 +38,8 @@ struct cd_sched_config {
 	unsigned idle_ms;	 /* sched_idle: a holder this long idle lets go early */
 	unsigned grace_ms;	 /* sched_grace: past quantum + grace a holder is revoked */
 	unsigned drain_quiet_ms; /* sched_drain_quiet: no device time this long = drained */
+	unsigned fair_lead_ms;	 /* sched_fair_lead: a holder this far ahead of the least served
+				    waiting group (per weight) ends its turn; 0: quantum only */
 };
 
 void cd_sched_config_defaults(struct cd_sched_config *c);
@@ -64,6 +66,23 @@ bool cd_sched_over(uint64_t sum, uint64_t total, unsigned headroom_pct, bool ser
  * factor x page_in / bw, within [quantum_min, quantum_max]. ns.
  */
 uint64_t cd_sched_quantum_ns(const struct cd_sched_config *c, uint64_t page_in, double bw);
+
+/* The window fairness is promised over (docs/scheduler.md): a minute. */
+#define CD_SCHED_FAIR_WINDOW_NS 60000000000ull
+
+/*
+ * Whether the holder's turn is over after it held the GPU for `held_ns` of
+ * a `quantum_ns` turn, while another group waits: the quantum is spent, or
+ * (sched_fair_lead set) it held at least quantum_min and its fair-share
+ * clock per weight is `lead_ns` ahead of the least served waiting group's
+ * by the lead allowed after `serialized_ns` of serialization. That lead
+ * starts at the quantum (a short contention is not cut into more switches)
+ * and falls linearly to sched_fair_lead over CD_SCHED_FAIR_WINDOW_NS, so
+ * that past a minute every instant's split is within about one
+ * sched_fair_lead of the weights, however long a quantum. Pure.
+ */
+bool cd_sched_turn_over(const struct cd_sched_config *c, uint64_t held_ns, uint64_t quantum_ns,
+			double lead_ns, uint64_t serialized_ns);
 
 /* A candidate for the next grant. */
 struct cd_sched_want {

@@ -190,8 +190,9 @@ static CUresult pitch_converted(CUdeviceptr *dptr, size_t *pPitch, size_t width,
 	return r;
 }
 
-CS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
-				      size_t Height, unsigned int ElementSizeBytes)
+/* One try of cuMemAllocPitch_v2 (the export may wait and try again, as cuMemAlloc_v2's). */
+static CUresult pitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+			 unsigned int ElementSizeBytes)
 {
 	uint64_t estimate = pitch_estimate(WidthInBytes, Height);
 	struct cs_track t;
@@ -207,6 +208,19 @@ CS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
 		return r;
 	r = CS_REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 	return settle_pitch(&t, r, *dptr, *pPitch, Height, undo_v2);
+}
+
+CS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+				      size_t Height, unsigned int ElementSizeBytes)
+{
+	struct cs_oom_wait w = {0};
+	CUresult r;
+
+	do
+		r = pitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+	while (cs_oom_wait_again(&w, r));
+	cs_oom_wait_done(&w, r);
+	return r;
 }
 
 CS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
@@ -230,9 +244,10 @@ CS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 /*
  * Managed memory counts against the device of the current context, in full:
  * the group may make all of it resident there. Oversubscribing, it is
- * managed memory of the quota, as converted allocations are.
+ * managed memory of the quota, as converted allocations are. One try (the
+ * export below may wait and try again).
  */
-CS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+static CUresult managed_once(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
 	bool managed;
 	struct cs_track t;
@@ -247,4 +262,17 @@ CS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
 	r = CS_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
 	return cs_track_end(&t, r, CS_PTR_DEVICE, *dptr, bytesize, managed ? CS_AUX_MANAGED : 0,
 			    undo_v2, NULL);
+}
+
+/* May wait for memory and try again, as cuMemAlloc_v2 (the quota held by the group's others). */
+CS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	struct cs_oom_wait w = {0};
+	CUresult r;
+
+	do
+		r = managed_once(dptr, bytesize, flags);
+	while (cs_oom_wait_again(&w, r));
+	cs_oom_wait_done(&w, r);
+	return r;
 }

@@ -1,14 +1,16 @@
 /*
- * Queue instead of out-of-memory (CUSLICE_OOM_WAIT, docs/scheduler.md): an
+ * Queue instead of out-of-memory (the group's policy oom_wait, else
+ * CUSLICE_OOM_WAIT; docs/scheduler.md): an
  * allocation that fails for want of memory (the GPU held by others, or the
  * group's quota by its own processes) is tried again every OOM_RETRY_NS
- * until it succeeds or CUSLICE_OOM_WAIT has passed, instead of failing at
+ * until it succeeds or the wait has passed, instead of failing at
  * once. While it waits it is counted in the group's region
  * (sched[].oom_waiters, oom_waited_ns), where cusliced shows it: state
  * `waiting` in `cuslice ps`, an event, a metric.
  *
- * This is the failing path only: an allocation that succeeds, or any
- * allocation when the variable is unset, costs one load of oom_wait_ns.
+ * This is the failing path only: an allocation that succeeds costs nothing
+ * more; one that fails reads the wait (the region's word, the variable's
+ * value) once.
  */
 #include "cs-preload.h"
 
@@ -45,6 +47,25 @@ int cs_oom_wait_load(void)
 	return 0;
 }
 
+/*
+ * How long an allocation may wait, ns: the managed group's policy when it
+ * sets one (administrators decide; the region's word is bounded, a member
+ * may have written it), else CUSLICE_OOM_WAIT.
+ */
+static uint64_t wait_limit_ns(void)
+{
+	uint64_t ms;
+
+	/* Attached already (never attaching here: an OOM with cuslice off must stay a plain OOM). */
+	if (atomic_load_explicit(&cs.attach, memory_order_acquire) != CS_ATTACHED || !cs.g ||
+	    !(atomic_load(&cs.g->flags) & CS_GROUP_MANAGED))
+		return oom_wait_ns;
+	ms = atomic_load_explicit(&cs.g->oom_wait_ms, memory_order_relaxed);
+	if (!ms)
+		return oom_wait_ns;
+	return (ms > OOM_WAIT_MAX_MS ? OOM_WAIT_MAX_MS : ms) * 1000000ull;
+}
+
 /* The region entry the waits are counted in: the current context's device's, or NULL. */
 static struct cs_group_sched *entry(void)
 {
@@ -60,8 +81,13 @@ bool cs_oom_wait_again(struct cs_oom_wait *w, CUresult r)
 	struct timespec ts = {0, (long)OOM_RETRY_NS};
 	uint64_t now;
 
-	if (r != CUDA_ERROR_OUT_OF_MEMORY || !oom_wait_ns)
+	if (r != CUDA_ERROR_OUT_OF_MEMORY)
 		return false;
+	if (!w->start_ns) {
+		w->limit_ns = wait_limit_ns();
+		if (!w->limit_ns)
+			return false;
+	}
 	now = cs_core_mono_ns();
 	if (!w->start_ns) {
 		w->start_ns = now;
@@ -72,10 +98,10 @@ bool cs_oom_wait_again(struct cs_oom_wait *w, CUresult r)
 			cs_log(
 			    CS_LOG_INFO, CS_LOG_NAME,
 			    "an allocation found no memory: waiting up to %llu ms for some to free "
-			    "(CUSLICE_OOM_WAIT)",
-			    (unsigned long long)(oom_wait_ns / 1000000ull));
+			    "(oom_wait / CUSLICE_OOM_WAIT)",
+			    (unsigned long long)(w->limit_ns / 1000000ull));
 	}
-	if (now - w->start_ns >= oom_wait_ns)
+	if (now - w->start_ns >= w->limit_ns)
 		return false;
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
@@ -93,7 +119,7 @@ void cs_oom_wait_done(struct cs_oom_wait *w, CUresult r)
 	}
 	if (r == CUDA_ERROR_OUT_OF_MEMORY && !atomic_exchange(&logged_timeout, true))
 		cs_log(CS_LOG_WARN, CS_LOG_NAME,
-		       "an allocation waited %llu ms for memory (CUSLICE_OOM_WAIT) and none freed: "
-		       "out of memory",
+		       "an allocation waited %llu ms for memory (oom_wait / CUSLICE_OOM_WAIT) and none "
+		       "freed: out of memory",
 		       (unsigned long long)((cs_core_mono_ns() - w->start_ns) / 1000000ull));
 }

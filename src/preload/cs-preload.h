@@ -519,10 +519,15 @@ static inline void cs_launch_gate(void)
 /* One allocation's wait for memory; zero-initialised before its first try. */
 struct cs_oom_wait {
 	uint64_t start_ns;		/* 0: has not waited */
+	uint64_t limit_ns;		/* how long it may wait (set at its first failure) */
 	struct cs_group_sched *s;	/* where the wait is counted, NULL none */
 };
 
-/* Reads CUSLICE_OOM_WAIT at load: 0, or -EINVAL when failed closed. */
+/*
+ * Reads CUSLICE_OOM_WAIT at load: 0, or -EINVAL when failed closed. A
+ * managed group's policy (oom_wait, the region's oom_wait_ms) wins over it
+ * when set.
+ */
 int cs_oom_wait_load(void);
 /*
  * After a try that returned r: true when r is an out-of-memory, a wait is

@@ -248,10 +248,13 @@ static void test_cli_usage_errors(void **state)
 	      "run", ARGS("run", "--group", "a b", "true"));
 	usage("cuslice set: missing GROUP", "set", ARGS("set", "--mem", "1G"));
 	usage("cuslice set: nothing to change: give --mem, --cores, --burst or --hard, --required "
-	      "or --optional, --oversubscribe or --no-oversubscribe",
+	      "or --optional, --oversubscribe or --no-oversubscribe, --oom-wait",
 	      "set", ARGS("set", "train"));
 	usage("cuslice set: --oversubscribe and --no-oversubscribe exclude each other", "set",
 	      ARGS("set", "train", "--oversubscribe", "--no-oversubscribe"));
+	usage("cuslice set: --oom-wait \"2h\": expected a duration up to 1h (a whole number with "
+	      "unit ms, s, m or h (no unit: seconds), e.g. 30s) or none",
+	      "set", ARGS("set", "train", "--oom-wait", "2h"));
 	usage("cuslice set: --burst and --hard exclude each other", "set",
 	      ARGS("set", "train", "--burst", "--hard"));
 	usage("cuslice set: --required and --optional exclude each other", "set",
@@ -609,6 +612,15 @@ static void test_cli_set(void **state)
 	expect_code(0, cli("--admin-socket", sock, "set", "train", "--no-oversubscribe", "-o",
 			   "json"));
 	assert_string_equal(fake.req[0].body, "{\"memory_mode\":\"hard\"}");
+	/* Queue instead of out-of-memory: a duration as given, none as null. */
+	fake_daemon_reset(&fake, listing);
+	expect_code(0, cli("--admin-socket", sock, "set", "train", "--oom-wait", "30s", "-o",
+			   "json"));
+	assert_string_equal(fake.req[0].body, "{\"oom_wait\":\"30s\"}");
+	fake_daemon_reset(&fake, listing);
+	expect_code(0, cli("--admin-socket", sock, "set", "train", "--oom-wait", "none", "-o",
+			   "json"));
+	assert_string_equal(fake.req[0].body, "{\"oom_wait\":null}");
 
 	fake_daemon_reset(&fake, listing);
 	expect_code(0, cli_env(ENV("CUSLICE_TOKEN=s3cret"), "--admin-socket", sock, "set", "train",

@@ -397,7 +397,7 @@ static void test_config_bad_structure(void **state)
 	    "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid, sched, "
 	    "sched_tick, sched_headroom, sched_calm, sched_quantum_factor, sched_quantum_min, "
 	    "sched_quantum_max, sched_bandwidth, sched_idle, sched_grace, sched_drain_quiet, "
-	    "status_page");
+	    "sched_fair_lead, status_page");
 	parse_fails("[daemon]\nstatus_page = on\n",
 		    "line 2: status_page = \"on\": expected yes (the status page at / on "
 		    "metrics_listen) or no");

@@ -141,14 +141,22 @@ static void test_policy_defaults(void **state)
 		  "\"daemon_required\":false,\"members\":{\"uids\":[],\"gids\":[],"
 		  "\"cgroups\":[],\"pods\":[]},\"on_violation\":\"report\",\"labels\":{},"
 		  "\"memory_mode\":\"hard\",\"oversubscribe_single\":false,"
-		  "\"keep_device_min\":null,\"sched_weight\":1}");
+		  "\"keep_device_min\":null,\"sched_weight\":1,\"oom_wait\":null}");
 	free(json);
 	/* A weight for the GPU scheduler: kept, and rendered. */
 	p = parse_ok("{\"sched_weight\": 3}");
 	assert_int_equal(p.sched_weight, 3);
 	json = cd_policy_to_json(&p);
-	assert_non_null(strstr(json, "\"sched_weight\":3}"));
+	assert_non_null(strstr(json, "\"sched_weight\":3,"));
 	free(json);
+	/* Queue instead of out-of-memory: a duration, rendered in ms; null clears it. */
+	p = parse_ok("{\"oom_wait\": \"30s\"}");
+	assert_int_equal(p.oom_wait_ms, 30000);
+	json = cd_policy_to_json(&p);
+	assert_non_null(strstr(json, "\"oom_wait\":\"30000ms\"}"));
+	free(json);
+	p = parse_ok("{\"oom_wait\": null}");
+	assert_int_equal(p.oom_wait_ms, 0);
 }
 
 static void test_policy_memory_forms(void **state)
@@ -256,7 +264,7 @@ static void test_policy_merge(void **state)
 
 #define FIELDS                                                                                     \
 	"memory_limit, core_limit, mode, memory_mode, oversubscribe_single, keep_device_min, "     \
-	"daemon_required, members, on_violation, labels, sched_weight"
+	"daemon_required, members, on_violation, labels, sched_weight, oom_wait"
 
 /* The oversubscription fields: memory_mode, its limits past 100%, the single bound, keep_device_min. */
 static void test_policy_oversubscribe(void **state)
@@ -395,6 +403,14 @@ static void test_policy_refusals(void **state)
 	parse_fails("{\"mode\": \"soft\"}", "mode: expected \"hard\" (never above the core limit) "
 					    "or \"burst\" (may use idle GPU time above it)");
 	parse_fails("{\"daemon_required\": \"yes\"}", "daemon_required: expected true or false");
+	parse_fails("{\"oom_wait\": \"2h\"}",
+		    "oom_wait: expected null (fail at once) or a duration up to 1h as a string, a "
+		    "whole number with unit ms, s, m or h (no unit: seconds) (e.g. \"30s\"): how "
+		    "long an allocation waits for memory to free");
+	parse_fails("{\"oom_wait\": 30}",
+		    "oom_wait: expected null (fail at once) or a duration up to 1h as a string, a "
+		    "whole number with unit ms, s, m or h (no unit: seconds) (e.g. \"30s\"): how "
+		    "long an allocation waits for memory to free");
 	parse_fails("{\"sched_weight\": 0}", "sched_weight: expected a whole number from 1 to 1000 "
 					      "(the group's share of a serialized GPU against the "
 					      "others')");

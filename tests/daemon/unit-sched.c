@@ -63,6 +63,40 @@ static void test_sched_quantum(void **state)
 	assert_int_equal(cd_sched_quantum_ns(&c, 12000000000ull, 1e9), 500 * MS);
 }
 
+/*
+ * A turn ends at its quantum, or once quantum_min is held and the lead
+ * reaches what is allowed: the quantum at the start of serialization,
+ * falling to sched_fair_lead over a minute.
+ */
+static void test_sched_turn_over(void **state)
+{
+	const uint64_t min = 60000 * MS;
+	struct cd_sched_config c;
+
+	(void)state;
+	cd_sched_config_defaults(&c);
+	assert_int_equal(c.fair_lead_ms, 1000);
+	c.quantum_min_ms = 500;
+	/* The quantum ends it whatever the lead (even behind). */
+	assert_true(cd_sched_turn_over(&c, 5000 * MS, 5000 * MS, -3e9, min));
+	assert_false(cd_sched_turn_over(&c, 4999 * MS, 5000 * MS, 0.999e9, min));
+	/* A minute into serialization: one second ahead of the least served waiting group is over. */
+	assert_true(cd_sched_turn_over(&c, 2000 * MS, 5000 * MS, 1e9, min));
+	assert_true(cd_sched_turn_over(&c, 2000 * MS, 5000 * MS, 1e9, 10 * min));
+	/* ... but never before quantum_min: a switch must buy some work. */
+	assert_false(cd_sched_turn_over(&c, 499 * MS, 5000 * MS, 4e9, min));
+	assert_true(cd_sched_turn_over(&c, 500 * MS, 5000 * MS, 4e9, min));
+	/* At the start the whole quantum is allowed; half a minute in, half of it. */
+	assert_false(cd_sched_turn_over(&c, 4000 * MS, 5000 * MS, 4e9, 0));
+	assert_false(cd_sched_turn_over(&c, 2000 * MS, 5000 * MS, 2.4e9, min / 2));
+	assert_true(cd_sched_turn_over(&c, 2000 * MS, 5000 * MS, 2.5e9, min / 2));
+	/* A quantum below the lead: the lead (never less than sched_fair_lead). */
+	assert_false(cd_sched_turn_over(&c, 600 * MS, 800 * MS, 0.9e9, 0));
+	/* sched_fair_lead 0: the quantum only. */
+	c.fair_lead_ms = 0;
+	assert_false(cd_sched_turn_over(&c, 4000 * MS, 5000 * MS, 4e9, 10 * min));
+}
+
 /* The least served per weight among those waiting; ties to the longest waiting. */
 static void test_sched_pick(void **state)
 {
@@ -128,6 +162,12 @@ static void test_sched_config(void **state)
 	assert_int_equal(cd_sched_config_set(&c, "sched_quantum_min", "5ms", why, sizeof(why)),
 			 -EINVAL);
 	assert_non_null(strstr(why, "expected a duration from 10ms to 3600000ms"));
+	assert_int_equal(cd_sched_config_set(&c, "sched_fair_lead", "0", why, sizeof(why)), 0);
+	assert_int_equal(c.fair_lead_ms, 0);
+	assert_int_equal(cd_sched_config_set(&c, "sched_fair_lead", "2s", why, sizeof(why)), 0);
+	assert_int_equal(c.fair_lead_ms, 2000);
+	assert_int_equal(cd_sched_config_set(&c, "sched_fair_lead", "-1s", why, sizeof(why)),
+			 -EINVAL);
 	assert_int_equal(cd_sched_config_set(&c, "sched_bandwidth", "25GiB", why, sizeof(why)), 0);
 	assert_int_equal(c.bandwidth, 25 * GIB);
 	assert_int_equal(cd_sched_config_set(&c, "sched_bandwidth", "0", why, sizeof(why)),
@@ -158,6 +198,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_sched_over_hysteresis),
 	    cmocka_unit_test(test_sched_quantum),
+	    cmocka_unit_test(test_sched_turn_over),
 	    cmocka_unit_test(test_sched_pick),
 	    cmocka_unit_test(test_sched_bandwidth),
 	    cmocka_unit_test(test_sched_config),

@@ -315,13 +315,14 @@ static void group_state(const char *g, char *buf, size_t len)
  * Queue instead of out-of-memory: with CUSLICE_OOM_WAIT an allocation that
  * finds the GPU held by another group waits (state `waiting`, an event) and
  * succeeds once the memory is freed; without the memory coming back it
- * fails when the wait is over, not before.
+ * fails when the wait is over, not before. The group's policy (oom_wait)
+ * does the same without the variable.
  */
 static void test_sched_oom_wait(void **state)
 {
 	char *const wait_long[] = {"CUSLICE_OOM_WAIT=30s", NULL};
 	char *const wait_short[] = {"CUSLICE_OOM_WAIT=1s", NULL};
-	struct qt_proc a, b, c;
+	struct qt_proc a, b, c, d;
 	char st[32];
 	const char *line;
 	uint64_t end;
@@ -359,8 +360,40 @@ static void test_sched_oom_wait(void **state)
 	assert_int_equal(qt_rc(line), CUDA_ERROR_OUT_OF_MEMORY);
 	assert_true(cst_now_s() - t >= 0.9);
 	assert_true(cst_now_s() - t < 10.0);
+	/*
+	 * From the policy: a managed group with oom_wait waits without the
+	 * variable (cuMemAlloc_v2, pitched, managed); the same group without it
+	 * fails at once.
+	 */
+	sys_serve(&d, "d", NULL);
+	t = cst_now_s();
+	line = qt_cmd(&d, "device 4294967296");
+	assert_int_equal(qt_rc(line), CUDA_ERROR_OUT_OF_MEMORY);
+	assert_true(cst_now_s() - t < 0.9);
+	cJSON_Delete(sys_put_group("d", "{\"oom_wait\": \"1500ms\"}"));
+	t = cst_now_s();
+	line = qt_cmd(&d, "device 4294967296");
+	assert_int_equal(qt_rc(line), CUDA_ERROR_OUT_OF_MEMORY);
+	print_message("with the policy's oom_wait 1500ms the allocation failed after %.2f s\n",
+		      cst_now_s() - t);
+	assert_true(cst_now_s() - t >= 1.4);
+	assert_true(cst_now_s() - t < 10.0);
+	/* Pitched allocations wait the same. */
+	t = cst_now_s();
+	line = qt_cmd(&d, "pitch 65536 65536");
+	assert_int_equal(qt_rc(line), CUDA_ERROR_OUT_OF_MEMORY);
+	assert_true(cst_now_s() - t >= 1.4);
+	assert_true(cst_now_s() - t < 10.0);
+	/* Managed ones too, refused by the group's quota (the GPU would page them). */
+	cJSON_Delete(sys_put_group("d", "{\"memory_limit\": \"1GiB\", \"oom_wait\": \"1500ms\"}"));
+	t = cst_now_s();
+	line = qt_cmd(&d, "managed 2147483648");
+	assert_int_equal(qt_rc(line), CUDA_ERROR_OUT_OF_MEMORY);
+	assert_true(cst_now_s() - t >= 1.4);
+	assert_true(cst_now_s() - t < 10.0);
 	qt_finish(&b);
 	qt_finish(&c);
+	qt_finish(&d);
 	sys_end(NULL);
 }
 
