@@ -148,13 +148,6 @@ uint64_t qt_device_used(void);
 
 /* ---- misc ---- */
 
-/*
- * The shared harness's clock (proc.h) under the name these tests used before
- * it: tests on branches written before it (the scheduler's system test) still
- * call it. Remove once they use th_now_ms.
- */
-#define qt_now_ms th_now_ms
-
 /* Decimal text of a number, for limits and commands (a static rotating buffer). */
 const char *qt_u64(uint64_t v);
 
