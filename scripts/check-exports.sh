@@ -1,6 +1,6 @@
 #!/bin/sh
 # Checks that a shared library exports exactly the symbols listed in one or
-# more .def files (lines "X(name)" or "X(name, ...)"), nothing more and
+# more .def files (lines "X(name)", "X(name, ...)" or "G(name)"), nothing more and
 # nothing less. An exported internal helper can override the host program's
 # own symbol of the same name; a missing one breaks callers at load time.
 #
@@ -36,8 +36,8 @@ nm -D --defined-only "$lib" >"$tmp/nm" || {
 }
 awk 'NF >= 3 { sub(/@.*/, "", $3); print $3 }' "$tmp/nm" | sort -u >"$tmp/exported"
 
-# X(name) lines; comments and other lines are ignored.
-sed -n 's/^[[:space:]]*X([[:space:]]*\([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' "$@" |
+# X(name) and G(name) lines; comments and other lines are ignored.
+sed -n 's/^[[:space:]]*[XG]([[:space:]]*\([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' "$@" |
 	sort -u >"$tmp/listed"
 
 comm -13 "$tmp/listed" "$tmp/exported" >"$tmp/extra"
@@ -57,7 +57,7 @@ if [ -s "$tmp/missing" ]; then
 	status=1
 fi
 if [ "$nlisted" -eq 0 ]; then
-	echo "no X(name) lines found in $*"
+	echo "no X(name) or G(name) lines found in $*"
 	status=1
 fi
 if [ $status -eq 0 ]; then

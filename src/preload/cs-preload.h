@@ -2,10 +2,12 @@
  * libcuslice: the map of the interposer.
  *
  * Every wrapped driver or NVML function is listed once in hooks-cuda.def or
- * hooks-nvml.def and defined with CS_EXPORT in one cs-*.c file. The build
- * generates from those lists the export version script, the hook ids
- * (cs-hooks-gen.h), dlsym's by-name table and cuGetProcAddress's
- * (name, version, flavour) -> wrapper table (cs-hooks-gen.c).
+ * hooks-nvml.def and defined with CS_EXPORT in one cs-*.c file, or, for
+ * hooks-cuda.def's G(symbol) lines (the wrapper only passes cs_launch_gate),
+ * generated (cs-gated-gen.c). The build generates from those lists the
+ * export version script, the hook ids (cs-hooks-gen.h), dlsym's by-name
+ * table and cuGetProcAddress's (name, version, flavour) -> wrapper table
+ * (cs-hooks-gen.c).
  *
  * A wrapper reaches the real function with CS_REAL(symbol): one relaxed
  * load from cs_real[] (resolved by dlsym on the driver's own handle the first

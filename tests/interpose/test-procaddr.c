@@ -98,7 +98,7 @@ static const struct request requests[] = {
 	 CU_GET_PROC_ADDRESS_SUCCESS},
 	{"cuStreamSynchronize", 7000, PTDS, EXPECT_DRIVER, "cuStreamSynchronize_ptsz",
 	 CU_GET_PROC_ADDRESS_SUCCESS},
-	/* Copies pass the launch gate (cs-submit.c): wrapped in every variant. */
+	/* Copies pass the launch gate (G lines of hooks-cuda.def): wrapped in every variant. */
 	{"cuMemcpyHtoD", 3020, CU_GET_PROC_ADDRESS_DEFAULT, EXPECT_WRAPPER, "cuMemcpyHtoD_v2",
 	 CU_GET_PROC_ADDRESS_SUCCESS},
 	{"cuMemcpyHtoD", 7000, PTDS, EXPECT_WRAPPER, "cuMemcpyHtoD_v2_ptds",
