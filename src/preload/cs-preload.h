@@ -75,8 +75,9 @@ extern _Atomic(void *) cs_real[CS_HOOK_COUNT];
 /*
  * The real driver/NVML function behind hook `id`, resolved on first use with
  * dlsym on the library's own handle. Never NULL: a function the installed
- * driver lacks resolves to a stand-in that returns CUDA_ERROR_NOT_FOUND
- * (NVML_ERROR_FUNCTION_NOT_FOUND for NVML hooks).
+ * driver lacks resolves to a stand-in that returns CUDA_ERROR_NOT_SUPPORTED
+ * (NVML_ERROR_FUNCTION_NOT_FOUND for NVML hooks: NVML's own answer for a
+ * function it does not have).
  */
 void *cs_real_resolve(int id);
 
