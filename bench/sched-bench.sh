@@ -17,26 +17,10 @@
 # Usage: sched-bench.sh (meson sets CS_BUILD; or run from the build tree).
 # Prints one line per measure and a Markdown table at the end.
 set -u
-B=${CS_BUILD:-$(pwd)}
-# The daemon without sanitizers when the build has one (the test build's runs under ASan).
-CUSLICED=$B/bench/cusliced-nosan
-[ -x "$CUSLICED" ] || CUSLICED=$B/src/daemon/cusliced
-SPIN=$B/clients/cs-spin
-PRELOAD=$B/src/preload/libcuslice.so
-export LD_LIBRARY_PATH=$B/src/sim:$B/src/sim/nvml
-export CUSIM_TEST_KERNELS=$B/tests/kernels
-for f in "$CUSLICED" "$SPIN" "$PRELOAD"; do
-	[ -e "$f" ] || { echo "sched-bench: $f is missing (build first)" >&2; exit 1; }
-done
+BENCH=sched-bench
+. "$(dirname "$0")/bench-programs.sh"
 KERNEL_US=10000
 BW=40GB
-ROOT=$(mktemp -d /dev/shm/sched-bench-XXXXXX)
-DPID=
-cleanup() {
-	[ -n "$DPID" ] && kill "$DPID" 2>/dev/null
-	rm -rf "$ROOT"
-}
-trap cleanup EXIT
 
 # A fresh instance and daemon in $D: start_world TAG [cusliced options...]
 start_world() {
@@ -48,7 +32,7 @@ start_world() {
 	export CUSIM_CTX_MEM=64MiB CUSLICE_CTX_MEM=64MiB CUSIM_UM_BANDWIDTH=$BW
 	export CUSLICE_SOCKET=$D/s
 	"$CUSLICED" --socket "$D/s" --admin-socket "$D/admin/s" --state-dir "$D/state" \
-		--shm-dir "$D" --metrics-listen none --sched-bandwidth $BW "$@" >"$D/cusliced.log" 2>&1 &
+		--shm-dir "$D" --metrics-listen none --sched-bandwidth $BW ${SCHED_OPTS:-} "$@" >"$D/cusliced.log" 2>&1 &
 	DPID=$!
 	for _ in $(seq 100); do [ -S "$D/admin/s" ] && return; sleep 0.05; done
 	echo "sched-bench: cusliced did not start" >&2
@@ -96,7 +80,8 @@ print(" ".join("%.0f" % (x * 1000) for x in s.get("switch_seconds", [])))'
 
 SWITCHES=""
 ROWS=()
-# ONLY="A D" runs those scenarios alone; SKIP_UNSCHED=1 leaves out the unscheduled runs.
+# ONLY="A D" runs those scenarios alone; SKIP_UNSCHED=1 leaves out the unscheduled runs;
+# SCHED_OPTS="--sched-prefetch off" adds cusliced options (an A/B of a parameter).
 want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 row() { ROWS+=("$*"); echo "$*"; }
 

@@ -29,6 +29,11 @@
  * --report-ms P prints, after a synchronization at least P ms after the
  * previous report, `t_ms=T done=N`: N kernels had completed at T
  * (CLOCK_MONOTONIC, ms), the client's own account of the work it got done.
+ * --period-us P launches one kernel every P microseconds on a fixed grid
+ * (a request stream: each is synchronized at once) for --total-ms of wall
+ * time, and adds to its result line each request's completion latency
+ * (from its launch to its synchronization's return) as
+ * `requests=N p50_us=A p99_us=B max_us=C`.
  * --cost launches nothing else: it measures one kernel's device time with
  * events (the time between the completions of two kernels queued back to
  * back, the shortest of 8 tries), prints `kernel_cost_us=C` and exits.
@@ -95,6 +100,7 @@ struct opts {
 	unsigned grid;		  /* blocks per launch */
 	uint64_t report_ms;	  /* 0: no progress lines */
 	bool cost;		  /* measure one kernel's device time and exit */
+	uint64_t period_us;	  /* 0: back to back; else one synchronized request per period */
 };
 
 static void usage(FILE *f)
@@ -121,6 +127,8 @@ static void usage(FILE *f)
 	    "                    print t_ms=T done=N (N kernels completed at T, CLOCK_MONOTONIC)\n"
 	    "  --cost            measure one kernel's device time with events, print\n"
 	    "                    kernel_cost_us=C and exit\n"
+	    "  --period-us P     one kernel every P us, each synchronized, for --total-ms of\n"
+	    "                    wall time; adds requests=N p50_us= p99_us= max_us= (latency)\n"
 	    "Prints: wall_ms=W device_ms=D\n");
 }
 
@@ -171,6 +179,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"grid", required_argument, NULL, 'g'},
 	    {"report-ms", required_argument, NULL, 'r'},
 	    {"cost", no_argument, NULL, 'c'},
+	    {"period-us", required_argument, NULL, 'P'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -234,6 +243,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'c':
 			o->cost = true;
+			break;
+		case 'P':
+			if (!parse_u64("period-us", optarg, 1, 60000000, &o->period_us))
+				return -EINVAL;
 			break;
 		case 'L':
 			if (strcmp(optarg, "kernel") == 0) {
@@ -425,6 +438,56 @@ static bool spin(const struct opts *o, CUfunction f, uint64_t launches, uint64_t
 	return true;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* --period-us: a request every period, each synchronized; prints the latencies' figures. */
+static bool requests(const struct opts *o, CUfunction f, uint64_t *ret_wall_ns)
+{
+	unsigned long long ns = (unsigned long long)o->kernel_us * 1000ull;
+	void *params[] = {&ns};
+	uint64_t n = o->total_ms * 1000ull / o->period_us, t0, *lat;
+	CUgraphExec graph = NULL;
+	bool ok = true;
+
+	if (n == 0)
+		n = 1;
+	lat = calloc(n, sizeof(*lat));
+	if (!lat) {
+		fprintf(stderr, PROG ": out of memory for %llu latencies\n", (unsigned long long)n);
+		return false;
+	}
+	if (o->launch == LAUNCH_GRAPH && !make_graph(f, o->grid, params, &graph)) {
+		free(lat);
+		return false;
+	}
+	t0 = now_ns();
+	for (uint64_t i = 0; i < n && ok; i++) {
+		uint64_t due = t0 + i * o->period_us * 1000ull, start;
+		struct timespec ts = {(time_t)(due / 1000000000ull), (long)(due % 1000000000ull)};
+
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+		start = now_ns();
+		ok = launch_one(o, f, params, graph) &&
+		     check(cuStreamSynchronize(NULL), "cuStreamSynchronize");
+		lat[i] = now_ns() - start;
+	}
+	*ret_wall_ns = now_ns() - t0;
+	if (ok) {
+		qsort(lat, n, sizeof(*lat), cmp_u64);
+		printf("requests=%llu p50_us=%.1f p99_us=%.1f max_us=%.1f ", (unsigned long long)n,
+		       (double)lat[n / 2] / 1e3, (double)lat[(n * 99) / 100] / 1e3,
+		       (double)lat[n - 1] / 1e3);
+	}
+	free(lat);
+	return ok;
+}
+
 /* Blocks until a line or EOF arrives on stdin. */
 static void wait_go(void)
 {
@@ -473,8 +536,13 @@ int main(int argc, char **argv)
 	}
 	if (o.wait_go)
 		wait_go();
-	if (!spin(&o, f, launches, &wall_ns))
+	if (o.period_us) {
+		launches = o.total_ms * 1000ull / o.period_us;
+		if (!requests(&o, f, &wall_ns))
+			goto out_free;
+	} else if (!spin(&o, f, launches, &wall_ns)) {
 		goto out_free;
+	}
 	printf("wall_ms=%.3f device_ms=%.3f\n", (double)wall_ns / 1e6,
 	       (double)(launches * o.kernel_us) / 1e3);
 	fflush(stdout);

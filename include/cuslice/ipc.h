@@ -26,13 +26,18 @@
  * REGISTERED carries, as SCM_RIGHTS ancillary data on its first byte, one
  * descriptor: a new open file description of the group's sealed region
  * (include/cuslice/region.h), the process's own, on which it locks the slot the
- * body names. A REGISTERED without exactly one descriptor is malformed.
+ * body names; and, when the body's priority is not CS_PRIORITY_NORMAL, a
+ * second one after it: the node's priority board (include/cuslice/priority.h).
+ * A REGISTERED with another number of descriptors is malformed.
  *
  * Who writes what: the client writes REGISTER and PING, the daemon
  * REGISTERED, DENIED and PONG (ipc-messages.def); the reserved fields are
- * 0. Versions: CS_IPC_VERSION travels in REGISTER and REGISTERED; a daemon
- * refuses a REGISTER of another version (DENIED EINVAL), a client fails
- * closed on a REGISTERED of another.
+ * 0. Versions: CS_IPC_VERSION travels in REGISTER and REGISTERED. A daemon
+ * answers a REGISTER of version CS_IPC_VERSION_MIN to CS_IPC_VERSION in the
+ * client's version (a version-2 client, from before priorities, gets
+ * priority normal and no board: it runs as it did), and refuses any other
+ * (DENIED EINVAL); a client fails closed on a REGISTERED of another version
+ * than its own.
  */
 #ifndef CUSLICE_IPC_H
 #define CUSLICE_IPC_H
@@ -40,8 +45,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuslice/policy.h"	/* enum cs_priority */
+
 #define CS_IPC_MAGIC "CSL1"
-#define CS_IPC_VERSION 2u	/* 2: REGISTERED passes the region, names the slot */
+/* 2: REGISTERED passes the region, names the slot; 3: priority and the board */
+#define CS_IPC_VERSION 3u
+#define CS_IPC_VERSION_MIN 2u
 #define CS_IPC_HEADER 16u
 #define CS_IPC_MAX_BODY 1024u
 
@@ -75,12 +84,12 @@ struct cs_ipc_register {
 	char token[CS_IPC_TOKEN];	/* the shared token, "" if none */
 };
 
-/* daemon -> client, with the region's descriptor (SCM_RIGHTS) */
+/* daemon -> client, with the region's descriptor and maybe the board's (SCM_RIGHTS) */
 struct cs_ipc_registered {
 	uint32_t version;
 	uint32_t flags;			/* CS_IPC_MANAGED, CS_IPC_REQUIRED */
 	uint32_t slot;			/* the process slot assigned to it, < CS_GROUP_MAX_PROCS */
-	uint32_t reserved;
+	uint32_t priority;		/* enum cs_priority (include/cuslice/policy.h); version 3 */
 	char group[CS_IPC_NAME];	/* the group the process belongs to */
 };
 

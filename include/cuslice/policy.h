@@ -30,6 +30,9 @@
  *   oom_wait         null or a duration up to CS_POLICY_OOM_WAIT_MAX_MS ("30s"):
  *                    an allocation that finds no memory waits that long for
  *                    some to free (queue instead of out-of-memory)
+ *   priority         CS_POLICY_PRIORITIES: best-effort launches wait while a
+ *                    high-priority group on their GPU has work queued or is
+ *                    about to launch (include/cuslice/priority.h)
  *
  * Who writes what: administrators (the CLI's set, scripts) and the plugins
  * (a Kubernetes container or claim, a Slurm step) write policies; only the
@@ -62,7 +65,8 @@
 	X(oversubscribe_single)                                                                    \
 	X(keep_device_min)                                                                         \
 	X(sched_weight)                                                                            \
-	X(oom_wait)
+	X(oom_wait)                                                                                \
+	X(priority)
 
 /* sched_weight's bounds (its default is 1). */
 #define CS_POLICY_SCHED_WEIGHT_MAX 1000
@@ -90,6 +94,18 @@ CS_XENUM(cs_policy_mode, CS_POLICY_MODE_COUNT, CS_POLICY_MODES)
 	X(CS_POLICY_MEMORY_HARD, "hard")                                                           \
 	X(CS_POLICY_MEMORY_OVERSUBSCRIBE, "oversubscribe")
 CS_XENUM(cs_policy_memory_mode, CS_POLICY_MEMORY_MODE_COUNT, CS_POLICY_MEMORY_MODES)
+
+/*
+ * priority: normal, as without priorities; high, its launches are never held
+ * and best-effort ones yield to them; best-effort, its launches wait while a
+ * high-priority group on the GPU has work (docs/scheduler.md, "Priorities").
+ * The values are the wire's (REGISTERED.priority, include/cuslice/ipc.h).
+ */
+#define CS_POLICY_PRIORITIES(X)                                                                    \
+	X(CS_PRIORITY_NORMAL, "normal")                                                            \
+	X(CS_PRIORITY_HIGH, "high")                                                                \
+	X(CS_PRIORITY_BEST_EFFORT, "best-effort")
+CS_XENUM(cs_priority, CS_PRIORITY_COUNT, CS_POLICY_PRIORITIES)
 
 /* on_violation: report only; SIGSTOP; SIGKILL. */
 #define CS_POLICY_ACTIONS(X)                                                                       \

@@ -58,6 +58,7 @@
  *     sched[].beat_ns, epoch, state
  *   sched[].waiters, held_ns        launches waiting at the held gate
  *   sched[].oom_waiters, oom_waited_ns  allocations waiting for memory
+ *   sched[].prefetched, prefetch_ns      launches that prefetched at a grant
  *
  * Locks are OFD write locks on bytes of the region's file: byte `slot` for a
  * process slot (the kernel drops it when the owner dies), and the three
@@ -221,6 +222,10 @@ struct cs_group_um_proc {
 #define CS_SCHED_REVOKED 4u		/* did not drain in time: its launches stay held */
 #define CS_SCHED_WAITING 5u		/* shown only: an allocation waits for memory (CUSLICE_OOM_WAIT) */
 
+/* cs_group_sched.prefetch: whether members prefetch their managed memory at this grant. */
+#define CS_SCHED_PREFETCH_YES 0u	/* prefetch (what older daemons leave) */
+#define CS_SCHED_PREFETCH_NO 1u		/* let the kernels fault it in: faster here, or switched off */
+
 /*
  * The scheduler's word to a group on one GPU (version 6), written by
  * cusliced; members read it and count their waiting launches. A member that
@@ -235,9 +240,16 @@ struct cs_group_sched {
 	_Atomic uint64_t held_ns;	/* time its launches waited at the held gate (members) */
 	/* queue instead of out-of-memory (CUSLICE_OOM_WAIT): allocations waiting now (members) */
 	_Atomic uint32_t oom_waiters;
-	uint32_t pad0;
+	/*
+	 * Prefetch at grant (in what was reserved: 0 from older daemons):
+	 * CS_SCHED_PREFETCH_*, set by cusliced before it opens the gate of a
+	 * grant, read by members when their held launch goes (cs-prefetch.c).
+	 */
+	_Atomic uint32_t prefetch;
 	_Atomic uint64_t oom_waited_ns;	/* time allocations waited for memory (members) */
-	uint64_t reserved[2];
+	/* prefetch at grant (in what was reserved: 0 from older members): bytes, time (members) */
+	_Atomic uint64_t prefetched;
+	_Atomic uint64_t prefetch_ns;
 } __attribute__((aligned(64)));
 
 struct cs_group {

@@ -26,7 +26,8 @@ static const struct cli_command commands[] = {
 	.name = "run",
 	.run = cli_cmd_run,
 	.synopsis = "cuslice run [--mem SIZE] [--cores PCT] [--gpu LIST] [--group NAME]\n"
-		    "                   [--burst] [--oversubscribe] [--] CMD [ARGS...]",
+		    "                   [--burst] [--oversubscribe]\n"
+		    "                   [--priority high|normal|best-effort] [--] CMD [ARGS...]",
 	.summary = "run a command (and its children) as a group with GPU limits",
 	.description =
 	    "       Runs CMD with libcuslice preloaded, so CMD and every process it starts\n"
@@ -78,10 +79,16 @@ static const struct cli_command commands[] = {
 	    "              Let the group use idle compute time above --cores.\n"
 	    "       --oversubscribe\n"
 	    "              cuMemAlloc becomes unified memory, paged to host RAM when the\n"
-	    "              GPU is full: --mem may pass the GPU (a size, or up to 1000%).\n",
+	    "              GPU is full: --mem may pass the GPU (a size, or up to 1000%).\n"
+	    "       --priority high|normal|best-effort\n"
+	    "              With --group, stored in NAME's policy: a best-effort group's\n"
+	    "              launches wait while a high-priority group on the same GPU has\n"
+	    "              work queued or a request due. Needs cusliced and an\n"
+	    "              administrator (otherwise a warning says it is not applied).\n",
 	.examples = "       cuslice run --mem 4GiB --cores 30 -- python train.py --epochs 3\n"
 		    "       cuslice run --oversubscribe --mem 150% -- jupyter lab\n"
-		    "       cuslice run --gpu 0,1 --mem 50% --group team-a ./serve\n",
+		    "       cuslice run --gpu 0,1 --mem 50% --group team-a ./serve\n"
+		    "       cuslice run --group serve --priority high -- ./serve\n",
     },
     {
 	.name = "self",
@@ -140,8 +147,10 @@ static const struct cli_command commands[] = {
 	    "       One line per group and GPU: GROUP, MANAGED (yes when the daemon holds\n"
 	    "       a policy for it), PROCS, GPU, MEM-USED, MEM-LIMIT, CORES, CORE-LIMIT,\n"
 	    "       MODE (hard or burst), OOM (allocations refused by the quota) and\n"
-	    "       THROTTLED (seconds launches waited). With -o json: GET /v1/groups or\n"
-	    "       GET /v1/groups/NAME. An unknown NAME is an error (exit status 1).\n",
+	    "       THROTTLED (seconds launches waited); -o wide adds PRIORITY (the\n"
+	    "       policy's: high, normal, best-effort) and UUID. With -o json: GET\n"
+	    "       /v1/groups or GET /v1/groups/NAME. An unknown NAME is an error (exit\n"
+	    "       status 1).\n",
 	.options = OPT_O,
 	.examples = "       cuslice groups\n       cuslice groups team-a -o json\n",
     },
@@ -150,8 +159,8 @@ static const struct cli_command commands[] = {
 	.run = cli_cmd_set,
 	.synopsis = "cuslice set GROUP [--mem SIZE|none] [--cores PCT|none] [--burst|--hard]\n"
 		    "                   [--required|--optional] [--oversubscribe|--no-oversubscribe]\n"
-		    "                   [--oom-wait DURATION|none] [-o table|wide|json|yaml]\n"
-		    "                   [--no-headers]",
+		    "                   [--oom-wait DURATION|none] [--priority high|normal|best-effort]\n"
+		    "                   [-o table|wide|json|yaml] [--no-headers]",
 	.summary = "create or change a group's policy",
 	.description =
 	    "       Changes the policy cusliced keeps for GROUP (creating it: the group\n"
@@ -179,10 +188,17 @@ static const struct cli_command commands[] = {
 	    "              oom_wait: an allocation of the group's processes that finds no\n"
 	    "              memory waits up to DURATION (at most 1h) for some to free instead\n"
 	    "              of failing at once; none: it fails at once. Applies to running\n"
-	    "              processes.\n" OPT_O,
+	    "              processes.\n"
+	    "       --priority high|normal|best-effort\n"
+	    "              priority: a best-effort group's launches wait while a high-priority\n"
+	    "              group on the same GPU has work queued or a request due, so that\n"
+	    "              the latency of its requests stays near running alone. Processes\n"
+	    "              read it when they register.\n" OPT_O,
 	.examples = "       cuslice set team-a --mem 16GiB --cores 40 --burst\n"
 		    "       cuslice set notebooks --oversubscribe --mem 150%\n"
 		    "       cuslice set batch --oom-wait 10m\n"
+		    "       cuslice set inference --priority high\n"
+		    "       cuslice set training --priority best-effort\n"
 		    "       cuslice set team-a --mem none\n",
     },
     {

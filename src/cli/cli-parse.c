@@ -108,6 +108,18 @@ int cli_parse_cores(const char *opt, const char *s, double *ret_percent, char *e
 	return 0;
 }
 
+int cli_parse_priority(const char *opt, const char *s, int *ret, char *err, size_t errlen)
+{
+	int p = cs_priority_parse(s);
+
+	if (p < 0) {
+		snprintf(err, errlen, "%s \"%.64s\": expected high, normal or best-effort", opt, s);
+		return -EINVAL;
+	}
+	*ret = p + 1;
+	return 0;
+}
+
 /* An ordinal (digits) or a "GPU-"/"MIG-" UUID or UUID prefix, as CUDA_VISIBLE_DEVICES takes. */
 static bool gpu_item_valid(const char *s, size_t n)
 {

@@ -26,6 +26,7 @@ enum {
 	OPT_OVERSUB,
 	OPT_NO_OVERSUB,
 	OPT_OOM_WAIT,
+	OPT_PRIORITY,
 };
 
 /* Replaces (or adds) member `key` of o with v, which o then owns. false on failure. */
@@ -83,6 +84,9 @@ cJSON *cli_policy_body(const struct cli_policy_change *ch)
 		ok = put_member(p, cs_key_oom_wait,
 				strcmp(ch->oom_wait, "none") == 0 ? cJSON_CreateNull()
 								  : cJSON_CreateString(ch->oom_wait));
+	if (ok && ch->priority)
+		ok = put_member(p, cs_key_priority, cJSON_CreateString(cs_priority_name(
+							(enum cs_priority)(ch->priority - 1))));
 	if (!ok) {
 		cJSON_Delete(p);
 		return NULL;
@@ -157,6 +161,7 @@ int cli_cmd_set(struct cli *c, int argc, char **argv)
 	    {"oversubscribe", no_argument, NULL, OPT_OVERSUB},
 	    {"no-oversubscribe", no_argument, NULL, OPT_NO_OVERSUB},
 	    {"oom-wait", required_argument, NULL, OPT_OOM_WAIT},
+	    {"priority", required_argument, NULL, OPT_PRIORITY},
 	    {0},
 	};
 	struct cli_policy_change ch = {0};
@@ -205,6 +210,12 @@ int cli_cmd_set(struct cli *c, int argc, char **argv)
 			rc = CLI_CONTINUE;
 			break;
 		}
+		case OPT_PRIORITY:
+			if (cli_parse_priority("--priority", optarg, &ch.priority, err,
+					       sizeof(err)) < 0)
+				return cli_usage(c, "%s", err);
+			rc = CLI_CONTINUE;
+			break;
 		default:
 			rc = cli_common_option(c, opt, argv);
 			break;
@@ -219,10 +230,10 @@ int cli_cmd_set(struct cli *c, int argc, char **argv)
 	if (cli_parse_group("group", argv[optind], err, sizeof(err)) < 0)
 		return cli_usage(c, "%s", err);
 	if (!ch.mem_set && !ch.cores_set && !ch.mode && !ch.required && !ch.mem_mode &&
-	    !ch.oom_wait)
+	    !ch.oom_wait && !ch.priority)
 		return cli_usage(c, "nothing to change: give --mem, --cores, --burst or --hard, "
 				    "--required or --optional, --oversubscribe or --no-oversubscribe, "
-				    "--oom-wait");
+				    "--oom-wait, --priority");
 
 	rc = cli_policy_apply(c, argv[optind], &ch, false, &group);
 	if (rc || !group)

@@ -589,6 +589,7 @@ static int group_lines(struct table *t, const cJSON *g, const struct cli_gpu_map
 		    fmt_int(d, cs_key_oom_denials, b[5], sizeof(b[5])),
 		    b[6],
 		    labels[0] ? labels : "-",
+		    str_or_dash(cJSON_GetObjectItemCaseSensitive(g, cs_key_policy), cs_key_priority),
 		    str_or_dash(d, cs_key_uuid),
 		};
 		e = add_line(t, cells);
@@ -603,7 +604,7 @@ int cli_render_groups(const cJSON *groups, const cJSON *gpus, const struct cli_v
 	    {"GPU", 0, false},		 {"MEM-USED", RIGHT, false},  {"MEM-LIMIT", RIGHT, false},
 	    {"CORES", RIGHT, false},	 {"CORE-LIMIT", RIGHT, false}, {"MODE", 0, false},
 	    {"OOM", RIGHT, false},	 {"THROTTLED", RIGHT, false}, {"LABELS", 0, false},
-	    {"UUID", 0, WIDE},
+	    {"PRIORITY", 0, WIDE},	 {"UUID", 0, WIDE},
 	};
 	const cJSON *list = cli_json_array(groups, cs_key_groups), *g;
 	struct cli_gpu_map map;
@@ -614,7 +615,7 @@ int cli_render_groups(const cJSON *groups, const cJSON *gpus, const struct cli_v
 	if (!list && !cli_json_str(groups, cs_key_name))
 		return -EPROTO;
 	cli_gpu_map_init(&map, gpus);
-	if (new_table(&t, cols, 13, true, v))
+	if (new_table(&t, cols, sizeof(cols) / sizeof(cols[0]), true, v))
 		return -ENOMEM;
 	if (!list) {
 		e = group_lines(&t, groups, &map);

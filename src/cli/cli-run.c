@@ -41,6 +41,7 @@ enum {
 	OPT_GROUP,
 	OPT_BURST,
 	OPT_OVERSUB,
+	OPT_PRIORITY,
 };
 
 /* Variables a run sets; extra room for the array cli_run_env builds. */
@@ -283,9 +284,18 @@ static int store_policy(const struct cli *c, const char *group, const struct cli
 	/* The mode follows the command line as CUSLICE_CORE_MODE does: hard unless --burst. */
 	if (o->burst || o->cores)
 		ch.mode = o->burst ? 2 : 1;
+	ch.priority = o->priority;
 	rc = cli_policy_apply(c, group, &ch, true, NULL);
 	if (rc >= 0)
 		return rc;
+	/* A priority lives in the daemon's policy only: say so when it is not stored. */
+	if (o->priority)
+		fprintf(stderr,
+			"cuslice: warning: --priority %s is not applied: %s\n",
+			cs_priority_name((enum cs_priority)(o->priority - 1)),
+			rc == -EACCES || rc == -EPERM
+			    ? "only an administrator stores a group's policy"
+			    : "priorities need cusliced, which is not reachable");
 	if (rc == -EACCES || rc == -EPERM)
 		return run_unprivileged(c, group, o, rc);
 	/* No daemon: a standalone run, as documented. */
@@ -345,6 +355,7 @@ int cli_cmd_run(struct cli *c, int argc, char **argv)
 	    {"group", required_argument, NULL, OPT_GROUP},
 	    {"burst", no_argument, NULL, OPT_BURST},
 	    {"oversubscribe", no_argument, NULL, OPT_OVERSUB},
+	    {"priority", required_argument, NULL, OPT_PRIORITY},
 	    {0},
 	};
 	struct cli_run_opts o = {0};
@@ -384,6 +395,11 @@ int cli_cmd_run(struct cli *c, int argc, char **argv)
 		case OPT_OVERSUB:
 			o.oversub = true;
 			break;
+		case OPT_PRIORITY:
+			if (cli_parse_priority("--priority", optarg, &o.priority, err,
+					       sizeof(err)) < 0)
+				return cli_usage(c, "%s", err);
+			break;
 		default:
 			rc = cli_common_option(c, opt, argv);
 			break;
@@ -401,6 +417,9 @@ int cli_cmd_run(struct cli *c, int argc, char **argv)
 	}
 	if (optind >= argc)
 		return cli_usage(c, "missing command: cuslice run [OPTIONS] [--] CMD [ARGS...]");
+	if (o.priority && !o.group)
+		return cli_usage(c, "--priority needs --group NAME: a priority is the group's "
+				    "policy, which cusliced keeps");
 	if (c->socket_given)
 		o.socket = c->socket;
 

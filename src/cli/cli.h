@@ -239,6 +239,11 @@ int cli_parse_mem(const char *opt, const char *s, uint64_t *ret_bytes, double *r
  * *ret_percent set on success.
  */
 int cli_parse_cores(const char *opt, const char *s, double *ret_percent, char *err, size_t errlen);
+/*
+ * A priority (high, normal, best-effort): *ret set to 1 + its enum
+ * cs_priority (cli_policy_change.priority's form).
+ */
+int cli_parse_priority(const char *opt, const char *s, int *ret, char *err, size_t errlen);
 /* --gpu: comma list of ordinals or GPU-/MIG- UUIDs (or unique prefixes), no duplicates. */
 int cli_parse_gpus(const char *opt, const char *s, char *err, size_t errlen);
 /* A group name (cs_group_name_valid). */
@@ -368,6 +373,7 @@ struct cli_policy_change {
 	int mem_mode; /* 0 keep, 1 hard, 2 oversubscribe (memory_mode) */
 	int required; /* 0 keep, 1 daemon_required true, 2 false */
 	const char *oom_wait; /* NULL keep; "none" (JSON null) or a duration, validated */
+	int priority;	      /* 0 keep, else 1 + enum cs_priority */
 };
 
 /*
@@ -398,6 +404,7 @@ struct cli_run_opts {
 	const char *group; /* NULL: "run-<pid>" */
 	bool burst;
 	bool oversub;	    /* --oversubscribe: CUSLICE_MEM_MODE=oversubscribe */
+	int priority;	    /* --priority: 0 none, else 1 + enum cs_priority (stored policy only) */
 	const char *socket; /* to pass on as CUSLICE_SOCKET, or NULL */
 };
 

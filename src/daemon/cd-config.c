@@ -56,6 +56,7 @@ const char *const cd_config_keys[] = {
     "sched_grace",
     "sched_drain_quiet",
     "sched_fair_lead",
+    "sched_prefetch",
     "status_page",
     NULL,
 };
@@ -620,15 +621,15 @@ static int on_key(void *user, const char *section, const char *name, const char 
 	for (k = 0; k < NKEYS && strcmp(cd_config_keys[k], name) != 0; k++)
 		;
 	if (k == NKEYS) {
-		ini_fail(st,
-			 "unknown key \"%.64s\"; accepted: socket, socket_group, admin_socket, "
-			 "admin_group, state_dir, shm_dir, metrics_listen, log_level, token_file, "
-			 "allow_uids, allow_gids, admin_uids, admin_gids, backstop_interval, "
-			 "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid, "
-			 "sched, sched_tick, sched_headroom, sched_calm, sched_quantum_factor, "
-			 "sched_quantum_min, sched_quantum_max, sched_bandwidth, sched_idle, "
-			 "sched_grace, sched_drain_quiet, sched_fair_lead, status_page",
-			 name);
+		char accepted[1024];
+		size_t n = 0;
+
+		/* The list the keys are looked up in, so it names exactly those. */
+		accepted[0] = '\0';
+		for (unsigned i = 0; i < NKEYS && n < sizeof(accepted); i++)
+			n += (size_t)snprintf(accepted + n, sizeof(accepted) - n, "%s%s", i ? ", " : "",
+					      cd_config_keys[i]);
+		ini_fail(st, "unknown key \"%.64s\"; accepted: %s", name, accepted);
 		return 0;
 	}
 	if (st->seen[k]) {

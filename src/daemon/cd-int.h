@@ -25,6 +25,7 @@
 #include "cs-ipc.h"
 #include "cs-limits.h"
 #include "cusliced.h"
+#include "cuslice/priority.h"
 
 #define CD_LOG "cusliced"
 
@@ -254,6 +255,7 @@ struct cd_policy {
 	unsigned nlabels;
 	unsigned sched_weight; /* its share of a serialized GPU (cd-sched.c), 1..CD_SCHED_WEIGHT_MAX */
 	uint32_t oom_wait_ms;  /* oom_wait: an allocation waits this long for memory; 0 none */
+	int priority;	       /* CS_PRIORITY_*: best-effort launches yield to high (cd-prio.c) */
 };
 
 #define CD_SCHED_WEIGHT_MAX CS_POLICY_SCHED_WEIGHT_MAX
@@ -264,8 +266,9 @@ void cd_policy_init(struct cd_policy *p, const char *name);
 /*
  * Applies a JSON policy object (API form: memory_limit, core_limit, mode,
  * memory_mode, oversubscribe_single, keep_device_min, daemon_required,
- * members, on_violation, labels, sched_weight, oom_wait; every field optional, null
- * clears a limit; labels replace the previous set whole) over *p. On error *p is untouched and err holds one line naming
+ * members, on_violation, labels, sched_weight, oom_wait, priority; every
+ * field optional, null clears a limit; labels replace the previous set
+ * whole) over *p. On error *p is untouched and err holds one line naming
  * the field and the accepted form. 0 or -EINVAL. Pure.
  */
 int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err, size_t errlen);
@@ -551,7 +554,8 @@ struct cd_conn {
 	enum cd_conn_state state;
 	enum cd_conn_class cls;	 /* what it is counted as; CD_CLASS_COUNT: nothing */
 	enum cd_refusal refusal; /* cls CD_CLASS_REFUSE: the answer it will get */
-	int pass_fd;		 /* a descriptor that goes with the first byte of out[] (REGISTERED), or -1 */
+	int pass_fds[CS_IPC_MAX_FDS]; /* descriptors that go with the first byte of out[] (REGISTERED) */
+	unsigned npass;		 /* how many of pass_fds */
 	bool closing;		 /* close once out[] is sent */
 	bool rdhup;		 /* the peer shut down its side */
 	bool sent_continue;	 /* HTTP: "100 Continue" written */
@@ -662,6 +666,9 @@ struct cusliced {
 	uint64_t conn_refused[CD_PROTO_COUNT][CD_REFUSED_COUNT];
 	uint64_t refusal_log_ms; /* rate limit of "refused" log lines */
 	unsigned refusal_logged, refusal_quiet;
+
+	int prio_fd;		    /* the priority board (cd-prio.c), or -1 */
+	struct cs_prio_board *prio; /* its mapping, or NULL */
 
 	unsigned region_notes; /* lines in state_dir/regions (compacted when far above ngroups) */
 	int notes_fd;	       /* state_dir/regions open for appending, or -1 */
@@ -866,6 +873,22 @@ void cd_ipc_busy_text(struct cusliced *d, const struct cd_conn *c, char *buf, si
  * -EPROTO when the connection must be closed (malformed, out of order).
  */
 int cd_ipc_input(struct cusliced *d, struct cd_conn *c);
+/* Closes the descriptors a connection still had to pass (not sent). */
+void cd_conn_drop_passed(struct cd_conn *c);
+/* A new open file description of the file behind fd (/proc/self/fd), O_RDWR; -errno. */
+int cd_reopen_fd(int fd);
+
+/* ---- the priority board (cd-prio.c, include/cuslice/priority.h) ---- */
+
+/* Creates the board (d->prio_fd, d->prio). 0 or -errno. */
+int cd_prio_open(struct cusliced *d);
+void cd_prio_close(struct cusliced *d);
+/* Gives every GPU the daemon knows (d->gpus) its board entry. Lock held. */
+void cd_prio_sync_gpus(struct cusliced *d);
+/* A descriptor of the board for a registering member, its GPUs entered. Lock held. -errno. */
+int cd_prio_fd(struct cusliced *d);
+/* g's counters from the board (g->has_prio false when it has no entry for g). Lock held. */
+void cd_prio_snapshot(const struct cusliced *d, struct cd_snap_gpu *g);
 
 /* ---- the backstop and GPU statistics (cd-backstop.c), loop thread ---- */
 

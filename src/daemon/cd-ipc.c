@@ -11,7 +11,8 @@
  *
  * REGISTERED hands the process its group's region: a new open file
  * description of the sealed memfd (so its slot lock is its own), sent with
- * the reply's first byte (SCM_RIGHTS), and the slot the daemon assigned it.
+ * the reply's first byte (SCM_RIGHTS), and the slot the daemon assigned it;
+ * to a member of a group with a priority, the priority board too.
  */
 #include "cd-int.h"
 
@@ -31,12 +32,17 @@
  */
 static int region_fd(struct cd_group *g)
 {
-	char path[64];
-	int fd;
+	return cd_reopen_fd(g->h.fd);
+}
 
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", g->h.fd);
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	return fd >= 0 ? fd : -errno;
+int cd_reopen_fd(int fd)
+{
+	char path[64];
+	int nfd;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	nfd = open(path, O_RDWR | O_CLOEXEC);
+	return nfd >= 0 ? nfd : -errno;
 }
 
 /* Queues a reply; the caller made sure out[] has room (cd_ipc_input checks first). */
@@ -62,18 +68,18 @@ static void do_register(struct cusliced *d, struct cd_conn *c, const struct cs_i
 {
 	const struct cs_ipc_register *r = &m->u.reg;
 	const struct cd_policy **ps;
-	struct cs_ipc_registered ok = {.version = CS_IPC_VERSION};
+	struct cs_ipc_registered ok = {.version = r->version};
 	struct cd_decision dec;
 	struct cd_group *g;
 	struct cd_proc *old;
 	char why[CS_IPC_REASON];
 	unsigned n;
-	int slot, fd;
+	int slot, fd, bfd = -1;
 
-	if (r->version != CS_IPC_VERSION) {
+	if (r->version < CS_IPC_VERSION_MIN || r->version > CS_IPC_VERSION) {
 		snprintf(why, sizeof(why),
-			 "protocol version %u is not supported (cusliced speaks %u)", r->version,
-			 CS_IPC_VERSION);
+			 "protocol version %u is not supported (cusliced speaks %u to %u)",
+			 r->version, CS_IPC_VERSION_MIN, CS_IPC_VERSION);
 		deny(d, c, m->h.seq, EINVAL, why);
 		return;
 	}
@@ -136,14 +142,30 @@ static void do_register(struct cusliced *d, struct cd_conn *c, const struct cs_i
 		return;
 	}
 	fd = region_fd(g);
+	/* A prioritized group's member (one that knows of priorities) gets the board too. */
+	if (fd >= 0 && dec.policy && dec.policy->priority != CS_PRIORITY_NORMAL && r->version >= 3) {
+		bfd = cd_prio_fd(d);
+		if (bfd >= 0)
+			ok.priority = (uint32_t)dec.policy->priority;
+		else
+			cs_log(CS_LOG_WARN, CD_LOG,
+			       "group %s: no priority board to hand pid %d (%s): it runs as "
+			       "\"normal\"",
+			       dec.group, (int)c->peer.pid, strerror(-bfd));
+	}
 	if (fd < 0 || !cd_proc_add(d, c, g, slot)) {
 		if (fd >= 0)
 			close(fd);
+		if (bfd >= 0)
+			close(bfd);
 		cd_group_release_slot(d, g, slot, c->peer.pid);
 		deny(d, c, m->h.seq, EAGAIN, "cusliced is out of memory or descriptors");
 		return;
 	}
-	c->pass_fd = fd;
+	c->pass_fds[0] = fd;
+	c->npass = 1;
+	if (bfd >= 0)
+		c->pass_fds[c->npass++] = bfd;
 	c->deadline_ms = 0;
 	d->registrations_total++;
 	if (dec.policy)

@@ -498,9 +498,7 @@ void cd_conn_close(struct cusliced *d, struct cd_conn *c)
 	cd_peer_clear(d, c->fd);
 	close(c->fd);
 	c->fd = -1;
-	if (c->pass_fd >= 0)
-		close(c->pass_fd);
-	c->pass_fd = -1;
+	cd_conn_drop_passed(c);
 	c->proc = NULL;
 	if (p)
 		cd_proc_disconnected(d, p);
@@ -657,7 +655,7 @@ void cd_listen_accept(struct cusliced *d, struct cd_listener *l)
 		}
 		c->w.kind = CD_WATCH_CONN;
 		c->fd = fd;
-		c->pass_fd = -1;
+		c->npass = 0;
 		c->sa = sa;
 		c->salen = salen;
 		c->deadline_ms = cd_now_ms() + HANDSHAKE_MS;
@@ -690,23 +688,28 @@ void cd_listen_accept(struct cusliced *d, struct cd_listener *l)
 
 /* ---- IPC ---- */
 
+void cd_conn_drop_passed(struct cd_conn *c)
+{
+	for (unsigned i = 0; i < c->npass; i++)
+		close(c->pass_fds[i]);
+	c->npass = 0;
+}
+
 /*
- * Sends what out[] holds, with c->pass_fd on its first byte (then closed:
- * the peer has its own copy). 0 when all of it went, -EAGAIN when the
+ * Sends what out[] holds, with c->pass_fds on its first byte (then closed:
+ * the peer has its own copies). 0 when all of it went, -EAGAIN when the
  * socket is full, -errno.
  */
 static int flush(struct cd_conn *c)
 {
 	while (c->out_off < c->out_len) {
-		long n = cs_ipc_send_fd(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-					c->pass_fd);
+		long n = cs_ipc_send_fds(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+					 c->pass_fds, c->npass);
 
 		if (n < 0)
 			return n == -EAGAIN ? -EAGAIN : (int)n;
-		if (n > 0 && c->pass_fd >= 0) {
-			close(c->pass_fd);
-			c->pass_fd = -1;
-		}
+		if (n > 0)
+			cd_conn_drop_passed(c);
 		c->out_off += (size_t)n;
 	}
 	c->out_len = c->out_off = 0;
@@ -1018,8 +1021,7 @@ void cd_conns_free(struct cusliced *d)
 
 		d->conns = c->next;
 		close(c->fd);
-		if (c->pass_fd >= 0)
-			close(c->pass_fd);
+		cd_conn_drop_passed(c);
 		free(c);
 	}
 	d->conns_tail = NULL;

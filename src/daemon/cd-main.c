@@ -109,6 +109,8 @@ static const char usage_text[] =
     "      --sched-drain-quiet D  no device time that long = drained (default 50ms)\n"
     "      --sched-fair-lead D  a holder that far ahead of the least served waiting\n"
     "                           group ends its turn; 0 quantum only (default 1s)\n"
+    "      --sched-prefetch M   prefetch a group's set at its grant: auto (where it\n"
+    "                           measured faster than faults), on, off (default auto)\n"
     "      --sched-tick D       how often it measures and decides (default 10ms)\n"
     "  -h, --help               this text\n"
     "  -V, --version            the version\n"
@@ -191,6 +193,7 @@ static const struct option longopts[] = {
     {"sched-grace", required_argument, NULL, 0},
     {"sched-drain-quiet", required_argument, NULL, 0},
     {"sched-fair-lead", required_argument, NULL, 0},
+    {"sched-prefetch", required_argument, NULL, 0},
     {"status-page", required_argument, NULL, 0},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -467,6 +470,15 @@ int main(int argc, char **argv)
 	}
 	cd_regions_recover(&d);
 	pthread_mutex_unlock(&d.lock);
+	{
+		int e = cd_prio_open(&d);
+
+		if (e)
+			cs_log(CS_LOG_WARN, CD_LOG,
+			       "cannot create the priority board (%s): groups with a priority run "
+			       "as \"normal\"",
+			       strerror(-e));
+	}
 	/* GPUs first, then the policies again: every GPU gets its entry and limits. */
 	cd_backstop_tick(&d);
 	pthread_mutex_lock(&d.lock);

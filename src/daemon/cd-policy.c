@@ -25,7 +25,7 @@
 
 #define FIELDS                                                                                     \
 	"memory_limit, core_limit, mode, memory_mode, oversubscribe_single, keep_device_min, "     \
-	"daemon_required, members, on_violation, labels, sched_weight, oom_wait"
+	"daemon_required, members, on_violation, labels, sched_weight, oom_wait, priority"
 #define MEM_FORMS                                                                                  \
 	"null (no limit), bytes (a number), a size string (e.g. \"8GiB\"), a percentage of the "   \
 	"GPU's memory (e.g. \"50%\"), or an object of such values keyed by GPU index, GPU UUID "   \
@@ -44,6 +44,7 @@ void cd_policy_init(struct cd_policy *p, const char *name)
 	snprintf(p->core.var, sizeof(p->core.var), "%s", cs_key_core_limit);
 	p->on_violation = CS_POLICY_ACTION_REPORT;
 	p->sched_weight = 1;
+	p->priority = CS_PRIORITY_NORMAL;
 }
 
 __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t len, const char *fmt, ...)
@@ -607,6 +608,16 @@ int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err
 				tmp.sched_weight = (unsigned)w;
 		} else if (strcmp(k, cs_key_oom_wait) == 0) {
 			e = parse_oom_wait(it, &tmp.oom_wait_ms, err, errlen);
+		} else if (strcmp(k, cs_key_priority) == 0) {
+			int pr = cJSON_IsString(it) ? cs_priority_parse(it->valuestring) : -1;
+
+			if (pr < 0)
+				e = fail(err, errlen,
+					 "priority: expected \"normal\", \"high\" (best-effort groups "
+					 "yield to its launches) or \"best-effort\" (its launches yield "
+					 "to high-priority groups on the GPU)");
+			else
+				tmp.priority = pr;
 		} else if (strcmp(k, cs_key_on_violation) == 0) {
 			int a = cJSON_IsString(it) ? cs_policy_action_parse(it->valuestring) : -1;
 
@@ -776,6 +787,8 @@ char *cd_policy_to_json(const struct cd_policy *p)
 	} else {
 		ok = ok && add(o, cs_key_oom_wait, cJSON_CreateNull());
 	}
+	ok = ok && add(o, cs_key_priority,
+		       cJSON_CreateString(cs_priority_name((enum cs_priority)p->priority)));
 	if (ok)
 		text = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);

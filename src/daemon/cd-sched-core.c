@@ -32,6 +32,7 @@ void cd_sched_config_defaults(struct cd_sched_config *c)
 	c->grace_ms = 2000;
 	c->drain_quiet_ms = 50;
 	c->fair_lead_ms = 1000;
+	c->prefetch = CD_SCHED_PREFETCH_AUTO;
 }
 
 __attribute__((format(printf, 4, 5))) static int refuse(char *why, size_t len, const char *value,
@@ -127,6 +128,14 @@ int cd_sched_config_set(struct cd_sched_config *c, const char *key, const char *
 		return duration(value, 1, 60000, &c->drain_quiet_ms, why, whylen);
 	if (strcmp(key, "sched_fair_lead") == 0)
 		return duration(value, 0, 3600000, &c->fair_lead_ms, why, whylen);
+	if (strcmp(key, "sched_prefetch") == 0) {
+		for (unsigned m = 0; m <= CD_SCHED_PREFETCH_OFF; m++)
+			if (strcmp(value, cd_sched_prefetch_mode_name(m)) == 0) {
+				c->prefetch = m;
+				return 0;
+			}
+		return refuse(why, whylen, value, "expected auto, on or off");
+	}
 	return -ENOENT;
 }
 
@@ -195,25 +204,61 @@ int cd_sched_pick(const struct cd_sched_want *v, unsigned n)
 	return best;
 }
 
+bool cd_sched_bandwidth_measurable(uint64_t bytes, uint64_t ns)
+{
+	return bytes >= BW_MIN_BYTES && ns >= BW_MIN_NS;
+}
+
 double cd_sched_bandwidth(double bw, uint64_t bytes, uint64_t ns)
 {
 	double m;
 
-	if (bytes < BW_MIN_BYTES || ns < BW_MIN_NS)
+	if (!cd_sched_bandwidth_measurable(bytes, ns))
 		return bw;
 	m = (double)bytes * 1e9 / (double)ns;
 	return bw > 0 ? bw + BW_ALPHA * (m - bw) : m;
 }
 
+bool cd_sched_prefetch_decide(unsigned mode, struct cd_sched_pf *pf)
+{
+	unsigned every = CD_SCHED_PF_PROBE_EVERY << (pf->fault_misses < 3 ? pf->fault_misses : 3);
+	bool preferred;
+
+	if (mode == CD_SCHED_PREFETCH_ON)
+		return true;
+	if (mode != CD_SCHED_PREFETCH_AUTO)
+		return false;
+	/* Nothing known of its prefetches: prefetch (the way a real GPU's link is used best). */
+	if (!(pf->prefetch_bw > 0))
+		return true;
+	if (pf->fault_bw > 0) {
+		preferred = pf->prefetch_bw > pf->fault_bw;
+		every = CD_SCHED_PF_PROBE_EVERY;
+	} else {
+		preferred = true;
+	}
+	if (++pf->since_probe < every)
+		return preferred;
+	pf->since_probe = 0;
+	return !preferred;
+}
+
+#define NAME_OF(list, i)                                                                           \
+	do {                                                                                       \
+		static const char *const names[] = {list(NAME_ENTRY)};                             \
+                                                                                                   \
+		return (i) < sizeof(names) / sizeof(names[0]) ? names[i] : "?";                    \
+	} while (0)
+#define NAME_ENTRY(id, name) name,
+
+const char *cd_sched_prefetch_mode_name(unsigned mode)
+{
+	NAME_OF(CD_SCHED_PREFETCH_MODES, mode);
+}
+
 const char *cd_sched_mode_name(unsigned mode)
 {
-	static const char *const names[] = {
-#define X(id, name) name,
-	    CD_SCHED_MODES(X)
-#undef X
-	};
-
-	return mode < sizeof(names) / sizeof(names[0]) ? names[mode] : "?";
+	NAME_OF(CD_SCHED_MODES, mode);
 }
 
 const char *cd_sched_state_name(unsigned state)

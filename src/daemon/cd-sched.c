@@ -26,7 +26,10 @@
  *     waiting launch for sched_idle), at once when its last process is gone;
  *     one that does not drain within sched_grace is revoked (its launches
  *     stay held; event `revoked`). The next holder is the least served per
- *     weight among those waiting (cd_sched_pick), with a new epoch.
+ *     weight among those waiting (cd_sched_pick), with a new epoch, and is
+ *     told whether to prefetch its set (sched[].prefetch: where that
+ *     measured faster than its faults, cd_sched_prefetch_decide; the page-in
+ *     after each grant measures the way it was told, pagein_end).
  *
  * The thread never waits on a member: it reads and writes the regions
  * (plain atomics) and wakes futexes. Holds are cleared when the scheduler
@@ -59,6 +62,11 @@ struct member {
 	bool arbitrated;       /* oversubscribe mode: held when it is not its turn */
 	unsigned weight;       /* its policy's sched_weight (1 unmanaged) */
 	uint32_t oom_waiters;  /* allocations waiting for memory (CUSLICE_OOM_WAIT) */
+	uint64_t prefetched, prefetch_ns; /* prefetches at grant, as its members counted them */
+	uint64_t pf_ns_at_grant;       /* prefetch_ns at its last grant */
+	uint64_t pf_pending;	       /* a page-in's bytes waiting for its prefetch's time */
+	struct cd_sched_pf pf;	       /* its page-in rates, for the prefetch decision */
+	bool told_prefetch;	       /* what its last grant said (CS_SCHED_PREFETCH_YES) */
 	int gdev;	       /* its region's device entry for the GPU */
 	struct cs_group *g;    /* its region (valid under the lock, this tick) */
 	uint64_t ws, resident; /* bytes */
@@ -238,6 +246,7 @@ static void refresh(struct cusliced *d, struct gpu *u, const struct cd_gpu_sampl
 				continue;
 			mb->g = g->h.g;
 			mb->gdev = gdev;
+			mb->told_prefetch = true; /* nothing measured yet (cd_sched_prefetch_decide) */
 		}
 		mb->seen = true;
 		mb->g = g->h.g;
@@ -256,6 +265,18 @@ static void refresh(struct cusliced *d, struct gpu *u, const struct cd_gpu_sampl
 			    "(CUSLICE_OOM_WAIT)",
 			    mb->group, oom > 1024 ? 1024 : oom, u->uuid);
 		mb->oom_waiters = oom > 1024 ? 1024 : oom;
+		/* Members' counters: shown, and time their own group's prefetches (pagein_end). */
+		mb->prefetched = atomic_load(&g->h.g->sched[gdev].prefetched);
+		mb->prefetch_ns = atomic_load(&g->h.g->sched[gdev].prefetch_ns);
+		/*
+		 * Its word on prefetching holds for releases that are no grant (the
+		 * GPU going parallel) too, and is said again every tick: a member
+		 * may have written over it. on / off stand as configured now.
+		 */
+		if (d->cfg->sched.prefetch != CD_SCHED_PREFETCH_AUTO)
+			mb->told_prefetch = d->cfg->sched.prefetch == CD_SCHED_PREFETCH_ON;
+		atomic_store(&g->h.g->sched[gdev].prefetch,
+			     mb->told_prefetch ? CS_SCHED_PREFETCH_YES : CS_SCHED_PREFETCH_NO);
 		atomic_store(&g->h.g->sched[gdev].beat_ns, now);
 		measure(d, s, mb);
 		if (mb->busy)
@@ -345,14 +366,64 @@ static void grant(struct cd_sched *S, struct gpu *u, unsigned i, uint64_t now)
 	u->pagein_from = u->pagein_to = mb->resident;
 	u->pagein_t0 = u->pagein_t1 = now;
 	u->pagein_flat = u->pagein_steps = 0;
+	/* Said before the gate opens: the launch it wakes reads it (cs-prefetch.c). */
+	mb->told_prefetch = cd_sched_prefetch_decide(d->cfg->sched.prefetch, &mb->pf);
+	mb->pf_ns_at_grant = mb->prefetch_ns;
+	mb->pf_pending = 0;
+	atomic_store(&mb->g->sched[mb->gdev].prefetch,
+		     mb->told_prefetch ? CS_SCHED_PREFETCH_YES : CS_SCHED_PREFETCH_NO);
 	atomic_store(&mb->g->sched[mb->gdev].epoch, u->epoch);
 	set_hold(mb, false, CS_SCHED_HOLDER);
 	cd_event(d, CS_EVENT_GRANTED, mb->group, 0,
 		 "group %s holds %s (epoch %llu, quantum %llu ms, working set %llu MiB, "
-		 "resident %llu MiB)",
+		 "resident %llu MiB, %s)",
 		 mb->group, u->uuid, (unsigned long long)u->epoch,
 		 (unsigned long long)(u->quantum_ns / MS), (unsigned long long)(mb->ws >> 20),
-		 (unsigned long long)(mb->resident >> 20));
+		 (unsigned long long)(mb->resident >> 20),
+		 mb->told_prefetch ? "prefetch" : "no prefetch");
+}
+
+/*
+ * A page-in told to prefetch is measured once its members have counted the
+ * prefetch's time, which they do when it is over: after the set stopped
+ * growing, at times. Until the next grant.
+ */
+static void prefetch_timed(struct member *mb)
+{
+	uint64_t ns = mb->prefetch_ns - mb->pf_ns_at_grant;
+
+	if (!mb->pf_pending || mb->prefetch_ns <= mb->pf_ns_at_grant)
+		return;
+	if (cd_sched_bandwidth_measurable(mb->pf_pending, ns))
+		mb->pf.prefetch_bw = cd_sched_bandwidth(mb->pf.prefetch_bw, mb->pf_pending, ns);
+	mb->pf_pending = 0;
+}
+
+/*
+ * The page-in after mb's grant has ended (it stopped growing, or the turn
+ * did): a measure of the way its set came back, in the bytes NVML saw become
+ * resident. Told to prefetch: over the time its members' prefetches took
+ * since the grant (their count: a member can misstate only its own group's
+ * time, and with it only whether its own group prefetches). Told not to: the
+ * faults' rate over the samples that saw the set grow, or a miss (nothing
+ * came in, or all of it at once, which times nothing).
+ */
+static void pagein_end(const struct gpu *u, struct member *mb)
+{
+	uint64_t bytes = u->pagein_to - u->pagein_from, ns;
+
+	if (mb->told_prefetch) {
+		mb->pf_pending = bytes;
+		prefetch_timed(mb);
+		return;
+	}
+	ns = u->pagein_t1 - u->pagein_t0;
+	if (u->pagein_steps >= 3 && cd_sched_bandwidth_measurable(bytes, ns)) {
+		mb->pf.fault_bw = cd_sched_bandwidth(mb->pf.fault_bw, bytes, ns);
+		mb->pf.fault_misses = 0;
+	} else if (mb->pf.fault_misses < UINT_MAX) {
+		mb->pf.fault_misses++;
+	}
 }
 
 /* The holder let go (drained, idle or revoked): nobody holds until the next pick. */
@@ -360,6 +431,8 @@ static void drop(struct gpu *u, uint64_t now, unsigned state)
 {
 	struct member *mb = &u->m[u->holder];
 
+	if (u->pagein_open)
+		pagein_end(u, mb);
 	set_hold(mb, true, state);
 	u->holder = -1;
 	u->draining = false;
@@ -369,7 +442,7 @@ static void drop(struct gpu *u, uint64_t now, unsigned state)
 }
 
 /* Follows the holder's page-in after a grant; once it stops growing, a bandwidth measure. */
-static void follow_pagein(struct gpu *u, const struct member *mb, uint64_t now)
+static void follow_pagein(struct gpu *u, struct member *mb, uint64_t now)
 {
 	if (!u->pagein_open)
 		return;
@@ -394,6 +467,7 @@ static void follow_pagein(struct gpu *u, const struct member *mb, uint64_t now)
 	if (u->pagein_steps >= 3)
 		u->bw = cd_sched_bandwidth(u->bw, u->pagein_to - u->pagein_from,
 					   u->pagein_t1 - u->pagein_t0);
+	pagein_end(u, mb);
 }
 
 /* Everyone runs: holds cleared. */
@@ -476,6 +550,7 @@ static void serialized_step(struct cd_sched *S, struct gpu *u, uint64_t now, uin
 			u->switch_open = false;
 		}
 		follow_pagein(u, h, now);
+		prefetch_timed(h);
 		for (unsigned i = 0; i < u->nm; i++) {
 			const struct member *o = &u->m[i];
 
@@ -781,6 +856,7 @@ int cd_sched_snapshot(struct cusliced *d, struct cd_snapshot *out)
 		o->total = u->total;
 		o->bandwidth = bandwidth(S, u);
 		o->bandwidth_measured = u->bw > 0;
+		o->prefetch_mode = S->d->cfg->sched.prefetch;
 		o->switches = u->switches;
 		o->revokes = u->revokes;
 		o->idle_releases = u->idle_releases;
@@ -808,6 +884,11 @@ int cd_sched_snapshot(struct cusliced *d, struct cd_snapshot *out)
 			sm->waiters = mb->waiters;
 			sm->weight = mb->weight;
 			sm->oom_waiters = mb->oom_waiters;
+			sm->prefetched = mb->prefetched;
+			sm->prefetch_ns = mb->prefetch_ns;
+			sm->prefetch = mb->told_prefetch;
+			sm->prefetch_bw = mb->pf.prefetch_bw;
+			sm->fault_bw = mb->pf.fault_bw;
 			sm->held_ns = mb->held_ns;
 			sm->waited_ns =
 			    mb->waited_ns +

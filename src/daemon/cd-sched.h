@@ -40,6 +40,19 @@ struct cd_sched_config {
 	unsigned drain_quiet_ms; /* sched_drain_quiet: no device time this long = drained */
 	unsigned fair_lead_ms;	 /* sched_fair_lead: a holder this far ahead of the least served
 				    waiting group (per weight) ends its turn; 0: quantum only */
+	unsigned prefetch;	 /* sched_prefetch: CD_SCHED_PREFETCH_* */
+};
+
+/* sched_prefetch: whether a group that waited its turn prefetches its set at its grant. */
+#define CD_SCHED_PREFETCH_MODES(X)                                                                 \
+	X(AUTO, "auto") /* where it measured faster than faulting (cd_sched_prefetch_decide) */   \
+	X(ON, "on")	/* always */                                                               \
+	X(OFF, "off")	/* never: kernels fault their sets back in */
+
+enum cd_sched_prefetch_mode {
+#define X(id, name) CD_SCHED_PREFETCH_##id,
+	CD_SCHED_PREFETCH_MODES(X)
+#undef X
 };
 
 void cd_sched_config_defaults(struct cd_sched_config *c);
@@ -106,6 +119,40 @@ int cd_sched_pick(const struct cd_sched_want *v, unsigned n);
  * the estimate). bytes/s.
  */
 double cd_sched_bandwidth(double bw, uint64_t bytes, uint64_t ns);
+
+/* Whether a page-in of `bytes` in `ns` is long enough to measure the link (see above). */
+bool cd_sched_bandwidth_measurable(uint64_t bytes, uint64_t ns);
+
+/*
+ * What the scheduler knows of one group's page-ins on one GPU after its
+ * grants, to decide whether it prefetches (docs/scheduler.md, "Prefetch at
+ * grant").
+ */
+struct cd_sched_pf {
+	double prefetch_bw;	 /* bytes/s of its prefetches at grant; 0 unmeasured */
+	double fault_bw;	 /* bytes/s of its page-ins by faults after a grant; 0 unmeasured */
+	unsigned since_probe;	 /* grants since the way not preferred was last tried */
+	unsigned fault_misses;	 /* grants in a row told not to prefetch whose page-in measured
+				    nothing (a set already resident, or one that appears at once) */
+};
+
+/* One grant in this many tries the way not preferred, so its measure stays current. */
+#define CD_SCHED_PF_PROBE_EVERY 8u
+
+/*
+ * Whether the group prefetches at this grant, under sched_prefetch `mode`.
+ * on / off: always / never. auto: prefetch until both ways are measured,
+ * then the faster one (prefetch only when its measured rate beats the
+ * faults'); every CD_SCHED_PF_PROBE_EVERY grants the other way once, to
+ * measure it again. While the faults' rate is unknown, the probe comes every
+ * CD_SCHED_PF_PROBE_EVERY << min(fault_misses, 3) grants: a page-in that
+ * cannot be measured is not tried at every eighth turn forever. Updates
+ * pf->since_probe. Pure.
+ */
+bool cd_sched_prefetch_decide(unsigned mode, struct cd_sched_pf *pf);
+
+/* "auto", "on", "off". */
+const char *cd_sched_prefetch_mode_name(unsigned mode);
 
 /* ---- the per-GPU scheduler state (cd-sched.c), for listings ---- */
 

@@ -38,7 +38,7 @@ int cd_state_init(struct cusliced *d, const struct cd_config *cfg)
 {
 	memset(d, 0, sizeof(*d));
 	d->cfg = cfg;
-	d->epfd = d->sfd = d->tfd = d->notes_fd = -1;
+	d->epfd = d->sfd = d->tfd = d->notes_fd = d->prio_fd = -1;
 	for (int i = 0; i < 2; i++) {
 		d->listen[i].w.kind = CD_WATCH_LISTEN;
 		d->listen[i].fd = -1;
@@ -56,6 +56,7 @@ int cd_state_init(struct cusliced *d, const struct cd_config *cfg)
 void cd_state_free(struct cusliced *d)
 {
 	cd_regions_close(d);
+	cd_prio_close(d);
 	cd_procs_free(d);
 	cd_groups_free(d);
 	free(d->seen);
@@ -474,6 +475,8 @@ int cd_snapshot(struct cusliced *d, struct cd_snapshot *s)
 	}
 	s->ngpus = d->ngpus;
 	memcpy(s->gpus, d->gpus, d->ngpus * sizeof(*s->gpus));
+	for (unsigned i = 0; i < d->ngpus; i++)
+		cd_prio_snapshot(d, &s->gpus[i]);
 	for (unsigned i = 0; i < d->ngroups; i++)
 		snap_group(d, d->groups[i], &s->groups[s->ngroups++]);
 	snap_procs(d, s, cap);

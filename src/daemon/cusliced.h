@@ -138,6 +138,10 @@ struct cd_snap_gpu {
 	uint64_t memory_total;
 	uint64_t memory_used;
 	unsigned utilization;		/* percent, last second */
+	/* The priority board's counters (cd-prio.c), filled in snapshots only. */
+	bool has_prio;
+	uint64_t hp_launches, hp_period_ns;
+	uint64_t be_launches, be_held, be_held_ns;
 };
 
 struct cd_snap_dev {
@@ -194,6 +198,9 @@ struct cd_snap_sched_member {
 	unsigned waiters;		/* launches waiting at its gate */
 	unsigned weight;		/* its policy's sched_weight */
 	unsigned oom_waiters;		/* allocations waiting for memory (CUSLICE_OOM_WAIT) */
+	uint64_t prefetched, prefetch_ns;	/* prefetched at grants (its members' count) */
+	bool prefetch;			/* its last grant said to prefetch */
+	double prefetch_bw, fault_bw;	/* its page-in rates measured, bytes/s; 0 not yet */
 	uint64_t held_ns;		/* time it held the GPU (serialized) */
 	uint64_t waited_ns;		/* time it waited for it with launches queued */
 };
@@ -213,6 +220,7 @@ struct cd_snap_sched {
 	uint64_t total;
 	double bandwidth;		/* bytes/s, measured or configured */
 	bool bandwidth_measured;
+	unsigned prefetch_mode;		/* sched_prefetch: CD_SCHED_PREFETCH_* */
 	uint64_t switches, revokes, idle_releases, exits, serializations;
 	unsigned nswitch;		/* switch times kept (drop to the next holder's first kernel) */
 	uint64_t switch_ns[CD_SCHED_SWITCHES_KEPT];

@@ -97,7 +97,7 @@ static int valid_body(const struct cs_ipc_msg *m)
 	case CS_IPC_REGISTERED:
 		return terminated(m->u.ok.group, sizeof(m->u.ok.group)) &&
 		       cs_group_name_valid(m->u.ok.group) && m->u.ok.slot < CS_GROUP_MAX_PROCS &&
-		       m->u.ok.reserved == 0;
+		       m->u.ok.priority < CS_PRIORITY_COUNT;
 	case CS_IPC_DENIED:
 		return terminated(m->u.denied.reason, sizeof(m->u.denied.reason));
 	default:
@@ -131,27 +131,29 @@ long cs_ipc_decode(const void *buf, size_t len, struct cs_ipc_msg *msg)
 	return (long)(CS_IPC_HEADER + want);
 }
 
-long cs_ipc_send_fd(int sock, const void *buf, size_t len, int fd)
+long cs_ipc_send_fds(int sock, const void *buf, size_t len, const int *fds, unsigned nfds)
 {
 	union {
 		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(CS_IPC_MAX_FDS * sizeof(int))];
 	} ctl;
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	ssize_t n;
 
-	if (fd >= 0) {
+	if (nfds > CS_IPC_MAX_FDS)
+		return -EINVAL;
+	if (nfds) {
 		struct cmsghdr *c;
 
 		memset(&ctl, 0, sizeof(ctl));
 		mh.msg_control = ctl.buf;
-		mh.msg_controllen = sizeof(ctl.buf);
+		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
 		c = CMSG_FIRSTHDR(&mh);
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
 	}
 	do
 		n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -159,7 +161,19 @@ long cs_ipc_send_fd(int sock, const void *buf, size_t len, int fd)
 	return n < 0 ? -errno : (long)n;
 }
 
-long cs_ipc_recv_fd(int sock, void *buf, size_t len, int *fd, unsigned *extra)
+/* Stores fd in the first free (-1) entry of fds; false when all are taken. */
+static bool keep(int fds[CS_IPC_MAX_FDS], int fd)
+{
+	for (unsigned i = 0; i < CS_IPC_MAX_FDS; i++) {
+		if (fds[i] < 0) {
+			fds[i] = fd;
+			return true;
+		}
+	}
+	return false;
+}
+
+long cs_ipc_recv_fds(int sock, void *buf, size_t len, int fds[CS_IPC_MAX_FDS], unsigned *extra)
 {
 	/* Room for a few: a peer sending more must not have them leak into us unseen. */
 	union {
@@ -187,9 +201,7 @@ long cs_ipc_recv_fd(int sock, void *buf, size_t len, int *fd, unsigned *extra)
 			int got;
 
 			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (*fd < 0) {
-				*fd = got;
-			} else {
+			if (!keep(fds, got)) {
 				close(got);
 				(*extra)++;
 			}

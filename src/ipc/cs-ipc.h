@@ -37,16 +37,17 @@ const char *cs_ipc_type_name(uint32_t type);
  * Socket I/O that carries descriptors (SCM_RIGHTS); non-blocking
  * (MSG_DONTWAIT), no SIGPIPE.
  *
- * cs_ipc_send_fd sends buf[0..len) with fd attached to its first byte
- * (fd < 0: none). Returns the bytes sent (the descriptor went with the
- * first byte when > 0) or -errno.
+ * cs_ipc_send_fds sends buf[0..len) with fds[0..nfds) attached to its
+ * first byte (nfds 0: none; at most CS_IPC_MAX_FDS). Returns the bytes sent
+ * (the descriptors went with the first byte when > 0) or -errno.
  *
- * cs_ipc_recv_fd receives up to len bytes. A descriptor that arrives is
- * stored in *fd when *fd is -1 on entry (close-on-exec); any other (a
- * second one, or more in one message) is closed, and *extra counts them.
- * Returns the bytes received (0 at end of file) or -errno.
+ * cs_ipc_recv_fds receives up to len bytes. Descriptors that arrive are
+ * stored, in order, in the entries of fds that are -1 on entry
+ * (close-on-exec); any more are closed, and *extra counts them. Returns the
+ * bytes received (0 at end of file) or -errno.
  */
-long cs_ipc_send_fd(int sock, const void *buf, size_t len, int fd);
-long cs_ipc_recv_fd(int sock, void *buf, size_t len, int *fd, unsigned *extra);
+#define CS_IPC_MAX_FDS 2	/* the region and the priority board */
+long cs_ipc_send_fds(int sock, const void *buf, size_t len, const int *fds, unsigned nfds);
+long cs_ipc_recv_fds(int sock, void *buf, size_t len, int fds[CS_IPC_MAX_FDS], unsigned *extra);
 
 #endif

@@ -19,7 +19,8 @@
 #define CONFIG_KIND "GpuConfig"
 #define CONFIG_FORMS                                                                               \
 	"{\"apiVersion\": \"" CONFIG_API "\", \"kind\": \"" CONFIG_KIND                            \
-	"\", \"preload\": true|false, \"mode\": \"hard\"|\"burst\"}"
+	"\", \"preload\": true|false, \"mode\": \"hard\"|\"burst\", \"priority\": "              \
+	"\"high\"|\"normal\"|\"best-effort\" (in a DeviceClass only)}"
 
 void dra_device_name(const char *uuid, char *out, size_t len)
 {
@@ -172,6 +173,20 @@ static int read_config(const cJSON *claim, const char *driver, struct dra_claim 
 				   cs_policy_mode_parse(f->valuestring) >= 0) {
 				c->burst =
 				    cs_policy_mode_parse(f->valuestring) == CS_POLICY_MODE_BURST;
+			} else if (strcmp(f->string, "priority") == 0 && cJSON_IsString(f) &&
+				   cs_priority_parse(f->valuestring) >= 0) {
+				/*
+				 * A priority holds other tenants' work back: the class's
+				 * (an administrator's) to give, never a claim's own.
+				 */
+				if (!str(e, "source") || strcmp(str(e, "source"), "FromClass") != 0) {
+					snprintf(err, errlen,
+						 "claim %s/%s: opaque parameters: \"priority\" is set "
+						 "by a DeviceClass (an administrator), not by a claim",
+						 c->ns, c->name);
+					return -EINVAL;
+				}
+				c->priority = cs_priority_parse(f->valuestring);
 			} else {
 				snprintf(err, errlen,
 					 "claim %s/%s: opaque parameters: field \"%s\": "
@@ -354,6 +369,9 @@ char *dra_claim_policy(const struct dra_claim *c, const struct k8s_common *commo
 	     cJSON_AddTrueToObject(j, cs_key_daemon_required) &&
 	     cJSON_AddStringToObject(j, cs_key_on_violation, common->on_violation) &&
 	     add_members_labels(j, c);
+	if (ok && c->priority != CS_PRIORITY_NORMAL)
+		ok = cJSON_AddStringToObject(j, cs_key_priority,
+					     cs_priority_name((enum cs_priority)c->priority)) != NULL;
 	return finish(j, ok);
 }
 

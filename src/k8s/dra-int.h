@@ -74,6 +74,7 @@ struct dra_claim {
 	bool shared;	/* not made for one pod (no Pod owner): reservations may grow */
 	bool preload;	/* /etc/ld.so.preload in its containers */
 	bool burst;	/* compute mode */
+	int priority;	/* enum cs_priority: its DeviceClass's config only (an administrator's) */
 	char group[64]; /* "k8s-claim-<uid>" */
 };
 

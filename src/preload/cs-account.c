@@ -37,9 +37,9 @@ static uint64_t coarse_now_ns(void)
 
 static CUresult refuse_closed(void)
 {
-	if (!atomic_exchange(&cs.fail_logged, true))
+	if (!atomic_exchange(&cs_process.fail_logged, true))
 		cs_log(CS_LOG_ERROR, CS_LOG_NAME, "%s; GPU memory allocations are refused",
-		       cs.fail_reason);
+		       cs_process.fail_reason);
 	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -47,18 +47,18 @@ CUresult cs_ordinal_gdev(int ordinal, unsigned *gdev)
 {
 	CUresult r;
 
-	if (CS_UNLIKELY(atomic_load_explicit(&cs.attach, memory_order_acquire) != CS_ATTACHED)) {
+	if (CS_UNLIKELY(atomic_load_explicit(&cs_process.attach, memory_order_acquire) != CS_ATTACHED)) {
 		r = cs_attach();
 		if (r != CUDA_SUCCESS)
 			return cs_mode() == CS_MODE_FAIL_CLOSED ? refuse_closed() : r;
 	}
 	if (CS_UNLIKELY(cs_mode() != CS_MODE_ACTIVE))
 		return refuse_closed();
-	if (CS_UNLIKELY(ordinal < 0 || ordinal >= cs.ndev))
+	if (CS_UNLIKELY(ordinal < 0 || ordinal >= cs_process.ndev))
 		return CUDA_ERROR_INVALID_DEVICE;
-	if (CS_UNLIKELY(cs.dev[ordinal].gdev < 0))
+	if (CS_UNLIKELY(cs_process.dev[ordinal].gdev < 0))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	*gdev = (unsigned)cs.dev[ordinal].gdev;
+	*gdev = (unsigned)cs_process.dev[ordinal].gdev;
 	return CUDA_SUCCESS;
 }
 
@@ -91,7 +91,7 @@ static void log_refusal(unsigned gdev, uint64_t bytes)
 {
 	uint64_t now = coarse_now_ns();
 	uint64_t last = atomic_load_explicit(&last_oom_log_ns, memory_order_relaxed);
-	struct cs_group_dev *d = &cs.g->dev[gdev];
+	struct cs_group_dev *d = &cs_process.g->dev[gdev];
 	char want[32], used[32], limit[32], more[64] = "";
 	uint64_t quiet;
 
@@ -106,14 +106,15 @@ static void log_refusal(unsigned gdev, uint64_t bytes)
 			 (unsigned long long)quiet);
 	cs_log(CS_LOG_WARN, CS_LOG_NAME,
 	       "group %s: out of memory on %s: %s requested, %s of %s in use (%llu bytes of %llu)%s",
-	       cs.group_name, d->uuid, cs_size_format(bytes, want, sizeof(want)),
+	       cs_process.group_name, d->uuid, cs_size_format(bytes, want, sizeof(want)),
 	       cs_size_format(atomic_load(&d->used), used, sizeof(used)),
 	       cs_size_format(atomic_load(&d->limit), limit, sizeof(limit)),
 	       (unsigned long long)atomic_load(&d->used),
 	       (unsigned long long)atomic_load(&d->limit), more);
 }
 
-/* A refusal by the oversubscribe mode's bounds, logged like quota refusals (at most once a second). */
+/* A refusal by the oversubscribe mode's bounds, logged like quota refusals (at most once a second).
+ */
 static void log_bound_refusal(unsigned gdev, uint64_t bytes, const char *why)
 {
 	uint64_t now = coarse_now_ns();
@@ -126,8 +127,9 @@ static void log_bound_refusal(unsigned gdev, uint64_t bytes, const char *why)
 		return;
 	}
 	cs_log(CS_LOG_WARN, CS_LOG_NAME, "group %s: out of memory on %s: %s requested: %s (%s)",
-	       cs.group_name, cs.g->dev[gdev].uuid, cs_size_format(bytes, want, sizeof(want)), why,
-	       cs_size_format(cs.g->dev[gdev].total, total, sizeof(total)));
+	       cs_process.group_name, cs_process.g->dev[gdev].uuid,
+	       cs_size_format(bytes, want, sizeof(want)), why,
+	       cs_size_format(cs_process.g->dev[gdev].total, total, sizeof(total)));
 }
 
 /* The quota: reserve, and at the limit reclaim the dead and try once more. */
@@ -135,14 +137,14 @@ static bool reserve_quota(unsigned gdev, uint64_t bytes)
 {
 	bool ok;
 
-	if (CS_LIKELY(cs_group_reserve(cs.g, gdev, cs.self, bytes)))
+	if (CS_LIKELY(cs_group_reserve(cs_process.g, gdev, cs_process.self, bytes)))
 		return true;
 	/* Slow path: is the group really full? */
-	cs_group_reclaim(&cs.gh);
+	cs_group_reclaim(&cs_process.gh);
 	cs_pools_reconcile();
-	ok = cs_group_reserve(cs.g, gdev, cs.self, bytes);
+	ok = cs_group_reserve(cs_process.g, gdev, cs_process.self, bytes);
 	/* Both attempts counted a denial: this is one allocation, refused or not. */
-	atomic_fetch_sub_explicit(&cs.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&cs_process.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
 	if (!ok)
 		log_refusal(gdev, bytes);
 	return ok;
@@ -155,12 +157,12 @@ static bool reserve_quota(unsigned gdev, uint64_t bytes)
  */
 static bool within_process_bound(unsigned gdev, uint64_t bytes, bool quiet)
 {
-	uint64_t mine = atomic_load_explicit(&cs.self->used[gdev], memory_order_relaxed);
-	uint64_t total = cs.g->dev[gdev].total;
+	uint64_t mine = atomic_load_explicit(&cs_process.self->used[gdev], memory_order_relaxed);
+	uint64_t total = cs_process.g->dev[gdev].total;
 
-	if (cs.oversub_single || (bytes <= total && mine <= total - bytes))
+	if (cs_process.oversub_single || (bytes <= total && mine <= total - bytes))
 		return true;
-	atomic_fetch_add_explicit(&cs.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&cs_process.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
 	if (!quiet)
 		log_bound_refusal(gdev, bytes, "this process would hold more than the GPU's memory "
 				      "(the policy does not let one process oversubscribe alone)");
@@ -172,66 +174,67 @@ static bool reserve_device(unsigned gdev, uint64_t bytes, bool try_only)
 {
 	if (!within_process_bound(gdev, bytes, try_only))
 		return false;
-	if (!cs_group_reserve_device(cs.g, gdev, cs.self, bytes)) {
-		atomic_fetch_add_explicit(&cs.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
+	if (!cs_group_reserve_device(cs_process.g, gdev, cs_process.self, bytes)) {
+		atomic_fetch_add_explicit(&cs_process.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
 		if (!try_only)
 			log_bound_refusal(gdev, bytes,
 					  "the group's device memory (not managed: VMM, pools, arrays, "
 					  "contexts, exported buffers) would pass the GPU's memory");
 		return false;
 	}
-	if (try_only ? cs_group_reserve(cs.g, gdev, cs.self, bytes) : reserve_quota(gdev, bytes))
+	if (try_only ? cs_group_reserve(cs_process.g, gdev, cs_process.self, bytes)
+		     : reserve_quota(gdev, bytes))
 		return true;
-	cs_group_um_uncharge(cs.g, gdev, cs.self, CS_UM_DEVICE, bytes);
+	cs_group_um_uncharge(cs_process.g, gdev, cs_process.self, CS_UM_DEVICE, bytes);
 	return false;
 }
 
 bool cs_reserve(unsigned gdev, uint64_t bytes)
 {
-	if (CS_UNLIKELY(cs.oversub))
+	if (CS_UNLIKELY(cs_process.oversub))
 		return reserve_device(gdev, bytes, false);
 	return reserve_quota(gdev, bytes);
 }
 
 bool cs_reserve_try(unsigned gdev, uint64_t bytes)
 {
-	if (CS_UNLIKELY(cs.oversub)) {
+	if (CS_UNLIKELY(cs_process.oversub)) {
 		if (reserve_device(gdev, bytes, true))
 			return true;
-	} else if (cs_group_reserve(cs.g, gdev, cs.self, bytes)) {
+	} else if (cs_group_reserve(cs_process.g, gdev, cs_process.self, bytes)) {
 		return true;
 	}
 	/* A try is not a refusal: the caller goes on another way or calls cs_reserve. */
-	atomic_fetch_sub_explicit(&cs.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&cs_process.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
 	return false;
 }
 
 void cs_charge(unsigned gdev, uint64_t bytes)
 {
-	cs_group_charge(cs.g, gdev, cs.self, bytes);
-	if (CS_UNLIKELY(cs.oversub))
-		cs_group_um_charge(cs.g, gdev, cs.self, CS_UM_DEVICE, bytes);
+	cs_group_charge(cs_process.g, gdev, cs_process.self, bytes);
+	if (CS_UNLIKELY(cs_process.oversub))
+		cs_group_um_charge(cs_process.g, gdev, cs_process.self, CS_UM_DEVICE, bytes);
 }
 
 void cs_uncharge(unsigned gdev, uint64_t bytes)
 {
-	cs_group_uncharge(cs.g, gdev, cs.self, bytes);
-	if (CS_UNLIKELY(cs.oversub))
-		cs_group_um_uncharge(cs.g, gdev, cs.self, CS_UM_DEVICE, bytes);
+	cs_group_uncharge(cs_process.g, gdev, cs_process.self, bytes);
+	if (CS_UNLIKELY(cs_process.oversub))
+		cs_group_um_uncharge(cs_process.g, gdev, cs_process.self, CS_UM_DEVICE, bytes);
 }
 
 bool cs_reserve_managed(unsigned gdev, uint64_t bytes)
 {
 	if (!within_process_bound(gdev, bytes, false) || !reserve_quota(gdev, bytes))
 		return false;
-	cs_group_um_charge(cs.g, gdev, cs.self, CS_UM_MANAGED, bytes);
+	cs_group_um_charge(cs_process.g, gdev, cs_process.self, CS_UM_MANAGED, bytes);
 	return true;
 }
 
 void cs_uncharge_managed(unsigned gdev, uint64_t bytes)
 {
-	cs_group_uncharge(cs.g, gdev, cs.self, bytes);
-	cs_group_um_uncharge(cs.g, gdev, cs.self, CS_UM_MANAGED, bytes);
+	cs_group_uncharge(cs_process.g, gdev, cs_process.self, bytes);
+	cs_group_um_uncharge(cs_process.g, gdev, cs_process.self, CS_UM_MANAGED, bytes);
 }
 
 CUresult cs_track_full(const struct cs_track *t, enum cs_ptr_kind kind, uint64_t key, uint64_t size,
@@ -258,8 +261,8 @@ void cs_untrack_begin(struct cs_untrack *u, enum cs_ptr_kind kind, uint64_t key)
 {
 	u->kind = kind;
 	u->key = key;
-	u->tracked = cs_mode() != CS_MODE_OFF && cs.map_ready &&
-		     cs_ptrmap_take(&cs.map, kind, key, &u->e);
+	u->tracked = cs_mode() != CS_MODE_OFF && cs_process.map_ready &&
+		     cs_ptrmap_take(&cs_process.map, kind, key, &u->e);
 }
 
 void cs_untrack_pointer_begin(struct cs_untrack *u, CUdeviceptr ptr)
@@ -274,7 +277,7 @@ CUresult cs_untrack_end(struct cs_untrack *u, CUresult r)
 	if (!u->tracked)
 		return r;
 	if (r != CUDA_SUCCESS) {
-		cs_ptrmap_insert(&cs.map, u->kind, u->key, u->e.size, u->e.dev, u->e.aux);
+		cs_ptrmap_insert(&cs_process.map, u->kind, u->key, u->e.size, u->e.dev, u->e.aux);
 		return r;
 	}
 	if (u->kind == CS_PTR_POOL_ALLOC)
@@ -294,18 +297,18 @@ void cs_reclaim_maybe(void)
 	if (now - last < VIEW_RECLAIM_NS ||
 	    !atomic_compare_exchange_strong(&last_reclaim_ns, &last, now))
 		return;
-	cs_group_reclaim(&cs.gh);
+	cs_group_reclaim(&cs_process.gh);
 	cs_pools_reconcile();
 }
 
 uint64_t cs_limit_of(unsigned gdev)
 {
-	return atomic_load_explicit(&cs.g->dev[gdev].limit, memory_order_relaxed);
+	return atomic_load_explicit(&cs_process.g->dev[gdev].limit, memory_order_relaxed);
 }
 
 uint64_t cs_used_of(unsigned gdev)
 {
-	return atomic_load_explicit(&cs.g->dev[gdev].used, memory_order_relaxed);
+	return atomic_load_explicit(&cs_process.g->dev[gdev].used, memory_order_relaxed);
 }
 
 void cs_view_memory(unsigned gdev, uint64_t *total, uint64_t *free_b)
@@ -320,7 +323,7 @@ void cs_view_memory(unsigned gdev, uint64_t *total, uint64_t *free_b)
 	 * to it, and the driver pages what does not fit. Residency is shown by
 	 * cuslice ps, the API and metrics instead.
 	 */
-	if (cs.oversub) {
+	if (cs_process.oversub) {
 		if (total)
 			*total = limit;
 		if (free_b)

@@ -134,15 +134,6 @@ static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
 	return total;
 }
 
-/* Gives an array's charge back after the driver destroyed it. */
-static CUresult destroyed(void *handle, CUresult (*real_destroy)(void *))
-{
-	struct cs_untrack u;
-
-	cs_untrack_begin(&u, CS_PTR_ARRAY, (uint64_t)(uintptr_t)handle);
-	return cs_untrack_end(&u, real_destroy(handle));
-}
-
 #define ARRAY_CREATE_BODY(bytes_expr, real_call)                                                   \
 	struct cs_track t;                                                                         \
 	uint64_t bytes;                                                                            \
@@ -209,22 +200,19 @@ CS_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
 							  numMipmapLevels));
 }
 
-static CUresult destroy_array(void *h)
-{
-	return CS_REAL(cuArrayDestroy)((CUarray)h);
-}
-
-static CUresult destroy_mipmap(void *h)
-{
-	return CS_REAL(cuMipmappedArrayDestroy)((CUmipmappedArray)h);
-}
-
+/* A destroyed array's charge goes back once the driver destroyed it. */
 CS_EXPORT CUresult cuArrayDestroy(CUarray hArray)
 {
-	return destroyed(hArray, destroy_array);
+	struct cs_untrack u;
+
+	cs_untrack_begin(&u, CS_PTR_ARRAY, (uint64_t)(uintptr_t)hArray);
+	return cs_untrack_end(&u, CS_REAL(cuArrayDestroy)(hArray));
 }
 
 CS_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 {
-	return destroyed(hMipmappedArray, destroy_mipmap);
+	struct cs_untrack u;
+
+	cs_untrack_begin(&u, CS_PTR_ARRAY, (uint64_t)(uintptr_t)hMipmappedArray);
+	return cs_untrack_end(&u, CS_REAL(cuMipmappedArrayDestroy)(hMipmappedArray));
 }

@@ -3,8 +3,9 @@
  * controller lock (an OFD lock, so it passes to a waiting process when its
  * holder dies); its thread `cuslice-ctl` ticks every CS_CORE_TICK_NS. The
  * other processes' controller threads block on the lock. Processes start
- * the thread when a device of theirs has a core limit; it has all signals
- * blocked and a small stack.
+ * the thread when a device of theirs has a core limit, or their group has a
+ * priority (whose rules need measured launch costs: then it measures and
+ * does not pace); it has all signals blocked and a small stack.
  *
  * Each tick, for every group device with a core limit:
  *   1. NVML's per-process samples newer than the last one seen, if any:
@@ -159,7 +160,7 @@ static bool credit_sane(int64_t v)
  */
 static int64_t set_credit(unsigned i, struct meter *m, bool forgive, int64_t *ret_cur)
 {
-	_Atomic int64_t *credit = &cs.g->core[i].credit_ns;
+	_Atomic int64_t *credit = &cs_process.g->core[i].credit_ns;
 	int64_t cur = atomic_load(credit), next;
 
 	do {
@@ -175,7 +176,7 @@ static int64_t set_credit(unsigned i, struct meter *m, bool forgive, int64_t *re
 /* Books what launches took up to now (the credit unchanged). */
 static void book(struct meter *m, unsigned i)
 {
-	int64_t cur = atomic_load(&cs.g->core[i].credit_ns);
+	int64_t cur = atomic_load(&cs_process.g->core[i].credit_ns);
 
 	if (credit_sane(cur) && credit_sane(m->credit_left))
 		m->charged_ns += m->credit_left - cur;
@@ -203,7 +204,7 @@ static void forgive(unsigned i, struct meter *m)
  */
 static uint64_t account_sample(unsigned i, struct meter *m, uint64_t *others)
 {
-	unsigned hwm = atomic_load_explicit(&cs.g->proc_hwm, memory_order_acquire);
+	unsigned hwm = atomic_load_explicit(&cs_process.g->proc_hwm, memory_order_acquire);
 	uint64_t group = 0, all = 0;
 	double weight = 0, weighted = 0;
 	bool present = false, measured_now = false;
@@ -211,8 +212,8 @@ static uint64_t account_sample(unsigned i, struct meter *m, uint64_t *others)
 	for (unsigned k = 0; k < found.n; k++)
 		all += found.busy_ns[k];
 	for (unsigned s = 0; s < hwm && s < CS_GROUP_MAX_PROCS; s++) {
-		const struct cs_group_proc *p = &cs.g->proc[s];
-		struct cs_group_core_proc *cp = &cs.g->core_proc[s][i];
+		const struct cs_group_proc *p = &cs_process.g->proc[s];
+		struct cs_group_core_proc *cp = &cs_process.g->core_proc[s][i];
 		struct member *mb = &m->members[s];
 		uint64_t launches, busy, cost;
 		bool shown;
@@ -265,11 +266,11 @@ static uint64_t account_sample(unsigned i, struct meter *m, uint64_t *others)
 	 * until it is repaid: no launches, no samples, nothing learnt. Each
 	 * sample that shows the group's work forgives it instead.
 	 */
-	if (!atomic_load_explicit(&cs.g->core[i].cost_ns, memory_order_relaxed) &&
+	if (!atomic_load_explicit(&cs_process.g->core[i].cost_ns, memory_order_relaxed) &&
 	    (present || weight > 0))
 		forgive(i, m);
 	if (weight > 0)
-		atomic_store_explicit(&cs.g->core[i].cost_ns, (uint64_t)(weighted / weight),
+		atomic_store_explicit(&cs_process.g->core[i].cost_ns, (uint64_t)(weighted / weight),
 				      memory_order_relaxed);
 	*others = all > group ? all - group : 0;
 	cs_core_ctl_measured(&m->ctl, group, m->charged_ns,
@@ -296,13 +297,13 @@ static void set_gate(struct cs_group_dev *d, uint32_t to)
 /* First tick of a limited device: NVML handle, books, an empty credit. False: not measurable. */
 static bool meter_start(unsigned i, struct meter *m, uint64_t now)
 {
-	struct cs_group_dev *d = &cs.g->dev[i];
+	struct cs_group_dev *d = &cs_process.g->dev[i];
 
 	if (!cs_nvml_device(d->uuid, &m->nvml)) {
 		cs_log(CS_LOG_ERROR, CS_LOG_NAME,
 		       "group %s: %s is not visible through NVML: its compute limit cannot be "
 		       "measured and is not enforced",
-		       cs.group_name, d->uuid);
+		       cs_process.group_name, d->uuid);
 		return false;
 	}
 	if (!m->members) {
@@ -313,7 +314,7 @@ static bool meter_start(unsigned i, struct meter *m, uint64_t now)
 			cs_log(CS_LOG_ERROR, CS_LOG_NAME,
 			       "group %s: no memory for the compute controller's books of %s: its "
 			       "compute limit is not enforced",
-			       cs.group_name, d->uuid);
+			       cs_process.group_name, d->uuid);
 			return false;
 		}
 		m->members = p;
@@ -329,16 +330,46 @@ static bool meter_start(unsigned i, struct meter *m, uint64_t now)
 	 * over) keeps its credit: a debt is not forgiven by killing the controller.
 	 */
 	if (CS_GATE_VALUE(atomic_load(&d->gate)) == CS_GATE_OPEN)
-		atomic_store(&cs.g->core[i].credit_ns, 0);
-	m->credit_left = atomic_load(&cs.g->core[i].credit_ns);
+		atomic_store(&cs_process.g->core[i].credit_ns, 0);
+	m->credit_left = atomic_load(&cs_process.g->core[i].credit_ns);
 	m->ready = true;
 	return true;
+}
+
+/*
+ * A prioritized group without a compute limit: its launch costs are still
+ * measured (each sample, as for a limited group), because the priority
+ * rules need them (cs-prio.c); nothing is paced.
+ */
+static void measure_only(unsigned i, struct meter *m, uint64_t now)
+{
+	uint64_t others;
+	bool sampled;
+
+	if (!m->ready && !meter_start(i, m, now)) {
+		m->failed = true;
+		return;
+	}
+	m->t_prev = now;
+	if (!measure(m, &sampled)) {
+		cs_log(CS_LOG_ERROR, CS_LOG_NAME,
+		       "group %s: NVML per-process utilization of %s is not available: its "
+		       "launch costs are not measured (priorities use guesses)",
+		       cs_process.group_name, cs_process.g->dev[i].uuid);
+		m->failed = true;
+		return;
+	}
+	if (sampled) {
+		book(m, i);
+		atomic_fetch_add_explicit(&cs_process.g->dev[i].busy_ns, account_sample(i, m, &others),
+					  memory_order_relaxed);
+	}
 }
 
 /* One tick of device i. */
 static void tick_device(unsigned i, uint64_t now)
 {
-	struct cs_group_dev *d = &cs.g->dev[i];
+	struct cs_group_dev *d = &cs_process.g->dev[i];
 	struct meter *m = &meters[i];
 	uint64_t dt, busy = 0, others = 0;
 	uint32_t limit, rate;
@@ -350,7 +381,10 @@ static void tick_device(unsigned i, uint64_t now)
 	/* All of the device: nothing to pace (launches go as without a limit). */
 	if (limit == CS_CORE_NONE || limit >= CS_CORE_PPM || m->failed) {
 		set_gate(d, CS_GATE_OPEN);
-		m->ready = false;
+		if (cs_process.prio_role != CS_PRIORITY_NORMAL && !m->failed)
+			measure_only(i, m, now);
+		else
+			m->ready = false;
 		return;
 	}
 	if (!m->ready) {
@@ -366,7 +400,7 @@ static void tick_device(unsigned i, uint64_t now)
 		cs_log(CS_LOG_ERROR, CS_LOG_NAME,
 		       "group %s: NVML per-process utilization of %s is not available: its compute "
 		       "limit is not enforced",
-		       cs.group_name, d->uuid);
+		       cs_process.group_name, d->uuid);
 		m->failed = true;
 		set_gate(d, CS_GATE_OPEN);
 		return;
@@ -409,7 +443,7 @@ static void tick(void)
 	uint64_t now = cs_core_mono_ns();
 
 	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++)
-		if (atomic_load_explicit(&cs.g->dev[i].state, memory_order_acquire) ==
+		if (atomic_load_explicit(&cs_process.g->dev[i].state, memory_order_acquire) ==
 		    CS_GROUP_DEV_READY)
 			tick_device(i, now);
 }
@@ -424,7 +458,7 @@ static void become_controller(void)
 		.l_len = 1,
 	};
 
-	while (fcntl(cs.gh.fd, F_OFD_SETLKW, &fl) != 0) {
+	while (fcntl(cs_process.gh.fd, F_OFD_SETLKW, &fl) != 0) {
 		struct timespec again = {1, 0};
 
 		if (errno != EINTR)
@@ -440,7 +474,7 @@ static void *controller_main(void *arg)
 	prctl(PR_SET_NAME, "cuslice-ctl");
 	become_controller();
 	cs_log(CS_LOG_INFO, CS_LOG_NAME, "group %s: this process controls the compute limits",
-	       cs.group_name);
+	       cs_process.group_name);
 	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++) {
 		meters[i].ready = false;
 		meters[i].failed = false;
@@ -485,7 +519,7 @@ void cs_core_start_controller(void)
 	if (e) {
 		atomic_store(&controller_started, false);
 		cs_log(CS_LOG_ERROR, CS_LOG_NAME,
-		       "group %s: cannot start the compute controller: %s", cs.group_name,
+		       "group %s: cannot start the compute controller: %s", cs_process.group_name,
 		       strerror(e));
 	}
 }

@@ -32,8 +32,12 @@
 #include <unistd.h>
 
 static const _Atomic uint32_t gate_open; /* for devices outside the group */
+/* A prioritized process's gate: never open, so every launch comes to cs_core_launch. */
+static const _Atomic uint32_t gate_prio = CS_GATE_CLOSED;
 /* Per ordinal: this process's launch counter and measured cost on the group device. */
 static struct cs_group_core_proc *pace_proc[CS_MAX_ORDINALS];
+/* Per ordinal: the priority board's entry of the GPU (prioritized processes), else NULL. */
+static struct cs_prio_gpu *prio_gpu[CS_MAX_ORDINALS];
 
 uint64_t cs_core_mono_ns(void)
 {
@@ -45,16 +49,22 @@ uint64_t cs_core_mono_ns(void)
 
 void cs_core_bind(int ordinal, int gdev)
 {
-	if (gdev < 0 || !cs.self) {
-		cs.gate[ordinal] = &gate_open;
+	prio_gpu[ordinal] = NULL;
+	if (gdev < 0 || !cs_process.self) {
+		cs_process.gate[ordinal] = &gate_open;
 		pace_proc[ordinal] = NULL;
 		return;
 	}
 	/* A slot's pacing entry may hold its previous owner's figures. */
-	pace_proc[ordinal] = &cs.g->core_proc[cs.gh.slot][gdev];
+	pace_proc[ordinal] = &cs_process.g->core_proc[cs_process.gh.slot][gdev];
 	atomic_store(&pace_proc[ordinal]->cost_ns, 0);
 	atomic_store(&pace_proc[ordinal]->launches, 0);
-	cs.gate[ordinal] = &cs.g->dev[gdev].gate;
+	cs_process.gate[ordinal] = &cs_process.g->dev[gdev].gate;
+	if (cs_process.prio_role != CS_PRIORITY_NORMAL) {
+		prio_gpu[ordinal] = cs_prio_gpu_of(cs_process.g->dev[gdev].uuid);
+		if (prio_gpu[ordinal])
+			cs_process.gate[ordinal] = &gate_prio;
+	}
 }
 
 void cs_core_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns)
@@ -75,21 +85,31 @@ static int launch_ordinal(void)
 {
 	CUdevice dev;
 
-	if (cs.ndev == 1)
-		return cs.dev[0].gdev >= 0 ? 0 : -1;
+	if (cs_process.ndev == 1)
+		return cs_process.dev[0].gdev >= 0 ? 0 : -1;
 	if (!cs_drv.cuCtxGetDevice || cs_drv.cuCtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 ||
-	    dev >= cs.ndev || cs.dev[dev].gdev < 0)
+	    dev >= cs_process.ndev || cs_process.dev[dev].gdev < 0)
 		return -1;
 	return dev;
 }
 
-/* What a launch of this process costs: as measured, else the group's typical cost, else a guess. */
-static int64_t launch_cost(const struct cs_group_core_proc *mine, const struct cs_group_core *k)
+/* What a launch of this process costs as measured, else the group's typical cost; 0 unknown. */
+static uint64_t measured_cost(const struct cs_group_core_proc *mine, const struct cs_group_core *k)
 {
 	uint64_t c = mine ? atomic_load_explicit(&mine->cost_ns, memory_order_relaxed) : 0;
 
 	if (!c)
 		c = atomic_load_explicit(&k->cost_ns, memory_order_relaxed);
+	if (c > CS_CORE_COST_MAX_NS)
+		c = CS_CORE_COST_MAX_NS;
+	return c;
+}
+
+/* What a launch of this process costs: as measured, else the group's typical cost, else a guess. */
+static int64_t launch_cost(const struct cs_group_core_proc *mine, const struct cs_group_core *k)
+{
+	uint64_t c = measured_cost(mine, k);
+
 	if (!c)
 		c = CS_CORE_BOOT_COST_NS;
 	/* The region is writable by every member: a wild value must not wrap the credit. */
@@ -139,16 +159,21 @@ static bool take_credit(struct cs_group_dev *d, struct cs_group_core *k,
  * queued) and held time. Passes when the scheduler's heartbeat is stale: a
  * stopped or restarting daemon must never hang the group's jobs.
  */
-static void wait_hold(struct cs_group_dev *d, struct cs_group_sched *s)
+static void wait_hold(int o, unsigned gdev)
 {
+	struct cs_group_dev *d = &cs_process.g->dev[gdev];
+	struct cs_group_sched *s = &cs_process.g->sched[gdev];
 	uint64_t start = cs_core_mono_ns(), now = start;
+	bool granted = false;
 
 	atomic_fetch_add(&s->waiters, 1);
 	for (;;) {
 		uint32_t gate = atomic_load_explicit(&d->gate, memory_order_acquire);
 
-		if (!(gate & CS_GATE_HOLD))
+		if (!(gate & CS_GATE_HOLD)) {
+			granted = true;
 			break;
+		}
 		if (now > atomic_load_explicit(&s->beat_ns, memory_order_relaxed) +
 			      CS_SCHED_STALE_NS)
 			break;
@@ -157,6 +182,17 @@ static void wait_hold(struct cs_group_dev *d, struct cs_group_sched *s)
 	}
 	atomic_fetch_sub(&s->waiters, 1);
 	atomic_fetch_add_explicit(&s->held_ns, now - start, memory_order_relaxed);
+	/* Our turn after another group's: our pages come back before our kernels fault them. */
+	if (granted)
+		cs_prefetch_at_grant(o, gdev, now - start);
+}
+
+void cs_core_launched(void)
+{
+	int o = launch_ordinal();
+
+	if (o >= 0 && prio_gpu[o])
+		cs_prio_launched(prio_gpu[o]);
 }
 
 void cs_core_launch(void)
@@ -165,12 +201,12 @@ void cs_core_launch(void)
 	struct cs_group_dev *d;
 	struct cs_group_core *k;
 	uint64_t start = 0, now = 0;
-	bool waited = false;
+	bool waited = false, paced = false;
 
 	if (o < 0)
 		return;
-	d = &cs.g->dev[cs.dev[o].gdev];
-	k = &cs.g->core[cs.dev[o].gdev];
+	d = &cs_process.g->dev[cs_process.dev[o].gdev];
+	k = &cs_process.g->core[cs_process.dev[o].gdev];
 	for (;;) {
 		uint32_t raw = atomic_load_explicit(&d->gate, memory_order_acquire), gate;
 		uint64_t beat;
@@ -178,7 +214,7 @@ void cs_core_launch(void)
 
 		if ((raw & CS_GATE_HOLD) && !waited) {
 			/* Once per launch: a stale scheduler's hold is passed, not re-waited. */
-			wait_hold(d, &cs.g->sched[cs.dev[o].gdev]);
+			wait_hold(o, (unsigned)cs_process.dev[o].gdev);
 			waited = true;
 			continue;
 		}
@@ -186,6 +222,7 @@ void cs_core_launch(void)
 		if (gate == CS_GATE_OPEN)
 			break;
 		if (gate == CS_GATE_PACED) {
+			paced = true;
 			if (take_credit(d, k, pace_proc[o], &retry))
 				break;
 			if (retry)
@@ -204,5 +241,11 @@ void cs_core_launch(void)
 	if (start) {
 		now = cs_core_mono_ns();
 		atomic_fetch_add_explicit(&d->throttled_ns, now - start, memory_order_relaxed);
+	}
+	if (prio_gpu[o]) {
+		/* Counted for the controller's cost measurement, which pacing did already. */
+		if (!paced && pace_proc[o])
+			atomic_fetch_add_explicit(&pace_proc[o]->launches, 1, memory_order_relaxed);
+		cs_prio_launch(prio_gpu[o], measured_cost(pace_proc[o], k));
 	}
 }

@@ -33,6 +33,8 @@
 static _Atomic(CUcontext) primary_ctx[CS_MAX_ORDINALS];
 
 struct ctx_charge {
+	bool pass;			/* not accounted: the driver's answer stands */
+	CUresult refused;		/* create_begin's refusal */
 	unsigned gdev;
 	bool fixed;			/* CUSLICE_CTX_MEM: reserved, not measured */
 	uint64_t bytes;			/* the fixed charge */
@@ -48,14 +50,14 @@ static bool ctx_begin(int ordinal, struct ctx_charge *c)
 {
 	uint64_t expect;
 
-	c->fixed = cs.ctx_mem_override != 0;
-	c->bytes = cs.ctx_mem_override;
+	c->fixed = cs_process.ctx_mem_override != 0;
+	c->bytes = cs_process.ctx_mem_override;
 	if (c->fixed)
 		return cs_reserve(c->gdev, c->bytes);
 	/* This process's last measure, else the group's (another member's) on this GPU. */
-	expect = atomic_load(&cs.dev[ordinal].ctx_bytes);
+	expect = atomic_load(&cs_process.dev[ordinal].ctx_bytes);
 	if (!expect)
-		expect = (uint64_t)atomic_load(&cs.g->dev[c->gdev].ctx_kib) << 10;
+		expect = (uint64_t)atomic_load(&cs_process.g->dev[c->gdev].ctx_kib) << 10;
 	return cs_footprint_begin(&c->fp, ordinal, c->gdev, cs_min_u64(expect, CTX_EXPECT_MAX));
 }
 
@@ -66,8 +68,8 @@ static void ctx_measured(int ordinal, unsigned gdev, uint64_t bytes)
 
 	if (!bytes)
 		return;
-	atomic_store(&cs.dev[ordinal].ctx_bytes, bytes);
-	atomic_store(&cs.g->dev[gdev].ctx_kib, kib > UINT32_MAX ? UINT32_MAX : (uint32_t)kib);
+	atomic_store(&cs_process.dev[ordinal].ctx_bytes, bytes);
+	atomic_store(&cs_process.g->dev[gdev].ctx_kib, kib > UINT32_MAX ? UINT32_MAX : (uint32_t)kib);
 }
 
 /*
@@ -114,7 +116,7 @@ CS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	if (r != CUDA_SUCCESS)
 		return r == CUDA_ERROR_INVALID_DEVICE ? CS_REAL(cuDevicePrimaryCtxRetain)(pctx, dev)
 						      : r;
-	d = &cs.dev[dev];
+	d = &cs_process.dev[dev];
 	cs_footprint_lock();
 	/* Only our first retain creates the context; later ones only count. */
 	if (atomic_load(&d->primary_refs) > 0) {
@@ -148,9 +150,9 @@ static CUresult primary_drop(CUdevice dev, bool reset, CUresult (*real)(CUdevice
 	CUresult r;
 	int refs;
 
-	if (cs_mode() != CS_MODE_ACTIVE || dev < 0 || dev >= cs.ndev || !cs.g)
+	if (cs_mode() != CS_MODE_ACTIVE || dev < 0 || dev >= cs_process.ndev || !cs_process.g)
 		return real(dev);
-	d = &cs.dev[dev];
+	d = &cs_process.dev[dev];
 	cs_footprint_lock();
 	r = real(dev);
 	refs = atomic_load(&d->primary_refs);
@@ -165,44 +167,25 @@ static CUresult primary_drop(CUdevice dev, bool reset, CUresult (*real)(CUdevice
 	return r;
 }
 
-static CUresult release_v2(CUdevice dev)
-{
-	return CS_REAL(cuDevicePrimaryCtxRelease_v2)(dev);
-}
-
-static CUresult release_v1(CUdevice dev)
-{
-	return CS_REAL(cuDevicePrimaryCtxRelease)(dev);
-}
-
-static CUresult reset_v2(CUdevice dev)
-{
-	return CS_REAL(cuDevicePrimaryCtxReset_v2)(dev);
-}
-
-static CUresult reset_v1(CUdevice dev)
-{
-	return CS_REAL(cuDevicePrimaryCtxReset)(dev);
-}
-
+/* The ABI versions of release and reset differ only in the real function they reach. */
 CS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-	return primary_drop(dev, false, release_v2);
+	return primary_drop(dev, false, CS_REAL(cuDevicePrimaryCtxRelease_v2));
 }
 
 CS_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
-	return primary_drop(dev, false, release_v1);
+	return primary_drop(dev, false, CS_REAL(cuDevicePrimaryCtxRelease));
 }
 
 CS_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
-	return primary_drop(dev, true, reset_v2);
+	return primary_drop(dev, true, CS_REAL(cuDevicePrimaryCtxReset_v2));
 }
 
 CS_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
-	return primary_drop(dev, true, reset_v1);
+	return primary_drop(dev, true, CS_REAL(cuDevicePrimaryCtxReset));
 }
 
 static void undo_created(void *arg)
@@ -210,55 +193,94 @@ static void undo_created(void *arg)
 	CS_REAL(cuCtxDestroy_v2)((CUcontext)arg);
 }
 
-/* Created contexts: one map entry each, so destroy knows what it was charged. */
-static CUresult created(CUresult r, CUcontext *pctx, CUdevice dev, struct ctx_charge *c)
+/*
+ * The accounting around every cuCtxCreate variant (their prototypes differ,
+ * so each wrapper makes its own call to the driver between the two):
+ *	if (!create_begin(pctx, dev, &c))
+ *		return c.refused;
+ *	return create_end(real(pctx, ..., dev), pctx, dev, &c);
+ * create_begin is true when the driver is to be called: with the footprint
+ * reserved and the footprint lock held, or with c->pass set when the
+ * context is not ours to account (mode OFF, no pctx, a device the group
+ * does not have); false with the answer in c->refused.
+ */
+static bool create_begin(CUcontext *pctx, CUdevice dev, struct ctx_charge *c)
+{
+	*c = (struct ctx_charge){.pass = true};
+	if (cs_mode() == CS_MODE_OFF || !pctx)
+		return true;
+	c->refused = cs_ordinal_gdev(dev, &c->gdev);
+	if (c->refused == CUDA_ERROR_INVALID_DEVICE)
+		return true;
+	if (c->refused != CUDA_SUCCESS)
+		return false;
+	c->pass = false;
+	cs_footprint_lock();
+	if (ctx_begin(dev, c))
+		return true;
+	cs_footprint_unlock();
+	c->refused = CUDA_ERROR_OUT_OF_MEMORY;
+	return false;
+}
+
+/*
+ * After the driver's answer r: settles the charge and gives the created
+ * context a map entry, so destroy knows what it was charged; drops the lock.
+ */
+static CUresult create_end(CUresult r, CUcontext *pctx, CUdevice dev, struct ctx_charge *c)
 {
 	uint64_t bytes;
 
-	r = ctx_end(r, dev, c, undo_created, r == CUDA_SUCCESS ? (void *)*pctx : NULL, &bytes);
-	if (r != CUDA_SUCCESS)
+	if (c->pass)
 		return r;
+	r = ctx_end(r, dev, c, undo_created, r == CUDA_SUCCESS ? (void *)*pctx : NULL, &bytes);
 	/* A context the table cannot hold stays charged rather than lose the accounting. */
-	return cs_track_commit(&(struct cs_track){.gdev = c->gdev, .charged = bytes},
-			       CS_PTR_CONTEXT, (uint64_t)(uintptr_t)*pctx, bytes, 0, NULL, NULL);
+	if (r == CUDA_SUCCESS)
+		r = cs_track_commit(&(struct cs_track){.gdev = c->gdev, .charged = bytes},
+				    CS_PTR_CONTEXT, (uint64_t)(uintptr_t)*pctx, bytes, 0, NULL,
+				    NULL);
+	cs_footprint_unlock();
+	return r;
 }
-
-#define CTX_CREATE_BODY(real_call)                                                                 \
-	struct ctx_charge c = {0};                                                                 \
-	CUresult r;                                                                                \
-                                                                                                   \
-	if (cs_mode() == CS_MODE_OFF || !pctx)                                                     \
-		return real_call;                                                                  \
-	r = cs_ordinal_gdev(dev, &c.gdev);                                                         \
-	if (r == CUDA_ERROR_INVALID_DEVICE)                                                        \
-		return real_call;                                                                  \
-	if (r != CUDA_SUCCESS)                                                                     \
-		return r;                                                                          \
-	cs_footprint_lock();                                                                       \
-	r = ctx_begin(dev, &c) ? created(real_call, pctx, dev, &c) : CUDA_ERROR_OUT_OF_MEMORY;    \
-	cs_footprint_unlock();                                                                     \
-	return r
 
 CS_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-	CTX_CREATE_BODY(CS_REAL(cuCtxCreate)(pctx, flags, dev));
+	struct ctx_charge c;
+
+	if (!create_begin(pctx, dev, &c))
+		return c.refused;
+	return create_end(CS_REAL(cuCtxCreate)(pctx, flags, dev), pctx, dev, &c);
 }
 
 CS_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-	CTX_CREATE_BODY(CS_REAL(cuCtxCreate_v2)(pctx, flags, dev));
+	struct ctx_charge c;
+
+	if (!create_begin(pctx, dev, &c))
+		return c.refused;
+	return create_end(CS_REAL(cuCtxCreate_v2)(pctx, flags, dev), pctx, dev, &c);
 }
 
 CS_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray,
 				  int numParams, unsigned int flags, CUdevice dev)
 {
-	CTX_CREATE_BODY(CS_REAL(cuCtxCreate_v3)(pctx, paramsArray, numParams, flags, dev));
+	struct ctx_charge c;
+
+	if (!create_begin(pctx, dev, &c))
+		return c.refused;
+	return create_end(CS_REAL(cuCtxCreate_v3)(pctx, paramsArray, numParams, flags, dev),
+			  pctx, dev, &c);
 }
 
 CS_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
 				  unsigned int flags, CUdevice dev)
 {
-	CTX_CREATE_BODY(CS_REAL(cuCtxCreate_v4)(pctx, ctxCreateParams, flags, dev));
+	struct ctx_charge c;
+
+	if (!create_begin(pctx, dev, &c))
+		return c.refused;
+	return create_end(CS_REAL(cuCtxCreate_v4)(pctx, ctxCreateParams, flags, dev), pctx,
+			  dev, &c);
 }
 
 /*
@@ -284,27 +306,12 @@ static CUresult destroy(CUcontext ctx, CUresult (*real)(CUcontext))
 {
 	CUresult r;
 
-	if (cs_mode() != CS_MODE_ACTIVE || !cs.map_ready)
+	if (cs_mode() != CS_MODE_ACTIVE || !cs_process.map_ready)
 		return real(ctx);
 	cs_footprint_lock();
 	r = destroy_locked(ctx, real, true);
 	cs_footprint_unlock();
 	return r;
-}
-
-static CUresult destroy_v2(CUcontext ctx)
-{
-	return CS_REAL(cuCtxDestroy_v2)(ctx);
-}
-
-static CUresult destroy_v1(CUcontext ctx)
-{
-	return CS_REAL(cuCtxDestroy)(ctx);
-}
-
-static CUresult detach_real(CUcontext ctx)
-{
-	return CS_REAL(cuCtxDetach)(ctx);
 }
 
 /* cuCtxDetach of ordinal dev's primary context, as a release. */
@@ -315,19 +322,19 @@ static CUresult detach_primary(CUdevice dev)
 
 CS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
-	return destroy(ctx, destroy_v2);
+	return destroy(ctx, CS_REAL(cuCtxDestroy_v2));
 }
 
 CS_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
 {
-	return destroy(ctx, destroy_v1);
+	return destroy(ctx, CS_REAL(cuCtxDestroy));
 }
 
 /* The ordinal whose retained primary context ctx is, or -1. Footprint lock held. */
 static int primary_of(CUcontext ctx)
 {
-	for (int d = 0; ctx && d < cs.ndev; d++)
-		if (atomic_load(&primary_ctx[d]) == ctx && atomic_load(&cs.dev[d].primary_refs) > 0)
+	for (int d = 0; ctx && d < cs_process.ndev; d++)
+		if (atomic_load(&primary_ctx[d]) == ctx && atomic_load(&cs_process.dev[d].primary_refs) > 0)
 			return d;
 	return -1;
 }
@@ -343,16 +350,16 @@ CS_EXPORT CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
 	CUresult r;
 	int d;
 
-	if (cs_mode() != CS_MODE_ACTIVE || !cs.map_ready)
+	if (cs_mode() != CS_MODE_ACTIVE || !cs_process.map_ready)
 		return CS_REAL(cuCtxAttach)(pctx, flags);
 	cs_footprint_lock();
 	r = CS_REAL(cuCtxAttach)(pctx, flags);
 	if (r == CUDA_SUCCESS && pctx) {
-		e = cs_ptrmap_find(&cs.map, CS_PTR_CONTEXT, (uint64_t)(uintptr_t)*pctx);
+		e = cs_ptrmap_find(&cs_process.map, CS_PTR_CONTEXT, (uint64_t)(uintptr_t)*pctx);
 		if (e)
 			atomic_fetch_add(&e->aux, 1);
 		else if ((d = primary_of(*pctx)) >= 0)
-			atomic_fetch_add(&cs.dev[d].primary_refs, 1);
+			atomic_fetch_add(&cs_process.dev[d].primary_refs, 1);
 	}
 	cs_footprint_unlock();
 	return r;
@@ -371,7 +378,7 @@ CS_EXPORT CUresult cuCtxDetach(CUcontext ctx)
 	CUresult r;
 	int d;
 
-	if (cs_mode() != CS_MODE_ACTIVE || !cs.map_ready)
+	if (cs_mode() != CS_MODE_ACTIVE || !cs_process.map_ready)
 		return CS_REAL(cuCtxDetach)(ctx);
 	cs_footprint_lock();
 	d = primary_of(ctx);
@@ -379,11 +386,11 @@ CS_EXPORT CUresult cuCtxDetach(CUcontext ctx)
 		cs_footprint_unlock();
 		return primary_drop(d, false, detach_primary);
 	}
-	e = cs_ptrmap_find(&cs.map, CS_PTR_CONTEXT, (uint64_t)(uintptr_t)ctx);
+	e = cs_ptrmap_find(&cs_process.map, CS_PTR_CONTEXT, (uint64_t)(uintptr_t)ctx);
 	attached = e ? atomic_load(&e->aux) : 0;
 	if (!attached) {
 		/* The last reference (or a context we do not track): a destroy. */
-		r = destroy_locked(ctx, detach_real, false);
+		r = destroy_locked(ctx, CS_REAL(cuCtxDetach), false);
 	} else {
 		atomic_fetch_sub(&e->aux, 1);
 		r = CS_REAL(cuCtxDetach)(ctx);

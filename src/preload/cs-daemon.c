@@ -162,16 +162,17 @@ static int send_all(int fd, const void *buf, size_t len, uint64_t deadline)
 }
 
 /*
- * Reads one whole message within the deadline, and the descriptor that
- * came with it (*rfd, -1 when none; more than one is -EPROTO).
+ * Reads one whole message within the deadline, and the descriptors that
+ * came with it (rfd[], -1 where none; more than CS_IPC_MAX_FDS is -EPROTO).
  */
-static int recv_msg(int fd, struct cs_ipc_msg *msg, int *rfd, uint64_t deadline)
+static int recv_msg(int fd, struct cs_ipc_msg *msg, int rfd[CS_IPC_MAX_FDS], uint64_t deadline)
 {
 	unsigned char buf[CS_IPC_HEADER + CS_IPC_MAX_BODY];
 	unsigned extra = 0;
 	size_t have = 0;
 
-	*rfd = -1;
+	for (unsigned i = 0; i < CS_IPC_MAX_FDS; i++)
+		rfd[i] = -1;
 	for (;;) {
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
 		uint64_t now = mono_ms();
@@ -183,7 +184,7 @@ static int recv_msg(int fd, struct cs_ipc_msg *msg, int *rfd, uint64_t deadline)
 			return -EPROTO;
 		if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) <= 0)
 			return -ETIMEDOUT;
-		r = cs_ipc_recv_fd(fd, buf + have, sizeof(buf) - have, rfd, &extra);
+		r = cs_ipc_recv_fds(fd, buf + have, sizeof(buf) - have, rfd, &extra);
 		if (r == -EINTR || r == -EAGAIN)
 			continue;
 		if (r <= 0)
@@ -192,37 +193,56 @@ static int recv_msg(int fd, struct cs_ipc_msg *msg, int *rfd, uint64_t deadline)
 	}
 }
 
+/* Closes what recv_msg received. */
+static void close_fds(int rfd[CS_IPC_MAX_FDS])
+{
+	for (unsigned i = 0; i < CS_IPC_MAX_FDS; i++) {
+		if (rfd[i] >= 0)
+			close(rfd[i]);
+		rfd[i] = -1;
+	}
+}
+
 /*
  * One attempt: REGISTER on a connected socket. 0 with the reply in *msg
- * and its descriptor in *rfd (REGISTERED); 1 DENIED (msg holds it); -errno
- * when the daemon did not answer properly.
+ * and its descriptors in rfd[] (REGISTERED: the region, then the priority
+ * board when its priority is not normal); 1 DENIED (msg holds it); -errno
+ * when the daemon did not answer properly (nothing left open).
  */
-static int attempt(int fd, const struct cs_ipc_register *reg, struct cs_ipc_msg *msg, int *rfd)
+static int attempt(int fd, const struct cs_ipc_register *reg, struct cs_ipc_msg *msg,
+		   int rfd[CS_IPC_MAX_FDS])
 {
+	int e;
+
 	unsigned char buf[CS_IPC_HEADER + sizeof(*reg)];
 	uint64_t deadline = mono_ms() + REGISTER_TIMEOUT_MS;
 	size_t n = cs_ipc_encode(CS_IPC_REGISTER, 1, reg, buf, sizeof(buf));
-	int e = send_all(fd, buf, n, deadline);
 
+	for (unsigned i = 0; i < CS_IPC_MAX_FDS; i++)
+		rfd[i] = -1;
+	e = send_all(fd, buf, n, deadline);
 	if (e == 0)
 		e = recv_msg(fd, msg, rfd, deadline);
+	if (e == 0 && msg->h.type == CS_IPC_DENIED)
+		e = 1;
+	else if (e == 0 &&
+		 (msg->h.type != CS_IPC_REGISTERED || msg->u.ok.version != CS_IPC_VERSION ||
+		  /* A region must come with it: without one there is nothing to enforce with. */
+		  rfd[0] < 0 ||
+		  (rfd[1] >= 0) != (msg->u.ok.priority != CS_PRIORITY_NORMAL)))
+		e = -EPROTO;
 	if (e)
-		return e;
-	if (msg->h.type == CS_IPC_DENIED)
-		return 1;
-	if (msg->h.type != CS_IPC_REGISTERED || msg->u.ok.version != CS_IPC_VERSION)
-		return -EPROTO;
-	/* A region must come with it: without one there is nothing to enforce with. */
-	return *rfd >= 0 ? 0 : -EPROTO;
+		close_fds(rfd);
+	return e;
 }
 
 /* Takes the region cusliced handed over; false (failed closed) when it is not one. */
 static bool adopt_region(int rfd, const struct cs_ipc_registered *ok)
 {
-	int e = cs_group_open_fd(&cs.gh, rfd, ok->group);
+	int e = cs_group_open_fd(&cs_process.gh, rfd, ok->group);
 
 	if (e == 0) {
-		cs.daemon_slot = (int)ok->slot;
+		cs_process.daemon_slot = (int)ok->slot;
 		return true;
 	}
 	close(rfd);
@@ -243,7 +263,7 @@ enum cs_registration cs_daemon_register(void)
 	const char *path = conf.socket;
 	struct cs_ipc_register reg = {.version = CS_IPC_VERSION};
 	uint64_t wait_ms = conf.wait_ms, deadline;
-	int fd, rfd, e;
+	int fd, rfd[CS_IPC_MAX_FDS], e;
 	unsigned backoff = BACKOFF_FIRST_MS, attempts = 0;
 	bool seen_socket = false; /* some attempt found a socket file there */
 	struct cs_ipc_msg msg;
@@ -257,7 +277,7 @@ enum cs_registration cs_daemon_register(void)
 	 * the same group as their parent. A managed group whose members match
 	 * this process wins anyway: the daemon decides.
 	 */
-	strcpy(reg.group, cs.group_name);
+	strcpy(reg.group, cs_process.group_name);
 	strcpy(reg.token, conf.token);
 	deadline = mono_ms() + wait_ms;
 	for (;;) {
@@ -286,12 +306,17 @@ enum cs_registration cs_daemon_register(void)
 			e = fd;
 			break;	/* not a daemon that is away: a broken path */
 		}
-		e = fd < 0 ? fd : attempt(fd, &reg, &msg, &rfd);
+		e = fd < 0 ? fd : attempt(fd, &reg, &msg, rfd);
 		if (e == 0) {
-			if (!adopt_region(rfd, &msg.u.ok)) {
+			if (!adopt_region(rfd[0], &msg.u.ok)) {
+				if (rfd[1] >= 0)
+					close(rfd[1]);
 				close(fd);
 				return CS_REFUSED;
 			}
+			/* Priorities are best effort by nature: a board that is not one leaves it normal. */
+			if (rfd[1] >= 0)
+				cs_prio_adopt(rfd[1], (enum cs_priority)msg.u.ok.priority);
 			break;
 		}
 		if (fd >= 0)
@@ -346,20 +371,22 @@ enum cs_registration cs_daemon_register(void)
 			       (unsigned long long)wait_ms, attempts);
 		return CS_REFUSED;
 	}
-	strcpy(cs.group_name, msg.u.ok.group);
-	cs.daemon_fd = fd;
-	cs.daemon_managed = msg.u.ok.flags & CS_IPC_MANAGED;
-	cs_log(CS_LOG_INFO, CS_LOG_NAME, "registered with cusliced: group %s, slot %u%s",
-	       cs.group_name, msg.u.ok.slot, cs.daemon_managed ? " (managed)" : "");
+	strcpy(cs_process.group_name, msg.u.ok.group);
+	cs_process.daemon_fd = fd;
+	cs_process.daemon_managed = msg.u.ok.flags & CS_IPC_MANAGED;
+	cs_log(CS_LOG_INFO, CS_LOG_NAME, "registered with cusliced: group %s, slot %u%s%s%s",
+	       cs_process.group_name, msg.u.ok.slot, cs_process.daemon_managed ? " (managed)" : "",
+	       cs_process.prio ? ", priority " : "",
+	       cs_process.prio ? cs_priority_name((enum cs_priority)cs_process.prio_role) : "");
 	return CS_REGISTERED;
 }
 
 void cs_daemon_after_fork(void)
 {
 	/* The parent's registration is the parent's; the child registers at attach. */
-	if (cs.daemon_fd >= 0) {
-		close(cs.daemon_fd);
-		cs.daemon_fd = -1;
+	if (cs_process.daemon_fd >= 0) {
+		close(cs_process.daemon_fd);
+		cs_process.daemon_fd = -1;
 	}
-	cs.daemon_slot = -1;
+	cs_process.daemon_slot = -1;
 }

@@ -128,7 +128,7 @@ struct cs_dlsym_route cs_dlsym_route(void *handle, const char *name)
 	struct cs_dlsym_route r = {NULL, NULL};
 	dlsym_fn f;
 
-	if (handle != RTLD_NEXT && !cs.skipped && ((name[0] == 'c' && name[1] == 'u') ||
+	if (handle != RTLD_NEXT && !cs_process.skipped && ((name[0] == 'c' && name[1] == 'u') ||
 				    (name[0] == 'n' && name[1] == 'v'))) {
 		void *wrapper = NULL;
 

@@ -68,12 +68,12 @@ void cs_footprint_unlock(void)
 /* What this process's accounted allocations hold on gdev. */
 static uint64_t tracked(unsigned gdev)
 {
-	return atomic_load_explicit(&cs.self->used[gdev], memory_order_relaxed);
+	return atomic_load_explicit(&cs_process.self->used[gdev], memory_order_relaxed);
 }
 
 bool cs_footprint_begin(struct cs_footprint *f, int ordinal, unsigned gdev, uint64_t reserve)
 {
-	const char *uuid = cs.dev[ordinal].uuid;
+	const char *uuid = cs_process.dev[ordinal].uuid;
 
 	f->ordinal = ordinal;
 	f->gdev = gdev;
@@ -108,7 +108,7 @@ static uint64_t net(uint64_t before, uint64_t after, uint64_t others_before, uin
  */
 static bool measure(struct cs_footprint *f, bool device_fallback, uint64_t *bytes)
 {
-	const char *uuid = cs.dev[f->ordinal].uuid;
+	const char *uuid = cs_process.dev[f->ordinal].uuid;
 	uint64_t self1, dev1, t1 = tracked(f->gdev);
 	int listed = cs_nvml_self_used(uuid, &self1);
 

@@ -116,7 +116,7 @@ static bool graph_alloc_bytes(CUgraph g, uint64_t bytes[CS_MAX_ORDINALS])
 		}
 		dev = p.poolProps.location.id;
 		if (p.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE && dev >= 0 &&
-		    dev < cs.ndev)
+		    dev < cs_process.ndev)
 			bytes[dev] += p.bytesize;
 	}
 	free(nodes);
@@ -154,7 +154,7 @@ static uint64_t budgets(int dev)
 static bool settle(int dev, uint64_t extra, bool force)
 {
 	uint64_t want = budgets(dev) + extra, reserved = pool_reserved(dev);
-	int gdev = cs.dev[dev].gdev;
+	int gdev = cs_process.dev[dev].gdev;
 
 	if (gdev < 0)
 		return true;
@@ -176,7 +176,7 @@ static bool settle(int dev, uint64_t extra, bool force)
 
 static void settle_all(void)
 {
-	for (int d = 0; d < cs.ndev; d++)
+	for (int d = 0; d < cs_process.ndev; d++)
 		if (charged[d] || budgets(d))
 			settle(d, 0, true);
 }
@@ -273,12 +273,12 @@ static CUresult instantiate(const struct instantiate *a)
 	if (cs_mode() == CS_MODE_OFF || !a->exec || !cs_attached() ||
 	    !graph_alloc_bytes(a->graph, need))
 		return instantiate_real(a);
-	for (int d = 0; d < cs.ndev; d++)
+	for (int d = 0; d < cs_process.ndev; d++)
 		any |= need[d] != 0;
 	if (!any)
 		return instantiate_real(a);
 	cs_footprint_lock();
-	for (int d = 0; d < cs.ndev && failed < 0; d++)
+	for (int d = 0; d < cs_process.ndev && failed < 0; d++)
 		if (need[d] && !settle(d, need[d], false))
 			failed = d;
 	if (failed >= 0) {
@@ -294,7 +294,7 @@ static CUresult instantiate(const struct instantiate *a)
 	}
 	/* Failed: the reservations made for it go back; succeeded: the books as they are. */
 	if (r != CUDA_SUCCESS)
-		for (int d = 0; d < cs.ndev; d++)
+		for (int d = 0; d < cs_process.ndev; d++)
 			if (need[d])
 				settle(d, 0, true);
 	cs_footprint_unlock();

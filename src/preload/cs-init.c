@@ -53,7 +53,7 @@
 /* CUSLICE_CTX_MEM above this is a typo (real contexts take hundreds of MiB). */
 #define CTX_MEM_MAX (64ull << 30)
 
-struct cs_state cs = {
+struct cs_state cs_process = {
 	.gh = {.fd = -1, .slot = -1},
 	.daemon_fd = -1,
 	.daemon_slot = -1,
@@ -67,13 +67,13 @@ void cs_fail_closed(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(cs.fail_reason, sizeof(cs.fail_reason), fmt, ap);
+	vsnprintf(cs_process.fail_reason, sizeof(cs_process.fail_reason), fmt, ap);
 	va_end(ap);
-	atomic_store(&cs.mode, CS_MODE_FAIL_CLOSED);
-	if (!atomic_exchange(&cs.fail_logged, true))
+	atomic_store(&cs_process.mode, CS_MODE_FAIL_CLOSED);
+	if (!atomic_exchange(&cs_process.fail_logged, true))
 		cs_log(CS_LOG_ERROR, CS_LOG_NAME,
 		       "%s; GPU memory allocations in this process will fail (out of memory)",
-		       cs.fail_reason);
+		       cs_process.fail_reason);
 }
 
 void cs_format_uuid(const CUuuid *u, char out[CS_GROUP_UUID_LEN])
@@ -103,7 +103,7 @@ static void load_log_level(void)
 	       "CUSLICE_LOG_LEVEL=\"%s\": accepted: error, warn, info, debug; using warn", v);
 }
 
-/* CUSLICE_MEM_MODE and its options into cs.env_*; -EINVAL when failed closed. */
+/* CUSLICE_MEM_MODE and its options into cs_process.env_*; -EINVAL when failed closed. */
 static int load_oversub_config(void)
 {
 	const char *mode = cs_env_get(CS_ENV_MEM_MODE);
@@ -111,7 +111,7 @@ static int load_oversub_config(void)
 	const char *keep = cs_env_get(CS_ENV_OVERSUB_KEEP_DEVICE);
 
 	if (mode && strcmp(mode, "oversubscribe") == 0) {
-		cs.env_oversub = true;
+		cs_process.env_oversub = true;
 	} else if (mode && strcmp(mode, "hard") != 0) {
 		cs_fail_closed("CUSLICE_MEM_MODE=\"%s\": accepted: hard (device memory, never more "
 			       "than the GPU) or oversubscribe (unified memory, the limit may pass "
@@ -120,14 +120,14 @@ static int load_oversub_config(void)
 		return -EINVAL;
 	}
 	if (single && strcmp(single, "1") == 0) {
-		cs.env_oversub_single = true;
+		cs_process.env_oversub_single = true;
 	} else if (single && strcmp(single, "0") != 0) {
 		cs_fail_closed("CUSLICE_OVERSUB_SINGLE=\"%s\": accepted: 0 (a process holds at most "
 			       "the GPU's memory) or 1 (one process may oversubscribe alone)",
 			       single);
 		return -EINVAL;
 	}
-	if (keep && cs_size_parse(keep, &cs.env_keep_device) != 0) {
+	if (keep && cs_size_parse(keep, &cs_process.env_keep_device) != 0) {
 		cs_fail_closed("CUSLICE_OVERSUB_KEEP_DEVICE=\"%s\": expected a size, %s: cuMemAlloc "
 			       "of at least this many bytes stays device memory",
 			       keep, CS_SIZE_FORMS);
@@ -150,19 +150,19 @@ static void load_config(void)
 	load_log_level();
 	if (!group && !limit && !core)
 		return;
-	atomic_store(&cs.mode, CS_MODE_ACTIVE);
+	atomic_store(&cs_process.mode, CS_MODE_ACTIVE);
 	if (load_oversub_config() < 0 || cs_oom_wait_load() < 0)
 		return;
 
 	if (!dir)
 		dir = CS_DEFAULT_SHM_DIR;
-	if (dir[0] != '/' || strlen(dir) >= sizeof(cs.shm_dir)) {
+	if (dir[0] != '/' || strlen(dir) >= sizeof(cs_process.shm_dir)) {
 		cs_fail_closed("CUSLICE_SHM_DIR=\"%s\": expected an absolute directory path shorter "
 			       "than %zu characters",
-			       dir, sizeof(cs.shm_dir));
+			       dir, sizeof(cs_process.shm_dir));
 		return;
 	}
-	strcpy(cs.shm_dir, dir);
+	strcpy(cs_process.shm_dir, dir);
 
 	if (group) {
 		if (!cs_group_name_valid(group)) {
@@ -171,36 +171,36 @@ static void load_config(void)
 				       group, CS_GROUP_NAME_MAX);
 			return;
 		}
-		strcpy(cs.group_name, group);
+		strcpy(cs_process.group_name, group);
 	} else {
-		snprintf(cs.group_name, sizeof(cs.group_name), "pid-%d", (int)getpid());
+		snprintf(cs_process.group_name, sizeof(cs_process.group_name), "pid-%d", (int)getpid());
 		/* Children (a job's workers) share the quota of the process that was given it. */
-		setenv(cs_env_name(CS_ENV_GROUP), cs.group_name, 1);
+		setenv(cs_env_name(CS_ENV_GROUP), cs_process.group_name, 1);
 	}
 
 	if (limit) {
 		if (cs_limits_parse("CUSLICE_MEM_LIMIT", limit,
 				    CS_LIMIT_SIZES | CS_LIMIT_PERCENT |
-					    (cs.env_oversub ? CS_LIMIT_OVER : 0),
-				    &cs.limits, err, sizeof(err)) != 0) {
+					    (cs_process.env_oversub ? CS_LIMIT_OVER : 0),
+				    &cs_process.limits, err, sizeof(err)) != 0) {
 			cs_fail_closed("%s", err);
 			return;
 		}
-		cs.has_limits = true;
+		cs_process.has_limits = true;
 	}
 
 	if (core) {
-		if (cs_limits_parse("CUSLICE_CORE_LIMIT", core, CS_LIMIT_PERCENT, &cs.core_limits,
+		if (cs_limits_parse("CUSLICE_CORE_LIMIT", core, CS_LIMIT_PERCENT, &cs_process.core_limits,
 				    err, sizeof(err)) != 0 ||
-		    cs_limits_check_shares(&cs.core_limits, err, sizeof(err)) != 0) {
+		    cs_limits_check_shares(&cs_process.core_limits, err, sizeof(err)) != 0) {
 			cs_fail_closed("%s", err);
 			return;
 		}
-		cs.has_core = true;
+		cs_process.has_core = true;
 	}
 	if (core_mode) {
 		if (strcmp(core_mode, "burst") == 0) {
-			cs.core_burst = true;
+			cs_process.core_burst = true;
 		} else if (strcmp(core_mode, "hard") != 0) {
 			cs_fail_closed("CUSLICE_CORE_MODE=\"%s\": accepted: hard (never above the "
 				       "share) or burst (may use idle device time above it)",
@@ -209,8 +209,8 @@ static void load_config(void)
 		}
 	}
 
-	if (ctx && (cs_size_parse(ctx, &cs.ctx_mem_override) != 0 ||
-		    cs.ctx_mem_override > CTX_MEM_MAX)) {
+	if (ctx && (cs_size_parse(ctx, &cs_process.ctx_mem_override) != 0 ||
+		    cs_process.ctx_mem_override > CTX_MEM_MAX)) {
 		cs_fail_closed("CUSLICE_CTX_MEM=\"%s\": expected a size from 0 to 64GiB (and at most "
 			       "the memory of the GPU), %s",
 			       ctx, CS_SIZE_FORMS);
@@ -226,26 +226,27 @@ static void atfork_child(void)
 	 * member of the group, registered when it initialises CUDA. The
 	 * parent's slot (and its lock) stays the parent's.
 	 */
-	if (cs.gh.fd >= 0)
-		cs_group_forget_after_fork(&cs.gh);
-	cs.g = NULL;
-	cs.self = NULL;
+	if (cs_process.gh.fd >= 0)
+		cs_group_forget_after_fork(&cs_process.gh);
+	cs_process.g = NULL;
+	cs_process.self = NULL;
 	for (int i = 0; i < CS_MAX_ORDINALS; i++) {
-		atomic_store(&cs.dev[i].primary_refs, 0);
-		atomic_store(&cs.dev[i].primary_charged, 0);
+		atomic_store(&cs_process.dev[i].primary_refs, 0);
+		atomic_store(&cs_process.dev[i].primary_charged, 0);
 	}
 	cs_pools_forget();
-	atomic_store(&cs.core_watch, false);
+	atomic_store(&cs_process.core_watch, false);
 	cs_core_after_fork();
+	cs_prio_after_fork();
 	cs_daemon_after_fork();
-	atomic_store(&cs.attach, CS_DETACHED);
+	atomic_store(&cs_process.attach, CS_DETACHED);
 }
 
 __attribute__((constructor)) static void cs_load(void)
 {
 	/* Before anything else: a program that opted out is not touched at all. */
 	if (cs_inject_skipped()) {
-		cs.skipped = true;
+		cs_process.skipped = true;
 		return;
 	}
 	cs_inject_repair_env();
@@ -262,26 +263,26 @@ __attribute__((constructor)) static void cs_load(void)
  */
 static bool set_core_limit(int i, int gdev)
 {
-	struct cs_limit_device ld = {.ordinal = i, .uuid = cs.dev[i].uuid, .total = CS_CORE_PPM};
+	struct cs_limit_device ld = {.ordinal = i, .uuid = cs_process.dev[i].uuid, .total = CS_CORE_PPM};
 	uint32_t want, have = CS_CORE_NONE;
 	uint64_t v;
 	int r;
 
-	if (!cs.has_core)
+	if (!cs_process.has_core)
 		return true;
-	v = cs_limits_resolve(&cs.core_limits, &ld);
+	v = cs_limits_resolve(&cs_process.core_limits, &ld);
 	if (v == CS_LIMIT_NONE)
 		return true;
 	want = v > CS_CORE_PPM ? CS_CORE_PPM : (uint32_t)v;
-	r = cs_group_adopt_core(&cs.gh, (unsigned)gdev, want, cs.core_burst ? CS_CORE_BURST : 0u,
-				&have);
+	r = cs_group_adopt_core(&cs_process.gh, (unsigned)gdev, want,
+				cs_process.core_burst ? CS_CORE_BURST : 0u, &have);
 	if (r == -EPERM) {
 		if (have != want)
 			cs_log(CS_LOG_WARN, CS_LOG_NAME,
 			       "group %s's policy (cusliced) gives device %d (%s) a core limit of "
 			       "%.4g%%; CUSLICE_CORE_LIMIT asks %.4g%%: the policy applies",
-			       cs.group_name, i, cs.dev[i].uuid, have == CS_CORE_NONE ? 100.0 : have / 1e4,
-			       want / 1e4);
+			       cs_process.group_name, i, cs_process.dev[i].uuid,
+			       have == CS_CORE_NONE ? 100.0 : have / 1e4, want / 1e4);
 		return true;
 	}
 	if (r == -EBUSY) {
@@ -289,20 +290,20 @@ static bool set_core_limit(int i, int gdev)
 			       "(%s), looser than CUSLICE_CORE_LIMIT asks (%.4g%%): a process never "
 			       "runs under a looser limit than its own configuration; give the "
 			       "group's processes the same limit",
-			       cs.group_name, have == CS_CORE_NONE ? 100.0 : have / 1e4, i,
-			       cs.dev[i].uuid, want / 1e4);
+			       cs_process.group_name, have == CS_CORE_NONE ? 100.0 : have / 1e4, i,
+			       cs_process.dev[i].uuid, want / 1e4);
 		return false;
 	}
 	if (r < 0) {
 		cs_fail_closed("group %s: cannot set the core limit of device %d (%s): %s",
-			       cs.group_name, i, cs.dev[i].uuid, strerror(-r));
+			       cs_process.group_name, i, cs_process.dev[i].uuid, strerror(-r));
 		return false;
 	}
 	if (have < want)
 		cs_log(CS_LOG_WARN, CS_LOG_NAME,
 		       "group %s already has a core limit of %.4g%% on device %d (%s); "
 		       "CUSLICE_CORE_LIMIT asks %.4g%%: the group's tighter limit applies",
-		       cs.group_name, have / 1e4, i, cs.dev[i].uuid, want / 1e4);
+		       cs_process.group_name, have / 1e4, i, cs_process.dev[i].uuid, want / 1e4);
 	return true;
 }
 
@@ -313,15 +314,15 @@ static bool set_mem_limit(int i, int gdev, uint64_t want)
 	uint64_t have = CS_LIMIT_NONE;
 	int r;
 
-	if (!cs.has_limits)
+	if (!cs_process.has_limits)
 		return true;
-	r = cs_group_adopt_limit(&cs.gh, (unsigned)gdev, want, &have);
+	r = cs_group_adopt_limit(&cs_process.gh, (unsigned)gdev, want, &have);
 	if (r == -EPERM) {
 		if (have != want)
 			cs_log(CS_LOG_WARN, CS_LOG_NAME,
 			       "group %s's policy (cusliced) gives device %d (%s) a limit of %llu "
 			       "bytes; CUSLICE_MEM_LIMIT asks %llu: the policy applies",
-			       cs.group_name, i, cs.dev[i].uuid, (unsigned long long)have,
+			       cs_process.group_name, i, cs_process.dev[i].uuid, (unsigned long long)have,
 			       (unsigned long long)want);
 		return true;
 	}
@@ -330,26 +331,26 @@ static bool set_mem_limit(int i, int gdev, uint64_t want)
 			       "than CUSLICE_MEM_LIMIT asks (%s): a process never runs under a looser "
 			       "limit than its own configuration; give the group's processes the "
 			       "same limit",
-			       cs.group_name,
+			       cs_process.group_name,
 			       have == CS_LIMIT_NONE ? "none" : cs_size_format(have, a, sizeof(a)), i,
-			       cs.dev[i].uuid, cs_size_format(want, b, sizeof(b)));
+			       cs_process.dev[i].uuid, cs_size_format(want, b, sizeof(b)));
 		return false;
 	}
 	if (r < 0) {
-		cs_fail_closed("group %s: cannot set the limit of device %d (%s): %s", cs.group_name,
-			       i, cs.dev[i].uuid, strerror(-r));
+		cs_fail_closed("group %s: cannot set the limit of device %d (%s): %s", cs_process.group_name,
+			       i, cs_process.dev[i].uuid, strerror(-r));
 		return false;
 	}
 	if (r == 1)
 		cs_log(CS_LOG_INFO, CS_LOG_NAME,
 		       "group %s: device %d (%s): the looser limit an earlier run left is replaced "
 		       "by CUSLICE_MEM_LIMIT's %llu bytes",
-		       cs.group_name, i, cs.dev[i].uuid, (unsigned long long)want);
+		       cs_process.group_name, i, cs_process.dev[i].uuid, (unsigned long long)want);
 	else if (have < want)
 		cs_log(CS_LOG_WARN, CS_LOG_NAME,
 		       "group %s already has limit %llu bytes on device %d (%s); CUSLICE_MEM_LIMIT "
 		       "asks %llu: the group's tighter limit applies",
-		       cs.group_name, (unsigned long long)have, i, cs.dev[i].uuid,
+		       cs_process.group_name, (unsigned long long)have, i, cs_process.dev[i].uuid,
 		       (unsigned long long)want);
 	return true;
 }
@@ -365,17 +366,17 @@ static bool check_uuid_keys(int n)
 	static char node[CS_MAX_ORDINALS * 4][CS_GROUP_UUID_LEN];
 	const char *uuids[CS_MAX_ORDINALS * 4];
 	struct cs_limit_device devs[CS_MAX_ORDINALS];
-	const struct cs_limits *all[2] = {cs.has_limits ? &cs.limits : NULL,
-					  cs.has_core ? &cs.core_limits : NULL};
+	const struct cs_limits *all[2] = {cs_process.has_limits ? &cs_process.limits : NULL,
+					  cs_process.has_core ? &cs_process.core_limits : NULL};
 	char err[1024];
 	int k = cs_nvml_uuids(node, CS_MAX_ORDINALS * 4);
 
 	for (int i = 0; i < n; i++)
-		devs[i] = (struct cs_limit_device){.ordinal = i, .uuid = cs.dev[i].uuid,
-						   .total = cs.dev[i].total};
+		devs[i] = (struct cs_limit_device){.ordinal = i, .uuid = cs_process.dev[i].uuid,
+						   .total = cs_process.dev[i].total};
 	if (k < 0) {
 		for (int i = 0; i < n; i++)
-			uuids[i] = cs.dev[i].uuid;
+			uuids[i] = cs_process.dev[i].uuid;
 		k = n;
 	} else {
 		for (int i = 0; i < k; i++)
@@ -409,13 +410,15 @@ static CUresult map_devices(void)
 		       CS_MAX_ORDINALS);
 		n = CS_MAX_ORDINALS;
 	}
-	if ((cs.has_limits && cs_limits_check_ordinals(&cs.limits, n, err, sizeof(err)) != 0) ||
-	    (cs.has_core && cs_limits_check_ordinals(&cs.core_limits, n, err, sizeof(err)) != 0)) {
+	if ((cs_process.has_limits &&
+	     cs_limits_check_ordinals(&cs_process.limits, n, err, sizeof(err)) != 0) ||
+	    (cs_process.has_core &&
+	     cs_limits_check_ordinals(&cs_process.core_limits, n, err, sizeof(err)) != 0)) {
 		cs_fail_closed("%s", err);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	for (int i = 0; i < n; i++) {
-		struct cs_device *d = &cs.dev[i];
+		struct cs_device *d = &cs_process.dev[i];
 		CUdevice dev;
 		CUuuid uuid;
 		size_t total = 0;
@@ -434,36 +437,37 @@ static CUresult map_devices(void)
 	if (!check_uuid_keys(n))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (int i = 0; i < n; i++) {
-		struct cs_device *d = &cs.dev[i];
+		struct cs_device *d = &cs_process.dev[i];
 		struct cs_limit_device ld = {.ordinal = i, .uuid = d->uuid, .total = d->total};
-		uint64_t want = cs.has_limits ? cs_limits_resolve(&cs.limits, &ld) : CS_LIMIT_NONE;
+		uint64_t want = cs_process.has_limits ? cs_limits_resolve(&cs_process.limits, &ld)
+						      : CS_LIMIT_NONE;
 		int gdev;
 
-		if (cs.ctx_mem_override > d->total) {
+		if (cs_process.ctx_mem_override > d->total) {
 			char a[32], b[32];
 
 			cs_fail_closed("CUSLICE_CTX_MEM=%s: more than device %d (%s) has (%s)",
-				       cs_size_format(cs.ctx_mem_override, a, sizeof(a)), i, d->uuid,
+				       cs_size_format(cs_process.ctx_mem_override, a, sizeof(a)), i, d->uuid,
 				       cs_size_format(d->total, b, sizeof(b)));
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
-		gdev = cs_group_device(&cs.gh, d->uuid, d->total, want);
+		gdev = cs_group_device(&cs_process.gh, d->uuid, d->total, want);
 		cs_core_bind(i, gdev);
 		if (gdev < 0) {
 			cs_log(CS_LOG_ERROR, CS_LOG_NAME,
 			       "group %s: no room for device %d (%s): its allocations are refused",
-			       cs.group_name, i, d->uuid);
+			       cs_process.group_name, i, d->uuid);
 			continue;
 		}
 		d->gdev = gdev;
 		if (!set_mem_limit(i, gdev, want) || !set_core_limit(i, gdev))
 			return CUDA_ERROR_OUT_OF_MEMORY;
-		if (cs.ctx_mem_override)
-			atomic_store(&d->ctx_bytes, cs.ctx_mem_override);
+		if (cs_process.ctx_mem_override)
+			atomic_store(&d->ctx_bytes, cs_process.ctx_mem_override);
 	}
 	/* From now on we count as a member whose limits others must not loosen. */
-	cs_group_bind(&cs.gh);
-	cs.ndev = n;
+	cs_group_bind(&cs_process.gh);
+	cs_process.ndev = n;
 	return CUDA_SUCCESS;
 }
 
@@ -477,40 +481,42 @@ static void decide_memory_mode(void)
 {
 	char b[32];
 
-	if (atomic_load(&cs.g->flags) & CS_GROUP_MANAGED) {
-		cs.oversub = atomic_load(&cs.g->mem_mode) == CS_MEM_OVERSUBSCRIBE;
-		cs.oversub_single = atomic_load(&cs.g->um_flags) & CS_UM_SINGLE;
-		cs.keep_device_min = atomic_load(&cs.g->keep_device_min);
+	if (atomic_load(&cs_process.g->flags) & CS_GROUP_MANAGED) {
+		cs_process.oversub = atomic_load(&cs_process.g->mem_mode) == CS_MEM_OVERSUBSCRIBE;
+		cs_process.oversub_single = atomic_load(&cs_process.g->um_flags) & CS_UM_SINGLE;
+		cs_process.keep_device_min = atomic_load(&cs_process.g->keep_device_min);
 	} else {
-		cs.oversub = cs.env_oversub;
-		cs.oversub_single = cs.env_oversub_single;
-		cs.keep_device_min = cs.env_keep_device;
-		if (cs.oversub) {
-			atomic_store(&cs.g->mem_mode, CS_MEM_OVERSUBSCRIBE);
-			atomic_store(&cs.g->um_flags, cs.oversub_single ? CS_UM_SINGLE : 0u);
-			atomic_store(&cs.g->keep_device_min, cs.keep_device_min);
+		cs_process.oversub = cs_process.env_oversub;
+		cs_process.oversub_single = cs_process.env_oversub_single;
+		cs_process.keep_device_min = cs_process.env_keep_device;
+		if (cs_process.oversub) {
+			atomic_store(&cs_process.g->mem_mode, CS_MEM_OVERSUBSCRIBE);
+			atomic_store(&cs_process.g->um_flags, cs_process.oversub_single ? CS_UM_SINGLE : 0u);
+			atomic_store(&cs_process.g->keep_device_min, cs_process.keep_device_min);
 		}
 	}
-	if (cs.oversub)
+	if (cs_process.oversub)
 		cs_log(CS_LOG_INFO, CS_LOG_NAME,
 		       "group %s: oversubscribing unified memory (cuMemAlloc* becomes managed%s%s%s)%s",
-		       cs.group_name, cs.keep_device_min ? ", except allocations of " : "",
-		       cs.keep_device_min ? cs_size_format(cs.keep_device_min, b, sizeof(b)) : "",
-		       cs.keep_device_min ? " or more" : "",
-		       cs.oversub_single ? "; one process may pass the GPU" : "");
+		       cs_process.group_name, cs_process.keep_device_min ? ", except allocations of " : "",
+		       cs_process.keep_device_min ? cs_size_format(cs_process.keep_device_min, b, sizeof(b)) : "",
+		       cs_process.keep_device_min ? " or more" : "",
+		       cs_process.oversub_single ? "; one process may pass the GPU" : "");
 }
 
-/* Compute: gates on, and a controller thread when any of our devices has a core limit. */
+/* Compute: gates on, and a controller thread when any of our devices has a core limit or the group
+ * a priority. */
 static void start_compute(void)
 {
 	bool limited = false;
 
-	for (int i = 0; i < cs.ndev; i++)
-		if (cs.dev[i].gdev >= 0 &&
-		    atomic_load(&cs.g->dev[cs.dev[i].gdev].core_limit) != CS_CORE_NONE)
+	for (int i = 0; i < cs_process.ndev; i++)
+		if (cs_process.dev[i].gdev >= 0 &&
+		    atomic_load(&cs_process.g->dev[cs_process.dev[i].gdev].core_limit) != CS_CORE_NONE)
 			limited = true;
-	atomic_store(&cs.core_watch, true);
-	if (limited)
+	atomic_store(&cs_process.core_watch, true);
+	/* A prioritized group's launch costs are measured too (cs-prio.c needs them). */
+	if (limited || cs_process.prio_role != CS_PRIORITY_NORMAL)
 		cs_core_start_controller();
 }
 
@@ -522,19 +528,21 @@ static void start_compute(void)
 static bool open_standalone(void)
 {
 	char what[PATH_MAX + 128];
-	int e = cs.gh.fd >= 0 ? 0 : cs_group_open(&cs.gh, cs.shm_dir, cs.group_name);
+	int e = cs_process.gh.fd >= 0
+		    ? 0
+		    : cs_group_open(&cs_process.gh, cs_process.shm_dir, cs_process.group_name);
 
 	if (e == -ENOENT || e == -ENOTDIR || e == -EACCES || e == -EROFS) {
 		cs_fail_closed("CUSLICE_SHM_DIR=\"%s\": cannot create the region of group %s there: "
 			       "%s; expected an existing directory this user can write (default "
 			       "/dev/shm)",
-			       cs.shm_dir, cs.group_name, strerror(-e));
+			       cs_process.shm_dir, cs_process.group_name, strerror(-e));
 		return false;
 	}
 	if (e == -EPERM || e == -EPROTO || e == -ELOOP) {
 		char want[96];
 
-		cs_group_describe(cs.shm_dir, cs.group_name, what, sizeof(what));
+		cs_group_describe(cs_process.shm_dir, cs_process.group_name, what, sizeof(what));
 		if (e == -EPERM)
 			snprintf(want, sizeof(want), "a regular file of uid %u with mode 0600",
 				 (unsigned)geteuid());
@@ -543,17 +551,17 @@ static bool open_standalone(void)
 		cs_fail_closed("group %s: refusing the existing region %s: expected %s; remove it "
 			       "(someone may have planted it), or use another CUSLICE_GROUP or "
 			       "CUSLICE_SHM_DIR",
-			       cs.group_name, what, want);
+			       cs_process.group_name, what, want);
 		return false;
 	}
 	if (e) {
-		cs_fail_closed("group %s: cannot open %s/cuslice-group-%s: %s", cs.group_name,
-			       cs.shm_dir, cs.group_name, strerror(-e));
+		cs_fail_closed("group %s: cannot open %s/cuslice-group-%s: %s", cs_process.group_name,
+			       cs_process.shm_dir, cs_process.group_name, strerror(-e));
 		return false;
 	}
-	e = cs_group_register(&cs.gh);
+	e = cs_group_register(&cs_process.gh);
 	if (e < 0) {
-		cs_fail_closed("group %s: cannot register this process: %s", cs.group_name,
+		cs_fail_closed("group %s: cannot register this process: %s", cs_process.group_name,
 			       e == -ENOSPC ? "all process slots are taken" : strerror(-e));
 		return false;
 	}
@@ -574,40 +582,40 @@ static CUresult attach_steps(void)
 		cs_fail_closed("the CUDA driver lacks functions cuslice needs: %s", missing);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	if (!cs.map_ready) {
-		e = cs_ptrmap_init(&cs.map, CS_PTRMAP_LOG2_DEFAULT);
+	if (!cs_process.map_ready) {
+		e = cs_ptrmap_init(&cs_process.map, CS_PTRMAP_LOG2_DEFAULT);
 		if (e) {
 			cs_fail_closed("cannot reserve the allocation table: %s", strerror(-e));
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
-		cs.map_ready = true;
+		cs_process.map_ready = true;
 	} else {
-		cs_ptrmap_reset(&cs.map);	/* a fork child: the parent's entries are not ours */
+		cs_ptrmap_reset(&cs_process.map);	/* a fork child: the parent's entries are not ours */
 	}
-	if (cs.gh.fd < 0 && cs.daemon_fd < 0 && cs_daemon_register() == CS_REFUSED)
+	if (cs_process.gh.fd < 0 && cs_process.daemon_fd < 0 && cs_daemon_register() == CS_REFUSED)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (cs.daemon_fd >= 0) {
+	if (cs_process.daemon_fd >= 0) {
 		/* The region cusliced handed over, in the slot it assigned. */
-		e = cs_group_register_slot(&cs.gh, cs.daemon_slot);
+		e = cs_group_register_slot(&cs_process.gh, cs_process.daemon_slot);
 		if (e < 0) {
 			cs_fail_closed("group %s: cannot take slot %d that cusliced assigned: %s",
-				       cs.group_name, cs.daemon_slot,
+				       cs_process.group_name, cs_process.daemon_slot,
 				       e == -EBUSY ? "another process holds it" : strerror(-e));
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
 	} else if (!open_standalone()) {
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	cs.g = cs.gh.g;
-	cs.self = &cs.g->proc[cs.gh.slot];
-	cs_pid_identity_self(&cs.id);
+	cs_process.g = cs_process.gh.g;
+	cs_process.self = &cs_process.g->proc[cs_process.gh.slot];
+	cs_pid_identity_self(&cs_process.id);
 	decide_memory_mode();
 	r = map_devices();
 	if (r != CUDA_SUCCESS)
 		return r;
 	start_compute();
 	cs_log(CS_LOG_INFO, CS_LOG_NAME, "group %s: attached as slot %d with %d device(s)",
-	       cs.group_name, cs.gh.slot, cs.ndev);
+	       cs_process.group_name, cs_process.gh.slot, cs_process.ndev);
 	return CUDA_SUCCESS;
 }
 
@@ -616,24 +624,24 @@ CUresult cs_attach(void)
 	int expected = CS_DETACHED;
 	CUresult r;
 
-	if (atomic_load_explicit(&cs.attach, memory_order_acquire) == CS_ATTACHED)
+	if (atomic_load_explicit(&cs_process.attach, memory_order_acquire) == CS_ATTACHED)
 		return CUDA_SUCCESS;
 	if (cs_mode() == CS_MODE_FAIL_CLOSED)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (cs_mode() != CS_MODE_ACTIVE || in_attach)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (!atomic_compare_exchange_strong(&cs.attach, &expected, CS_ATTACHING)) {
+	if (!atomic_compare_exchange_strong(&cs_process.attach, &expected, CS_ATTACHING)) {
 		struct timespec pause = {0, 100000};
 
-		while (atomic_load_explicit(&cs.attach, memory_order_acquire) == CS_ATTACHING)
+		while (atomic_load_explicit(&cs_process.attach, memory_order_acquire) == CS_ATTACHING)
 			nanosleep(&pause, NULL);
-		return atomic_load(&cs.attach) == CS_ATTACHED ? CUDA_SUCCESS
+		return atomic_load(&cs_process.attach) == CS_ATTACHED ? CUDA_SUCCESS
 							      : CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	in_attach = true;
 	r = attach_steps();
 	in_attach = false;
-	atomic_store_explicit(&cs.attach, r == CUDA_SUCCESS ? CS_ATTACHED : CS_DETACHED,
+	atomic_store_explicit(&cs_process.attach, r == CUDA_SUCCESS ? CS_ATTACHED : CS_DETACHED,
 			      memory_order_release);
 	return r;
 }

@@ -39,15 +39,15 @@ static void log_refusal(CUdeviceptr p, uint64_t size)
 	       "this cuMemAlloc managed memory, which CUDA IPC cannot share; keep buffers that "
 	       "are exported as device memory with CUSLICE_OVERSUB_KEEP_DEVICE=<size> (policy: "
 	       "keep_device_min)",
-	       cs.group_name, (unsigned long long)p, (unsigned long long)size);
+	       cs_process.group_name, (unsigned long long)p, (unsigned long long)size);
 }
 
 CS_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
 	struct cs_ptr_entry *e;
 
-	if (cs_mode() == CS_MODE_ACTIVE && cs.oversub && cs.map_ready) {
-		e = cs_ptrmap_find(&cs.map, CS_PTR_DEVICE, dptr);
+	if (cs_mode() == CS_MODE_ACTIVE && cs_process.oversub && cs_process.map_ready) {
+		e = cs_ptrmap_find(&cs_process.map, CS_PTR_DEVICE, dptr);
 		if (e && (atomic_load_explicit(&e->aux, memory_order_relaxed) & CS_AUX_CONVERTED)) {
 			log_refusal(dptr, e->size);
 			return CUDA_ERROR_INVALID_VALUE;

@@ -7,11 +7,11 @@
  * current context, before the driver is asked. The pointer and its charge go
  * into the per-process map so that free finds them in O(1).
  *
- * In oversubscribe mode (cs.oversub) cuMemAlloc_v2 and cuMemAllocPitch_v2
+ * In oversubscribe mode (cs_process.oversub) cuMemAlloc_v2 and cuMemAllocPitch_v2
  * are served by cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL): the driver pages
  * them to host memory when the GPU is full. They and cuMemAllocManaged are
  * charged as managed memory (cs_reserve_managed); allocations of at least
- * cs.keep_device_min stay device memory, for buffers that will be shared by
+ * cs_process.keep_device_min stay device memory, for buffers that will be shared by
  * CUDA IPC, which managed memory cannot be (cs-ipc.c refuses it). Pitched
  * memory is laid out as the driver would: rows of PITCH_ALIGN bytes.
  *
@@ -37,25 +37,15 @@ static void undo_v1(uint64_t ptr, uint64_t size, void *arg)
 	CS_REAL(cuMemFree)((CUdeviceptr_v1)ptr);
 }
 
-static CUresult free_v2(CUdeviceptr ptr)
-{
-	return CS_REAL(cuMemFree_v2)(ptr);
-}
-
-static CUresult free_v1(CUdeviceptr ptr)
-{
-	return CS_REAL(cuMemFree)((CUdeviceptr_v1)ptr);
-}
-
 /*
  * Whether a device allocation of `bytes` is to be managed memory: attached
- * (cs.oversub is decided at attach; attaching here if cuInit did not) and
+ * (cs_process.oversub is decided at attach; attaching here if cuInit did not) and
  * oversubscribing, below the size that stays device memory. Plain loads.
  */
 static bool convert(uint64_t bytes)
 {
-	return cs_attached() && CS_UNLIKELY(cs.oversub) &&
-	       (cs.keep_device_min == 0 || bytes < cs.keep_device_min);
+	return cs_attached() && CS_UNLIKELY(cs_process.oversub) &&
+	       (cs_process.keep_device_min == 0 || bytes < cs_process.keep_device_min);
 }
 
 /* A converted allocation: managed memory, charged and mapped as such. */
@@ -69,15 +59,6 @@ static CUresult alloc_converted(CUdeviceptr *dptr, size_t bytes)
 	r = CS_REAL(cuMemAllocManaged)(dptr, bytes, CU_MEM_ATTACH_GLOBAL);
 	return cs_track_end(&t, r, CS_PTR_DEVICE, *dptr, bytes, CS_AUX_MANAGED | CS_AUX_CONVERTED,
 			    undo_v2, NULL);
-}
-
-/* Frees through `real_free`, giving back what the range was charged. */
-static CUresult free_tracked(CUdeviceptr ptr, CUresult (*real_free)(CUdeviceptr))
-{
-	struct cs_untrack u;
-
-	cs_untrack_pointer_begin(&u, ptr);
-	return cs_untrack_end(&u, real_free(ptr));
 }
 
 /* One try of cuMemAlloc_v2 (the export below may wait and try again: CUSLICE_OOM_WAIT). */
@@ -110,9 +91,13 @@ CS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 	return r;
 }
 
+/* Gives back what the range was charged. */
 CS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-	return free_tracked(dptr, free_v2);
+	struct cs_untrack u;
+
+	cs_untrack_pointer_begin(&u, dptr);
+	return cs_untrack_end(&u, CS_REAL(cuMemFree_v2)(dptr));
 }
 
 /*
@@ -135,7 +120,10 @@ CS_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 
 CS_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
-	return free_tracked(dptr, free_v1);
+	struct cs_untrack u;
+
+	cs_untrack_pointer_begin(&u, dptr);
+	return cs_untrack_end(&u, CS_REAL(cuMemFree)(dptr));
 }
 
 /*
@@ -255,7 +243,7 @@ static CUresult managed_once(CUdeviceptr *dptr, size_t bytesize, unsigned int fl
 
 	if (cs_mode() == CS_MODE_OFF || bytesize == 0 || !dptr)
 		return CS_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
-	managed = cs_attached() && cs.oversub;
+	managed = cs_attached() && cs_process.oversub;
 	r = managed ? cs_track_begin_managed(&t, bytesize) : cs_track_begin(&t, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;

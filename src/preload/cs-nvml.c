@@ -52,8 +52,8 @@ bool cs_nvml_used(const char *uuid, uint64_t *used)
 
 bool cs_nvml_is_self(unsigned int pid)
 {
-	return (pid && pid == (unsigned int)cs.id.pid) ||
-	       (cs.id.outer_pid > 0 && pid == (unsigned int)cs.id.outer_pid);
+	return (pid && pid == (unsigned int)cs_process.id.pid) ||
+	       (cs_process.id.outer_pid > 0 && pid == (unsigned int)cs_process.id.outer_pid);
 }
 
 /*

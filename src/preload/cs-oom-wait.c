@@ -57,10 +57,10 @@ static uint64_t wait_limit_ns(void)
 	uint64_t ms;
 
 	/* Attached already (never attaching here: an OOM with cuslice off must stay a plain OOM). */
-	if (atomic_load_explicit(&cs.attach, memory_order_acquire) != CS_ATTACHED || !cs.g ||
-	    !(atomic_load(&cs.g->flags) & CS_GROUP_MANAGED))
+	if (atomic_load_explicit(&cs_process.attach, memory_order_acquire) != CS_ATTACHED ||
+	    !cs_process.g || !(atomic_load(&cs_process.g->flags) & CS_GROUP_MANAGED))
 		return oom_wait_ns;
-	ms = atomic_load_explicit(&cs.g->oom_wait_ms, memory_order_relaxed);
+	ms = atomic_load_explicit(&cs_process.g->oom_wait_ms, memory_order_relaxed);
 	if (!ms)
 		return oom_wait_ns;
 	return (ms > OOM_WAIT_MAX_MS ? OOM_WAIT_MAX_MS : ms) * 1000000ull;
@@ -73,7 +73,7 @@ static struct cs_group_sched *entry(void)
 
 	if (!cs_attached() || cs_current_gdev(&gdev) != CUDA_SUCCESS)
 		return NULL;
-	return &cs.g->sched[gdev];
+	return &cs_process.g->sched[gdev];
 }
 
 bool cs_oom_wait_again(struct cs_oom_wait *w, CUresult r)

@@ -196,7 +196,7 @@ void cs_pools_forget(void)
 /* The ordinal whose default or current pool `pool` is, or -1. */
 static int pool_device(CUmemoryPool pool)
 {
-	for (int i = 0; i < cs.ndev; i++) {
+	for (int i = 0; i < cs_process.ndev; i++) {
 		CUmemoryPool p = NULL;
 
 		if (cs_drv.cuDeviceGetMemPool && !cs_drv.cuDeviceGetMemPool(&p, i) && p == pool)
@@ -281,6 +281,7 @@ struct pool_calls {
 	CUresult (*alloc)(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream);
 	CUresult (*free)(CUdeviceptr ptr, CUstream stream);
 	CUresult (*sync)(CUstream stream);
+	CUresult (*capturing)(CUstream stream, CUstreamCaptureStatus *status);
 };
 
 /*
@@ -403,10 +404,47 @@ static CUresult sync_ptsz(CUstream stream)
 					       : CUDA_ERROR_NOT_FOUND;
 }
 
-static const struct pool_calls async_calls = {async_legacy, free_legacy, sync_legacy};
-static const struct pool_calls async_calls_ptsz = {async_ptsz, free_ptsz, sync_ptsz};
-static const struct pool_calls pool_calls = {from_pool, free_legacy, sync_legacy};
-static const struct pool_calls pool_calls_ptsz = {from_pool_ptsz, free_ptsz, sync_ptsz};
+static CUresult capturing_legacy(CUstream stream, CUstreamCaptureStatus *status)
+{
+	return cs_drv.cuStreamIsCapturing ? cs_drv.cuStreamIsCapturing(stream, status)
+					  : CUDA_ERROR_NOT_FOUND;
+}
+
+static CUresult capturing_ptsz(CUstream stream, CUstreamCaptureStatus *status)
+{
+	return cs_drv.cuStreamIsCapturing_ptsz ? cs_drv.cuStreamIsCapturing_ptsz(stream, status)
+					       : CUDA_ERROR_NOT_FOUND;
+}
+
+static const struct pool_calls async_calls = {async_legacy, free_legacy, sync_legacy,
+					      capturing_legacy};
+static const struct pool_calls async_calls_ptsz = {async_ptsz, free_ptsz, sync_ptsz,
+						   capturing_ptsz};
+static const struct pool_calls pool_calls = {from_pool, free_legacy, sync_legacy,
+					     capturing_legacy};
+static const struct pool_calls pool_calls_ptsz = {from_pool_ptsz, free_ptsz, sync_ptsz,
+						  capturing_ptsz};
+
+/*
+ * Queue instead of out-of-memory (cs-oom-wait.c), as cuMemAlloc does: a
+ * stream-ordered allocation refused for want of memory waits on its host
+ * thread, bounded, before anything is enqueued, and is tried again. Not
+ * while its stream is being captured (or when that cannot be asked): a
+ * captured allocation is a node of the graph, which takes its memory when
+ * it is launched, so nothing freed meanwhile would help it.
+ */
+static bool wait_for_memory(struct cs_oom_wait *w, CUresult r, CUstream stream,
+			    const struct pool_calls *calls)
+{
+	CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+
+	if (r != CUDA_ERROR_OUT_OF_MEMORY)
+		return false;
+	if (calls->capturing(stream, &status) != CUDA_SUCCESS ||
+	    status != CU_STREAM_CAPTURE_STATUS_NONE)
+		return false;
+	return cs_oom_wait_again(w, r);
+}
 
 /* cuMemAllocAsync allocates from the current device's current pool. */
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUstream stream,
@@ -426,18 +464,33 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUstream stream,
 	return alloc_from(dptr, bytes, pool, stream, calls);
 }
 
+/* alloc_async, or alloc_from `pool` when it is not NULL, waiting for memory when configured. */
+static CUresult alloc_waiting(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
+			      CUstream stream, const struct pool_calls *calls)
+{
+	struct cs_oom_wait w = {0};
+	CUresult r;
+
+	do
+		r = pool ? alloc_from(dptr, bytes, pool, stream, calls)
+			 : alloc_async(dptr, bytes, stream, calls);
+	while (wait_for_memory(&w, r, stream, calls));
+	cs_oom_wait_done(&w, r);
+	return r;
+}
+
 CS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
 	if (cs_mode() == CS_MODE_OFF || !dptr || bytesize == 0)
 		return CS_REAL(cuMemAllocAsync)(dptr, bytesize, hStream);
-	return alloc_async(dptr, bytesize, hStream, &async_calls);
+	return alloc_waiting(dptr, bytesize, NULL, hStream, &async_calls);
 }
 
 CS_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
 	if (cs_mode() == CS_MODE_OFF || !dptr || bytesize == 0)
 		return CS_REAL(cuMemAllocAsync_ptsz)(dptr, bytesize, hStream);
-	return alloc_async(dptr, bytesize, hStream, &async_calls_ptsz);
+	return alloc_waiting(dptr, bytesize, NULL, hStream, &async_calls_ptsz);
 }
 
 CS_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
@@ -445,7 +498,7 @@ CS_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, C
 {
 	if (cs_mode() == CS_MODE_OFF || !dptr || bytesize == 0 || !pool)
 		return CS_REAL(cuMemAllocFromPoolAsync)(dptr, bytesize, pool, hStream);
-	return alloc_from(dptr, bytesize, pool, hStream, &pool_calls);
+	return alloc_waiting(dptr, bytesize, pool, hStream, &pool_calls);
 }
 
 CS_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
@@ -453,7 +506,7 @@ CS_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
 {
 	if (cs_mode() == CS_MODE_OFF || !dptr || bytesize == 0 || !pool)
 		return CS_REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, bytesize, pool, hStream);
-	return alloc_from(dptr, bytesize, pool, hStream, &pool_calls_ptsz);
+	return alloc_waiting(dptr, bytesize, pool, hStream, &pool_calls_ptsz);
 }
 
 void cs_pool_alloc_freed(uint64_t index)

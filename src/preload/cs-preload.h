@@ -7,13 +7,14 @@
  * generated (cs-gated-gen.c). The build generates from those lists the
  * export version script, the hook ids (cs-hooks-gen.h), dlsym's by-name
  * table and cuGetProcAddress's (name, version, flavour) -> wrapper table
- * (cs-hooks-gen.c).
+ * (cs-hooks-gen.c), and each hook's fallback for a function the real
+ * library lacks, typed by the hooked function's prototype (cs-missing-gen.c).
  *
  * A wrapper reaches the real function with CS_REAL(symbol): one relaxed
  * load from cs_real[] (resolved by dlsym on the driver's own handle the first
  * time) and an indirect call.
  *
- * Process state (`cs`, below) moves through three modes decided from the
+ * Process state (`cs_process`, below) moves through three modes decided from the
  * environment at load time: OFF (none of CUSLICE_GROUP, CUSLICE_MEM_LIMIT and
  * CUSLICE_CORE_LIMIT: every wrapper is a pass-through), FAIL_CLOSED (bad
  * configuration: device allocations are refused) and ACTIVE (accounting in
@@ -39,6 +40,8 @@
 
 #include "cuslice/config.h"
 #include "cuslice/nvml-abi.h"
+#include "cuslice/policy.h"
+#include "cuslice/priority.h"
 #include "cs-group.h"
 #include "cs-limits.h"
 #include "cs-ptrmap.h"
@@ -63,6 +66,8 @@ struct cs_hook_name {
 
 extern const char *const cs_hook_names[CS_HOOK_COUNT];
 extern const cs_hook_fn cs_hook_wrappers[CS_HOOK_COUNT];
+/* Each hook's typed fallback, for a function the real library lacks (cs-missing-gen.c). */
+extern const cs_hook_fn cs_hook_missing[CS_HOOK_COUNT];
 extern const struct cs_hook_name cs_hooks_by_name[CS_HOOK_COUNT];	/* sorted by name */
 /* Every driver ABI variant, sorted by (name, version, flavour); fn = our wrapper or NULL. */
 extern const struct cs_procaddr_row cs_procaddr_rows[];
@@ -75,7 +80,8 @@ extern _Atomic(void *) cs_real[CS_HOOK_COUNT];
 /*
  * The real driver/NVML function behind hook `id`, resolved on first use with
  * dlsym on the library's own handle. Never NULL: a function the installed
- * driver lacks resolves to a stand-in that returns CUDA_ERROR_NOT_SUPPORTED
+ * driver lacks resolves to the hook's fallback (cs_hook_missing[id]), of the
+ * function's own type, which returns CUDA_ERROR_NOT_SUPPORTED
  * (NVML_ERROR_FUNCTION_NOT_FOUND for NVML hooks: NVML's own answer for a
  * function it does not have).
  */
@@ -201,9 +207,13 @@ struct cs_state {
 	int daemon_fd;			/* the registration connection to cusliced, or -1 */
 	int daemon_slot;		/* the slot cusliced assigned, -1 when standalone */
 	bool daemon_managed;		/* cusliced owns the group's policy */
+	/* the group's priority (cs-prio.c): the board cusliced handed over, NULL none */
+	struct cs_prio_board *prio;
+	_Atomic uint32_t prio_role;	/* enum cs_priority; normal without a board */
 };
 
-extern struct cs_state cs;
+/* libcuslice's state in this process (one per process; the child of a fork resets it). */
+extern struct cs_state cs_process;
 
 /* ---- injection (cs-inject.c): run first at load ---- */
 
@@ -214,7 +224,7 @@ void cs_inject_repair_env(void);
 
 static inline enum cs_mode cs_mode(void)
 {
-	return (enum cs_mode)atomic_load_explicit(&cs.mode, memory_order_relaxed);
+	return (enum cs_mode)atomic_load_explicit(&cs_process.mode, memory_order_relaxed);
 }
 
 /*
@@ -233,7 +243,7 @@ CUresult cs_attach(void);
 /* Whether this process is attached, attaching now if it is not yet (cs_attach). */
 static inline bool cs_attached(void)
 {
-	return CS_LIKELY(atomic_load_explicit(&cs.attach, memory_order_acquire) == CS_ATTACHED) ||
+	return CS_LIKELY(atomic_load_explicit(&cs_process.attach, memory_order_acquire) == CS_ATTACHED) ||
 	       cs_attach() == CUDA_SUCCESS;
 }
 
@@ -270,7 +280,7 @@ void cs_uncharge(unsigned gdev, uint64_t bytes);
  * also needs the GPU's physical memory: the group's device bytes are
  * reserved against it (cs_group_reserve_device). Managed memory is charged
  * with these, against the quota only. In both, a process holds at most the
- * GPU's memory unless cs.oversub_single.
+ * GPU's memory unless cs_process.oversub_single.
  */
 bool cs_reserve_managed(unsigned gdev, uint64_t bytes);
 void cs_uncharge_managed(unsigned gdev, uint64_t bytes);
@@ -368,7 +378,7 @@ static inline CUresult cs_track_commit(const struct cs_track *t, enum cs_ptr_kin
 				       uint64_t key, uint64_t size, uint64_t aux,
 				       cs_track_undo_fn undo, void *arg)
 {
-	if (CS_LIKELY(cs_ptrmap_insert(&cs.map, kind, key, size, t->gdev, aux)))
+	if (CS_LIKELY(cs_ptrmap_insert(&cs_process.map, kind, key, size, t->gdev, aux)))
 		return CUDA_SUCCESS;
 	return cs_track_full(t, kind, key, size, undo, arg);
 }
@@ -499,6 +509,29 @@ void cs_core_launch(void);
 void cs_core_start_controller(void);
 /* Fork child: no controller thread any more. */
 void cs_core_after_fork(void);
+/*
+ * A launch that waited held_ns at the scheduler's hold and was granted the
+ * GPU: prefetches this process's managed memory on the device when that
+ * helps (cs-prefetch.c). Slow path.
+ */
+void cs_prefetch_at_grant(int ordinal, unsigned gdev, uint64_t held_ns);
+
+/* ---- priorities (cs-prio.c, include/cuslice/priority.h) ---- */
+
+/* Maps the board cusliced handed over with REGISTERED (fd is consumed); logs why not. */
+void cs_prio_adopt(int fd, enum cs_priority role);
+/* Fork child: the parent's board mapping is dropped (the child registers itself). */
+void cs_prio_after_fork(void);
+/* The board's entry of a GPU, NULL (logged) when there is none or no board. */
+struct cs_prio_gpu *cs_prio_gpu_of(const char *uuid);
+/*
+ * A launch of a prioritized process on a GPU with a board entry: a
+ * high-priority one publishes its work, a best-effort one waits for a gap
+ * (bounded). measured_ns: the launch's measured cost, 0 unknown.
+ */
+void cs_prio_launch(struct cs_prio_gpu *e, uint64_t measured_ns);
+/* The driver call of a high-priority launch cs_prio_launch published has returned. */
+void cs_prio_launched(struct cs_prio_gpu *e);
 
 /*
  * Launch fast path: a few loads. Every gate open (no compute limit), or not
@@ -506,15 +539,29 @@ void cs_core_after_fork(void);
  */
 static inline void cs_launch_gate(void)
 {
-	/* Acquire: the gate pointers and cs.ndev were published before the flag. */
-	if (CS_LIKELY(!atomic_load_explicit(&cs.core_watch, memory_order_acquire)))
+	/* Acquire: the gate pointers and cs_process.ndev were published before the flag. */
+	if (CS_LIKELY(!atomic_load_explicit(&cs_process.core_watch, memory_order_acquire)))
 		return;
-	for (int i = 0; i < cs.ndev; i++) {
-		if (CS_UNLIKELY(atomic_load_explicit(cs.gate[i], memory_order_relaxed))) {
+	for (int i = 0; i < cs_process.ndev; i++) {
+		if (CS_UNLIKELY(atomic_load_explicit(cs_process.gate[i], memory_order_relaxed))) {
 			cs_core_launch();
 			return;
 		}
 	}
+}
+
+/* After a launch's driver call, in a high-priority process: its work is queued (cs-prio.c). */
+void cs_core_launched(void);
+
+/*
+ * After the driver call of a launch that passed cs_launch_gate: only a
+ * high-priority process has anything to do (one load for the others).
+ */
+static inline void cs_launch_done(void)
+{
+	if (CS_UNLIKELY(atomic_load_explicit(&cs_process.prio_role, memory_order_relaxed) ==
+			CS_PRIORITY_HIGH))
+		cs_core_launched();
 }
 
 /* ---- queue instead of out-of-memory (cs-oom-wait.c) ---- */
@@ -545,9 +592,9 @@ void cs_oom_wait_done(struct cs_oom_wait *w, CUresult r);
 
 /*
  * What registering with cusliced came to:
- *   registered     cs.group_name is the daemon's word now, cs.gh holds the
+ *   registered     cs_process.group_name is the daemon's word now, cs_process.gh holds the
  *                  region it handed over (no slot taken yet), and
- *                  cs.daemon_slot the slot to take
+ *                  cs_process.daemon_slot the slot to take
  *   standalone     no daemon (or CUSLICE_DAEMON=off): on the environment's limits
  *   failed closed  refused, or the node's daemon did not answer within
  *                  CUSLICE_DAEMON_WAIT, or required but absent

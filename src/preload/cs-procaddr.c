@@ -48,7 +48,7 @@ CS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
 {
 	CUresult r = CS_REAL(cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags, symbolStatus);
 
-	if (r == CUDA_SUCCESS && symbol && pfn && *pfn && !cs.skipped)
+	if (r == CUDA_SUCCESS && symbol && pfn && *pfn && !cs_process.skipped)
 		*pfn = wrapper_for(symbol, cudaVersion, flags, *pfn);
 	return r;
 }
@@ -58,7 +58,7 @@ CS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
 {
 	CUresult r = CS_REAL(cuGetProcAddress)(symbol, pfn, cudaVersion, flags);
 
-	if (r == CUDA_SUCCESS && symbol && pfn && *pfn && !cs.skipped)
+	if (r == CUDA_SUCCESS && symbol && pfn && *pfn && !cs_process.skipped)
 		*pfn = wrapper_for(symbol, cudaVersion, flags, *pfn);
 	return r;
 }

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /*
  * Memory ordering, in one place.
@@ -153,4 +154,48 @@ bool cs_ptrmap_take(struct cs_ptrmap *m, enum cs_ptr_kind kind, uint64_t key,
 	atomic_store_explicit(&out->key, key, memory_order_relaxed);
 	atomic_store_explicit(&e->key, CS_PTRMAP_TOMBSTONE, memory_order_release);
 	return true;
+}
+
+unsigned cs_ptrmap_each(struct cs_ptrmap *m, enum cs_ptr_kind kind,
+			void (*fn)(uint64_t key, const struct cs_ptr_entry *e, void *arg), void *arg)
+{
+	const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	const size_t per_page = page / sizeof(struct cs_ptr_entry);
+	const size_t bytes = sizeof(struct cs_ptr_entry) * (m->mask + 1);
+	unsigned char vec[256];
+	unsigned n = 0;
+
+	if (!m->slots || !kind_valid(kind) || per_page == 0)
+		return 0;
+	/* A page never written holds no entry: mincore tells them apart in batches. */
+	for (size_t off = 0; off < bytes; off += sizeof(vec) * page) {
+		size_t len = bytes - off < sizeof(vec) * page ? bytes - off : sizeof(vec) * page;
+		bool known = mincore((char *)m->slots + off, len, vec) == 0;
+
+		for (size_t p = 0; p * page < len; p++) {
+			const struct cs_ptr_entry *e =
+			    (const struct cs_ptr_entry *)((char *)m->slots + off + p * page);
+
+			if (known && !(vec[p] & 1))
+				continue;
+			for (size_t i = 0; i < per_page; i++, e++) {
+				struct cs_ptr_entry copy;
+				uint64_t key = atomic_load_explicit(&e->key, memory_order_acquire);
+
+				if (!key_valid(key) ||
+				    atomic_load_explicit(&e->kind, memory_order_acquire) != (uint32_t)kind)
+					continue;
+				copy.size = e->size;
+				copy.dev = e->dev;
+				atomic_store_explicit(&copy.aux,
+						      atomic_load_explicit(&e->aux, memory_order_relaxed),
+						      memory_order_relaxed);
+				atomic_store_explicit(&copy.kind, (uint32_t)kind, memory_order_relaxed);
+				atomic_store_explicit(&copy.key, key, memory_order_relaxed);
+				fn(key, &copy, arg);
+				n++;
+			}
+		}
+	}
+	return n;
 }

@@ -125,6 +125,17 @@ bool cs_ptrmap_insert(struct cs_ptrmap *m, enum cs_ptr_kind kind, uint64_t key, 
 struct cs_ptr_entry *cs_ptrmap_find(struct cs_ptrmap *m, enum cs_ptr_kind kind, uint64_t key);
 
 /*
+ * Calls fn(key, entry, arg) for the live entries of `kind`, as they are
+ * while it walks (entries inserted or taken meanwhile may be seen or not;
+ * the entry's fields are a snapshot). A slow path: it reads the table's
+ * pages that hold entries (mincore says which; untouched pages are
+ * skipped), so it costs what the table has ever held, not its capacity.
+ * Returns the number of entries visited.
+ */
+unsigned cs_ptrmap_each(struct cs_ptrmap *m, enum cs_ptr_kind kind,
+			void (*fn)(uint64_t key, const struct cs_ptr_entry *e, void *arg), void *arg);
+
+/*
  * Removes the entry for (kind, key), copying it to *out first. Returns true
  * when this call removed it; false, leaving *out untouched, when there is no
  * such entry. Of threads taking the same entry, exactly one gets true.

@@ -21,24 +21,6 @@ static _Atomic(void *) nvml_h;
 static _Atomic bool driver_warned, nvml_warned;
 
 /*
- * Stand-ins for functions the installed library lacks (STYLE.md: never call
- * a missing function): the driver's answer for an operation this system
- * does not support, NVML's for a function it does not have. They are
- * called through a pointer of the wrapped function's type; on the ABIs we
- * support a function that ignores its arguments and returns an int is safe
- * to call that way.
- */
-static CUresult missing_driver_fn(void)
-{
-	return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-static nvmlReturn_t missing_nvml_fn(void)
-{
-	return NVML_ERROR_FUNCTION_NOT_FOUND;
-}
-
-/*
  * The driver directory's shim (src/shim) has the driver's soname, so
  * opening "libcuda.so.1" there returns the shim, whose lookups find our own
  * wrappers first. It names the real library (cuslice_driver_shim), which
@@ -115,9 +97,15 @@ void *cs_real_resolve(int id)
 	bool nvml = id >= CS_HOOK_FIRST_NVML;
 	void *p = nvml ? cs_nvml_sym(cs_hook_names[id]) : cs_driver_sym(cs_hook_names[id]);
 
-	/* Never our own wrapper: that would recurse forever. */
+	/*
+	 * Never our own wrapper: that would recurse forever. A function the
+	 * library lacks is never called (STYLE.md): the hook's typed fallback
+	 * (cs-missing-gen.c) answers CUDA_ERROR_NOT_SUPPORTED, the driver's answer
+	 * for an operation this system does not support, or NVML's
+	 * NVML_ERROR_FUNCTION_NOT_FOUND.
+	 */
 	if (!p || p == (void *)cs_hook_wrappers[id])
-		p = nvml ? (void *)missing_nvml_fn : (void *)missing_driver_fn;
+		p = (void *)cs_hook_missing[id];
 	atomic_store_explicit(&cs_real[id], p, memory_order_relaxed);
 	return p;
 }

@@ -53,7 +53,7 @@ static unsigned ready_devices(void)
 	unsigned n = 0;
 
 	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++)
-		n += atomic_load_explicit(&cs.g->dev[i].state, memory_order_acquire) ==
+		n += atomic_load_explicit(&cs_process.g->dev[i].state, memory_order_acquire) ==
 		     CS_GROUP_DEV_READY;
 	return n;
 }
@@ -72,7 +72,7 @@ static int lookup_uuid(nvmlDevice_t dev)
 	if (!get_uuid || get_uuid(dev, uuid, sizeof(uuid)) != NVML_SUCCESS)
 		return -1;
 	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++) {
-		struct cs_group_dev *d = &cs.g->dev[i];
+		struct cs_group_dev *d = &cs_process.g->dev[i];
 
 		if (atomic_load_explicit(&d->state, memory_order_acquire) == CS_GROUP_DEV_READY &&
 		    strcmp(d->uuid, uuid) == 0)
@@ -169,7 +169,7 @@ CS_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
 
 struct cs_view_members *cs_view_members_get(void)
 {
-	unsigned hwm = atomic_load_explicit(&cs.g->proc_hwm, memory_order_acquire);
+	unsigned hwm = atomic_load_explicit(&cs_process.g->proc_hwm, memory_order_acquire);
 	struct cs_view_members *m;
 
 	if (hwm > CS_GROUP_MAX_PROCS)
@@ -179,12 +179,12 @@ struct cs_view_members *cs_view_members_get(void)
 		return NULL;
 	m->n = 0;
 	for (unsigned i = 0; i < hwm; i++) {
-		struct cs_group_proc *p = &cs.g->proc[i];
+		struct cs_group_proc *p = &cs_process.g->proc[i];
 		int32_t view;
 
 		if (atomic_load_explicit(&p->state, memory_order_acquire) != CS_GROUP_PROC_LIVE)
 			continue;
-		view = cs_group_proc_pid_for(p, &cs.id);
+		view = cs_group_proc_pid_for(p, &cs_process.id);
 		if (view <= 0)
 			continue;
 		m->v[m->n].pid = (unsigned int)p->pid;
@@ -236,10 +236,10 @@ unsigned cs_view_keep_members(const struct cs_view_members *m, void *recs, unsig
  */
 static unsigned walk_procs(unsigned gdev, void *infos, size_t size, unsigned max)
 {
-	unsigned n = 0, hwm = atomic_load_explicit(&cs.g->proc_hwm, memory_order_acquire);
+	unsigned n = 0, hwm = atomic_load_explicit(&cs_process.g->proc_hwm, memory_order_acquire);
 
 	for (unsigned i = 0; i < hwm && i < CS_GROUP_MAX_PROCS; i++) {
-		struct cs_group_proc *p = &cs.g->proc[i];
+		struct cs_group_proc *p = &cs_process.g->proc[i];
 		nvmlProcessInfo_t *rec;
 		uint64_t used;
 		int32_t pid;
@@ -247,7 +247,7 @@ static unsigned walk_procs(unsigned gdev, void *infos, size_t size, unsigned max
 		if (atomic_load_explicit(&p->state, memory_order_acquire) != CS_GROUP_PROC_LIVE)
 			continue;
 		used = atomic_load_explicit(&p->used[gdev], memory_order_relaxed);
-		pid = used ? cs_group_proc_pid_for(p, &cs.id) : 0;
+		pid = used ? cs_group_proc_pid_for(p, &cs_process.id) : 0;
 		if (pid <= 0)
 			continue;
 		if (infos && n < max) {

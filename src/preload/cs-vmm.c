@@ -20,19 +20,19 @@
 /* Drops one hold on a created handle; the last gives its memory back. */
 static void drop_hold(CUmemGenericAllocationHandle handle)
 {
-	struct cs_ptr_entry *e = cs_ptrmap_find(&cs.map, CS_PTR_VMM_HANDLE, handle);
+	struct cs_ptr_entry *e = cs_ptrmap_find(&cs_process.map, CS_PTR_VMM_HANDLE, handle);
 	struct cs_ptr_entry out;
 
 	if (!e)
 		return;
 	if (atomic_fetch_sub(&e->aux, 1) == 1 &&
-	    cs_ptrmap_take(&cs.map, CS_PTR_VMM_HANDLE, handle, &out))
+	    cs_ptrmap_take(&cs_process.map, CS_PTR_VMM_HANDLE, handle, &out))
 		cs_uncharge(out.dev, out.size);
 }
 
 static void add_hold(CUmemGenericAllocationHandle handle)
 {
-	struct cs_ptr_entry *e = cs_ptrmap_find(&cs.map, CS_PTR_VMM_HANDLE, handle);
+	struct cs_ptr_entry *e = cs_ptrmap_find(&cs_process.map, CS_PTR_VMM_HANDLE, handle);
 
 	if (e)
 		atomic_fetch_add(&e->aux, 1);
@@ -40,7 +40,7 @@ static void add_hold(CUmemGenericAllocationHandle handle)
 
 static bool tracking(void)
 {
-	return cs_mode() == CS_MODE_ACTIVE && cs.map_ready;
+	return cs_mode() == CS_MODE_ACTIVE && cs_process.map_ready;
 }
 
 /* Undo a handle or a mapping the allocation table cannot hold (cs_track_undo_fn). */
@@ -57,8 +57,8 @@ static void undo_map(uint64_t ptr, uint64_t size, void *arg)
 	CS_REAL(cuMemUnmap)(ptr, size);
 }
 
-CS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-			       const CUmemAllocationProp *prop, unsigned long long flags)
+static CUresult create(CUmemGenericAllocationHandle *handle, size_t size,
+		       const CUmemAllocationProp *prop, unsigned long long flags)
 {
 	struct cs_track t;
 	unsigned gdev;
@@ -79,6 +79,24 @@ CS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
 	/* aux: the handle's holds, the creation's own to begin with. */
 	return cs_track_end(&t, r, CS_PTR_VMM_HANDLE, r == CUDA_SUCCESS ? *handle : 0, size, 1,
 			    undo_create, NULL);
+}
+
+/*
+ * Physical memory that cannot be had now waits for some, bounded, as
+ * cuMemAlloc does (oom_wait, CUSLICE_OOM_WAIT): a synchronous call, like
+ * it (PyTorch's expandable segments grow this way).
+ */
+CS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+			       const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	struct cs_oom_wait w = {0};
+	CUresult r;
+
+	do
+		r = create(handle, size, prop, flags);
+	while (cs_oom_wait_again(&w, r));
+	cs_oom_wait_done(&w, r);
+	return r;
 }
 
 CS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
@@ -105,7 +123,7 @@ CS_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 	CUresult r = CS_REAL(cuMemMap)(ptr, size, offset, handle, flags);
 
 	if (r != CUDA_SUCCESS || !tracking() ||
-	    !cs_ptrmap_find(&cs.map, CS_PTR_VMM_HANDLE, handle))
+	    !cs_ptrmap_find(&cs_process.map, CS_PTR_VMM_HANDLE, handle))
 		return r;
 	/* Not charged (the handle is). Without its entry an unmap could not find the handle: undo.
 	 */
@@ -125,7 +143,7 @@ CS_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 
 	if (r != CUDA_SUCCESS || !tracking())
 		return r;
-	while (p < ptr + size && cs_ptrmap_take(&cs.map, CS_PTR_VMM_MAP, p, &m)) {
+	while (p < ptr + size && cs_ptrmap_take(&cs_process.map, CS_PTR_VMM_MAP, p, &m)) {
 		drop_hold(m.aux);
 		if (m.size == 0)
 			break;

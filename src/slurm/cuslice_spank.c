@@ -58,6 +58,7 @@ enum opt_val {
 	OPT_MEM = 1,
 	OPT_CORES,
 	OPT_BURST,
+	OPT_PRIORITY,
 };
 
 static int opt_cb(int val, const char *arg, int remote);
@@ -76,6 +77,10 @@ static struct spank_option options[] = {
      "give",
      1, OPT_CORES, opt_cb},
     {"gpu-burst", NULL, "may use idle GPU time above --gpu-cores", 0, OPT_BURST, opt_cb},
+    {"gpu-priority", "PRIO",
+     "best-effort (yields to high-priority work on its GPUs), normal or high (up to what "
+     "plugstack.conf's priority_max allows); default: plugstack.conf's priority",
+     1, OPT_PRIORITY, opt_cb},
 };
 
 static struct sp_config cfg;
@@ -108,6 +113,10 @@ static int opt_cb(int val, const char *arg, int remote)
 		break;
 	case OPT_BURST:
 		req.burst = true;
+		break;
+	case OPT_PRIORITY:
+		e = sp_opt_priority("--gpu-priority", arg, &req.priority, msg, sizeof(msg));
+		req.priority_set = e == 0;
 		break;
 	default:
 		return -1;

@@ -14,7 +14,8 @@
 
 #define KEYS                                                                                       \
 	"library, socket, admin_socket, token_file, shards_per_gpu, default_mem, default_cores, "  \
-	"mode, on_violation, daemon_required, other_gpus, batch, cgroup_root, timeout"
+	"mode, priority, priority_max, on_violation, daemon_required, other_gpus, batch, "         \
+	"cgroup_root, timeout"
 #define SHARDS_MAX 100000u
 #define TIMEOUT_MAX_S 300u
 
@@ -26,6 +27,8 @@ static void defaults(struct sp_config *c, const char *library)
 	snprintf(c->admin_socket, sizeof(c->admin_socket), "%s", SP_DEFAULT_ADMIN_SOCKET);
 	/* A whole GPU's step may use the whole GPU, at any share of its time. */
 	c->default_mem = (struct sp_amount){.set = true, .percent = true, .ppm = 1000000};
+	c->priority = CS_PRIORITY_NORMAL;
+	c->priority_max = CS_PRIORITY_NORMAL;
 	c->on_violation = CS_POLICY_ACTION_KILL;
 	c->daemon_required = true;
 	c->batch_slice = true;
@@ -135,6 +138,12 @@ static int one(struct sp_config *c, const char *key, const char *v, char *err, s
 			    "(may use idle GPU time above it)",
 			    v);
 		c->burst = k == CS_POLICY_MODE_BURST;
+	} else if (strcmp(key, "priority") == 0) {
+		if (sp_opt_priority(key, v, &c->priority, err, len) < 0)
+			return -EINVAL;
+	} else if (strcmp(key, "priority_max") == 0) {
+		if (sp_opt_priority(key, v, &c->priority_max, err, len) < 0)
+			return -EINVAL;
 	} else if (strcmp(key, "on_violation") == 0) {
 		if ((k = cs_policy_action_parse(v)) < 0)
 			return sp_fail(err, len, "on_violation=%s: expected report, stop or kill",

@@ -103,6 +103,26 @@ int sp_opt_cores(const char *opt, const char *s, struct sp_amount *ret, char *er
 	return 0;
 }
 
+int sp_opt_priority(const char *opt, const char *s, int *ret, char *err, size_t errlen)
+{
+	char v[SP_SHOWN_MAX];
+	int p = s ? cs_priority_parse(s) : -1;
+
+	if (p < 0)
+		return sp_fail(err, errlen,
+			       "%s=%s: expected high (best-effort groups yield to it), normal or "
+			       "best-effort (yields to high-priority groups on its GPUs)",
+			       opt, sp_shown(s ? s : "", v));
+	*ret = p;
+	return 0;
+}
+
+/* Priorities in order: best-effort below normal below high. */
+static int priority_rank(int p)
+{
+	return p == CS_PRIORITY_BEST_EFFORT ? 0 : p == CS_PRIORITY_HIGH ? 2 : 1;
+}
+
 void sp_step_init(struct sp_step *s, uint32_t job, uint32_t step)
 {
 	memset(s, 0, sizeof(*s));
@@ -233,10 +253,19 @@ int sp_slice_decide(const struct sp_config *c, const struct sp_step *s, const st
 		    struct sp_slice *ret, char *err, size_t errlen)
 {
 	bool asked = r->mem.set || r->cores.set;
-	struct sp_slice sl = {.burst = r->burst || c->burst};
+	struct sp_slice sl = {.burst = r->burst || c->burst,
+			      .priority = r->priority_set ? r->priority : c->priority};
 	struct sp_amount share;
 	char a[40], b[40], src[96];
 	uint64_t ppm;
+
+	/* A priority holds others' work back: a user may ask up to what the cluster allows. */
+	if (r->priority_set && priority_rank(r->priority) > priority_rank(c->priority_max))
+		return sp_fail(err, errlen,
+			       "--gpu-priority=%s: above what this cluster lets a step ask "
+			       "(priority_max=%s in plugstack.conf)",
+			       cs_priority_name((enum cs_priority)r->priority),
+			       cs_priority_name((enum cs_priority)c->priority_max));
 
 	if (s->ngpus == 0) {
 		if (asked)
@@ -433,6 +462,9 @@ char *sp_policy_json(const struct sp_config *c, const struct sp_step *s, const s
 	     add(lb, cs_label_slurm_job, cJSON_CreateString(job)) &&
 	     add(lb, cs_label_slurm_step, cJSON_CreateString(s->step_text)) &&
 	     (!s->user[0] || add(lb, cs_label_slurm_user, cJSON_CreateString(s->user)));
+	if (ok && sl->priority != CS_PRIORITY_NORMAL)
+		ok = add(o, cs_key_priority,
+			 cJSON_CreateString(cs_priority_name((enum cs_priority)sl->priority)));
 	if (ok)
 		text = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);

@@ -94,6 +94,8 @@ struct sp_config {
 	struct sp_amount default_mem;	/* steps with whole GPUs and no --gpu-mem */
 	struct sp_amount default_cores; /* ... and no --gpu-cores */
 	bool burst;			/* the mode when --gpu-burst is not given */
+	int priority;			/* enum cs_priority: steps' when --gpu-priority is not given */
+	int priority_max;		/* the highest --gpu-priority a user may ask */
 	enum cs_policy_action on_violation;
 	bool daemon_required;
 	bool other_gpus_allowed;    /* the step's limits on every GPU, not 0 elsewhere */
@@ -114,12 +116,21 @@ int sp_args_parse(struct sp_config *c, const char *default_library, int ac, char
 
 /* ---- sp-step.c: a step and its slice ---- */
 
-/* What the user asked with --gpu-mem, --gpu-cores and --gpu-burst. */
+/* What the user asked with --gpu-mem, --gpu-cores, --gpu-burst and --gpu-priority. */
 struct sp_request {
 	struct sp_amount mem;
 	struct sp_amount cores;
 	bool burst;
+	bool priority_set;
+	int priority;	/* enum cs_priority, when priority_set */
 };
+
+/*
+ * --gpu-priority's value (and plugstack.conf's priority and priority_max):
+ * high, normal or best-effort. `opt` names it in messages. 0 with *ret set,
+ * or -EINVAL with a message.
+ */
+int sp_opt_priority(const char *opt, const char *s, int *ret, char *err, size_t errlen);
 
 /*
  * Option values. --gpu-mem: a size (cs_size_parse forms) or a percentage of
@@ -177,17 +188,19 @@ struct sp_slice {
 	struct sp_amount mem;	/* per GPU of the step */
 	struct sp_amount cores; /* per GPU of the step */
 	bool burst;
+	int priority;	    /* enum cs_priority */
 	uint32_t share_ppm; /* the shards' share of one GPU; 10^6 for whole GPUs */
 };
 
 /*
  * Decides the step's slice from the configuration, its GPUs and shards and
  * what was asked (`asked`: --gpu-mem or --gpu-cores given; --gpu-burst
- * alone asks nothing). Returns 1 with *ret filled when the step gets a
- * slice, 0 when it gets none (no GPU and nothing asked), -EINVAL with a
- * message for a request the step's allocation does not cover (more than
- * its shards' share, a slice without a GPU) or shards without
- * shards_per_gpu in plugstack.conf.
+ * and --gpu-priority alone ask nothing). Returns 1 with *ret filled when
+ * the step gets a slice, 0 when it gets none (no GPU and nothing asked),
+ * -EINVAL with a message for a request the step's allocation does not
+ * cover (more than its shards' share, a slice without a GPU, a priority
+ * above plugstack.conf's priority_max) or shards without shards_per_gpu in
+ * plugstack.conf.
  */
 int sp_slice_decide(const struct sp_config *c, const struct sp_step *s, const struct sp_request *r,
 		    struct sp_slice *ret, char *err, size_t errlen);

@@ -27,7 +27,8 @@ static const char canned_gpus[] =
 	"{\"name\":\"train\",\"managed\":true,"                                                    \
 	"\"policy\":{\"memory_limit\":8589934592,\"core_limit\":30,\"mode\":\"hard\","             \
 	"\"members\":{\"uids\":[1000]},"                                                           \
-	"\"labels\":{\"k8s.namespace\":\"team-a\",\"k8s.pod\":\"web-0\"}},"                          \
+	"\"labels\":{\"k8s.namespace\":\"team-a\",\"k8s.pod\":\"web-0\"},"                           \
+	"\"priority\":\"best-effort\"},"                                                          \
 	"\"processes\":2,\"devices\":[{\"uuid\":\"" UUID0 "\",\"memory_used\":4294967296,"         \
 	"\"memory_limit\":8589934592,\"core_limit\":30,\"core_used\":29.54,\"mode\":\"hard\","     \
 	"\"oom_denials\":3,\"throttled_seconds\":12.5}]}"

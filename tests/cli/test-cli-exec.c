@@ -228,6 +228,11 @@ static void test_cli_usage_errors(void **state)
 	usage("cuslice ps: unexpected argument \"x\"", "ps", ARGS("ps", "x"));
 	usage("cuslice ps: unknown option -x", "ps", ARGS("ps", "-x"));
 	usage("cuslice run: option --mem needs a value", "run", ARGS("run", "--mem"));
+	usage("cuslice run: --priority needs --group NAME: a priority is the group's policy, "
+	      "which cusliced keeps",
+	      "run", ARGS("run", "--priority", "high", "--", "true"));
+	usage("cuslice run: --priority \"urgent\": expected high, normal or best-effort", "run",
+	      ARGS("run", "--priority", "urgent", "--", "true"));
 	usage("cuslice run: missing command: cuslice run [OPTIONS] [--] CMD [ARGS...]", "run",
 	      ARGS("run", "--mem", "4GiB"));
 	usage("cuslice run: --mem \"4XB\": not a size; expected a byte count or a number with a "
@@ -248,8 +253,10 @@ static void test_cli_usage_errors(void **state)
 	      "run", ARGS("run", "--group", "a b", "true"));
 	usage("cuslice set: missing GROUP", "set", ARGS("set", "--mem", "1G"));
 	usage("cuslice set: nothing to change: give --mem, --cores, --burst or --hard, --required "
-	      "or --optional, --oversubscribe or --no-oversubscribe, --oom-wait",
+	      "or --optional, --oversubscribe or --no-oversubscribe, --oom-wait, --priority",
 	      "set", ARGS("set", "train"));
+	usage("cuslice set: --priority \"low\": expected high, normal or best-effort", "set",
+	      ARGS("set", "train", "--priority", "low"));
 	usage("cuslice set: --oversubscribe and --no-oversubscribe exclude each other", "set",
 	      ARGS("set", "train", "--oversubscribe", "--no-oversubscribe"));
 	usage("cuslice set: --oom-wait \"2h\": expected a duration up to 1h (a whole number with "
@@ -407,6 +414,7 @@ static void test_cli_listings(void **state)
 			 "  labels:\n"
 			 "    k8s.namespace: \"team-a\"\n"
 			 "    k8s.pod: \"web-0\"\n"
+			 "  priority: \"best-effort\"\n"
 			 "processes: 2\n"
 			 "devices:\n"
 			 "- uuid: \"" UUID0 "\"\n"
@@ -935,6 +943,12 @@ static void test_cli_daemon_e2e(void **state)
 	assert_true(policy_memory_limit() == 134217728.0);
 	expect_code(0, cli("--admin-socket", dadmin, "ps"));
 	expect_contains(out, "GROUP ");
+	/* --priority goes into the stored policy; the limits stored before stay. */
+	expect_code(0, cli("--admin-socket", dadmin, "--socket", dsock, "run", "--group", "e2e",
+			   "--priority", "best-effort", "--", cs_alloc, "--bytes", "64MiB"));
+	expect_code(0, cli("--admin-socket", dadmin, "groups", "e2e", "-o", "json"));
+	expect_contains(out, "\"priority\":\t\"best-effort\"");
+	assert_true(policy_memory_limit() == 134217728.0);
 	expect_code(0, cli("--admin-socket", dadmin, "delete", "e2e"));
 	expect_code(1, cli("--admin-socket", dadmin, "delete", "e2e"));
 	expect_contains(err, "e2e");

@@ -204,6 +204,8 @@ static void test_cli_policy_body(void **state)
 	/* Beyond 2^53 a double is not exact: the bytes go as text. */
 	ch = (struct cli_policy_change){.mem_set = true, .mem_bytes = (1ull << 60) + 1};
 	body_is(&ch, "{\"memory_limit\":\"1152921504606846977\"}");
+	ch = (struct cli_policy_change){.priority = 1 + CS_PRIORITY_BEST_EFFORT};
+	body_is(&ch, "{\"priority\":\"best-effort\"}");
 }
 
 static void env_is(char **env, const char *const *want)

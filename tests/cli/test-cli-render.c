@@ -424,9 +424,9 @@ static void test_cli_render_groups_wide(void **state)
 	(void)state;
 	assert_int_equal(cli_render_groups(one, gpus, &wide, capture_start(&c)), 0);
 	capture_is(&c, "GROUP MANAGED PROCS GPU MEM-USED MEM-LIMIT CORES CORE-LIMIT MODE OOM "
-		       "THROTTLED LABELS                             UUID\n"
+		       "THROTTLED LABELS                             PRIORITY    UUID\n"
 		       "train yes         2 0   4.00 GiB  8.00 GiB 29.5%        30% hard   3     "
-		       "12.5s k8s.namespace=team-a,k8s.pod=web-0 " UUID0 "\n");
+		       "12.5s k8s.namespace=team-a,k8s.pod=web-0 best-effort " UUID0 "\n");
 	cJSON_Delete(one);
 	cJSON_Delete(gpus);
 }

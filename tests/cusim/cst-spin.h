@@ -33,6 +33,7 @@ struct cst_spin {
 	int go_fd;	/* its stdin; -1 once released */
 	double wall_ms; /* from its result line */
 	double device_ms;
+	double p50_us, p99_us;	/* --period-us: its requests' latencies */
 	bool reported;
 };
 
@@ -124,8 +125,11 @@ static inline void cst_spin_result(struct cst_spin *c)
 
 	if (c->reported)
 		return;
+	c->p50_us = c->p99_us = 0;
 	if (!fgets(line, sizeof(line), c->out) ||
-	    sscanf(line, "wall_ms=%lf device_ms=%lf", &c->wall_ms, &c->device_ms) != 2)
+	    (sscanf(line, "wall_ms=%lf device_ms=%lf", &c->wall_ms, &c->device_ms) != 2 &&
+	     sscanf(line, "requests=%*u p50_us=%lf p99_us=%lf max_us=%*f wall_ms=%lf device_ms=%lf",
+		    &c->p50_us, &c->p99_us, &c->wall_ms, &c->device_ms) != 4))
 		fail_msg("cs-spin %ld: no result line", (long)c->pid);
 	c->reported = true;
 }

@@ -260,7 +260,7 @@ static void test_ctl_create(void **state)
 	assert_int_equal(sh->ndevices, 2);
 	expect_contains(out, sh->desc[0].uuid);
 	expect_contains(out, sh->desc[1].uuid);
-	munmap(sh, sizeof(*sh));
+	sim_shared_close(sh);
 	/* Again: the existing instance is kept, whatever the environment says now. */
 	setenv("CUSIM_GPUS", "T4", 1);
 	expect_ctl(0, "create");
@@ -355,7 +355,7 @@ static void test_ctl_status_json(void **state)
 	assert_int_equal(cJSON_GetArrayItem(field(p, "ctx_devices"), 0)->valuedouble, 1);
 	cJSON_Delete(j);
 	sim_proc_release(sh, slot);
-	munmap(sh, sizeof(*sh));
+	sim_shared_close(sh);
 }
 
 static void test_ctl_status_human(void **state)
@@ -384,7 +384,7 @@ static void test_ctl_status_human(void **state)
 	expect_contains(out, "alive");
 	expect_contains(out, "0: 3.00 MiB");
 	sim_proc_release(sh, slot);
-	munmap(sh, sizeof(*sh));
+	sim_shared_close(sh);
 }
 
 /* A process that dies holding memory shows as dead until `reclaim`. */
@@ -431,7 +431,7 @@ static void test_ctl_reclaim(void **state)
 	assert_int_equal(num(field(cJSON_GetArrayItem(field(j, "devices"), 0), "memory"), "used"),
 			 0);
 	cJSON_Delete(j);
-	munmap(sh, sizeof(*sh));
+	sim_shared_close(sh);
 }
 
 static void test_ctl_fault_add_list_clear(void **state)
@@ -525,7 +525,7 @@ static void test_ctl_fault_add_list_clear(void **state)
 	cJSON_Delete(j);
 	expect_ctl(0, "fault", "clear");
 	assert_string_equal(out, "cleared 0 faults\n");
-	munmap(sh, sizeof(*sh));
+	sim_shared_close(sh);
 }
 
 /* What `fault list` prints can be given back to `fault add`. */
@@ -552,7 +552,7 @@ static void test_ctl_fault_spec_round_trip(void **state)
 	assert_int_equal(sh->faults[1].domain, first.domain);
 	assert_int_equal(sh->faults[1].nth, first.nth);
 	assert_int_equal(sh->faults[1].count, first.count);
-	munmap(sh, sizeof(*sh));
+	sim_shared_close(sh);
 }
 
 static void test_ctl_fault_table_full(void **state)
@@ -578,7 +578,7 @@ static void test_ctl_fault_table_full(void **state)
 	expect_contains(err, "more than 32");
 	sh = map_instance();
 	assert_int_equal(atomic_load(&sh->nfaults_armed), 0);
-	munmap(sh, sizeof(*sh));
+	sim_shared_close(sh);
 }
 
 static void test_ctl_bad_arguments(void **state)
@@ -646,7 +646,7 @@ static void test_ctl_bad_arguments(void **state)
 	sh = map_instance();
 	assert_int_equal(atomic_load(&sh->nfaults_armed), 0);
 	assert_int_equal(atomic_load(&sh->dev[0].lost), 0);
-	munmap(sh, sizeof(*sh));
+	sim_shared_close(sh);
 	expect_ctl(0, "reset");
 }
 
@@ -678,7 +678,7 @@ static void test_ctl_device_lost(void **state)
 	j = parse_json();
 	assert_false(boolean(cJSON_GetArrayItem(field(j, "devices"), 1), "lost"));
 	cJSON_Delete(j);
-	munmap(sh, sizeof(*sh));
+	sim_shared_close(sh);
 }
 
 static void test_ctl_instance_option(void **state)

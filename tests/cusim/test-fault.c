@@ -251,7 +251,7 @@ static int table_teardown(void **state)
 	(void)state;
 	sim_fault_clear(sh);
 	sim_fault_bind(NULL);
-	munmap(sh, sizeof(*sh));
+	sim_shared_close(sh);
 	sh = NULL;
 	return 0;
 }

@@ -6,7 +6,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "sim-proc-lock.h"
 #include "sim-shared.h"
 
 static char tmpdir[64];
@@ -63,8 +66,7 @@ static int instance_setup(void **state)
 static int instance_teardown(void **state)
 {
 	(void)state;
-	if (sh)
-		munmap(sh, sizeof(*sh));
+	sim_shared_close(sh);
 	sh = NULL;
 	/* Tests may switch to other instances: remove the one setup made. */
 	setenv("CUSIM_INSTANCE", instance, 1);
@@ -250,7 +252,7 @@ static void test_shared_register_release(void **state)
 	assert_int_equal(slot->vram_fd, 7);
 	assert_int_equal(atomic_load(&slot->start_time), sim_proc_start_time(getpid()));
 	assert_true(sim_proc_start_time(getpid()) > 0);
-	assert_true(sim_proc_slot_alive(slot));
+	assert_true(sim_proc_slot_alive(sh, slot));
 	assert_ptr_equal(sim_proc_find(sh, getpid()), slot);
 	assert_int_equal(sim_dev_charge(sh, slot, 1, 3u << 20), 0);
 	atomic_store(&slot->ctx_devices, 2);
@@ -372,7 +374,7 @@ static void test_shared_reclaim_dead(void **state)
 	assert_non_null(slot);
 	/* The child is gone but its memory is still charged... */
 	assert_int_equal(atomic_load(&sh->dev[0].used), 100u << 20);
-	assert_false(sim_proc_slot_alive(slot));
+	assert_false(sim_proc_slot_alive(sh, slot));
 	assert_null(sim_proc_find(sh, pid));
 	/* ...until someone reclaims it, exactly once. */
 	assert_int_equal(sim_proc_reclaim_dead(sh), 1);
@@ -420,6 +422,128 @@ static void test_shared_reclaim_zombie(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 }
 
+/* The first word of /proc/<pid>/comm is name (the process exec'd it), within 5 s. */
+static bool comm_becomes(pid_t pid, const char *name)
+{
+	struct timespec ts = {0, 1000000};
+	char path[64], buf[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	for (int i = 0; i < 5000; i++) {
+		FILE *f = fopen(path, "r");
+		bool same = f && fgets(buf, sizeof(buf), f) && strncmp(buf, name, strlen(name)) == 0;
+
+		if (f)
+			fclose(f);
+		if (same)
+			return true;
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
+/*
+ * A process that execs another program has let go of the device (a real
+ * driver's descriptors are close-on-exec): its pid and start time stay, its
+ * slot is dead and its memory comes back while the new program runs.
+ */
+static void test_shared_exec_frees(void **state)
+{
+	int p[2], status;
+	pid_t pid;
+	char c = 0;
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct sim_proc_slot *slot = sim_proc_register(sh, getpid(), -1);
+
+		if (!slot || slot->lock_k == SIM_LOCK_NONE || sim_dev_charge(sh, slot, 0, 64u << 20) < 0)
+			c = 1;
+		if (write(p[1], &c, 1) != 1)
+			_exit(2);
+		execl("/bin/sleep", "sleep", "5", (char *)NULL);
+		_exit(3);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &c, 1), 1);
+	close(p[0]);
+	assert_int_equal(c, 0);
+	assert_true(comm_becomes(pid, "sleep"));
+	assert_non_null(slot_of(pid));
+	/*
+	 * The kernel names the new program a moment before the old descriptors'
+	 * last close is done (on the way back to user space): within 3 s then,
+	 * while sleep has 5 to go.
+	 */
+	for (int i = 0; i < 3000 && sim_proc_slot_alive(sh, slot_of(pid)); i++)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	assert_false(sim_proc_slot_alive(sh, slot_of(pid)));
+	assert_int_equal(sim_proc_reclaim_dead(sh), 1);
+	assert_int_equal(atomic_load(&sh->dev[0].used), 0);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+}
+
+static void *linger(void *arg)
+{
+	int fd = *(int *)arg;
+	char c;
+
+	/* Until the test says so: then the process ends with this thread. */
+	(void)!read(fd, &c, 1);
+	return NULL;
+}
+
+/*
+ * A process whose main thread has exited (its leader a zombie) while another
+ * thread runs still holds the device, as a real driver's descriptors stay
+ * open until the last thread is gone: its slot is alive until then, and
+ * dead (its memory free) once it is.
+ */
+static void test_shared_exiting_holds(void **state)
+{
+	int ready[2], go[2], status;
+	pid_t pid;
+	char c = 0;
+
+	(void)state;
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(go), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct sim_proc_slot *slot = sim_proc_register(sh, getpid(), -1);
+		pthread_t t;
+
+		close(go[1]);
+		if (!slot || sim_dev_charge(sh, slot, 0, 32u << 20) < 0 ||
+		    pthread_create(&t, NULL, linger, &go[0]) != 0)
+			c = 1;
+		if (write(ready[1], &c, 1) != 1)
+			_exit(2);
+		pthread_exit(NULL);
+	}
+	close(ready[1]);
+	close(go[0]);
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	assert_int_equal(c, 0);
+	for (int i = 0; i < 5000 && !is_zombie(pid); i++)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	assert_true(is_zombie(pid));
+	assert_true(sim_proc_slot_alive(sh, slot_of(pid)));
+	assert_int_equal(sim_proc_reclaim_dead(sh), 0);
+	assert_int_equal(atomic_load(&sh->dev[0].used), 32u << 20);
+	/* The last thread goes: so do the descriptors, and the memory. */
+	close(go[1]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(sim_proc_reclaim_dead(sh), 1);
+	assert_int_equal(atomic_load(&sh->dev[0].used), 0);
+}
+
 static void test_shared_pid_reuse(void **state)
 {
 	struct sim_proc_slot *slot;
@@ -429,11 +553,20 @@ static void test_shared_pid_reuse(void **state)
 	assert_non_null(slot);
 	assert_int_equal(sim_dev_charge(sh, slot, 1, 1u << 20), 0);
 	/*
-	 * The pid is alive, but started at another time than the process that
-	 * registered: it is a new process that reused the pid, so the slot is dead.
+	 * Its lock held, it is alive whatever /proc says (whoever holds the
+	 * lock holds the device).
 	 */
 	atomic_store(&slot->start_time, sim_proc_start_time(getpid()) + 1);
-	assert_false(sim_proc_slot_alive(slot));
+	assert_true(slot->lock_k != SIM_LOCK_NONE);
+	assert_true(sim_proc_slot_alive(sh, slot));
+	/*
+	 * Without a lock, by /proc: the pid is alive, but started at another
+	 * time than the process that registered: it is a new process that
+	 * reused the pid, so the slot is dead.
+	 */
+	sim_lock_drop(sh, (unsigned)(slot - sh->procs), slot->lock_k);
+	atomic_store(&slot->lock_k, SIM_LOCK_NONE);
+	assert_false(sim_proc_slot_alive(sh, slot));
 	assert_null(sim_proc_find(sh, getpid()));
 	assert_int_equal(sim_proc_reclaim_dead(sh), 1);
 	assert_int_equal(atomic_load(&slot->pid), SIM_PID_FREE);
@@ -441,9 +574,11 @@ static void test_shared_pid_reuse(void **state)
 	/* A slot with a pid that does not exist at all is dead too. */
 	slot = sim_proc_register(sh, getpid(), -1);
 	assert_non_null(slot);
+	sim_lock_drop(sh, (unsigned)(slot - sh->procs), slot->lock_k);
+	atomic_store(&slot->lock_k, SIM_LOCK_NONE);
 	atomic_store(&slot->pid, INT32_MAX);
 	assert_int_equal(sim_proc_start_time(INT32_MAX), 0);
-	assert_false(sim_proc_slot_alive(slot));
+	assert_false(sim_proc_slot_alive(sh, slot));
 	assert_int_equal(sim_proc_reclaim_dead(sh), 1);
 }
 
@@ -456,9 +591,10 @@ static void test_shared_table_full(void **state)
 		assert_non_null(sim_proc_register(sh, getpid(), -1));
 	/* Full of live processes: nothing to reclaim, no slot. */
 	assert_null(sim_proc_register(sh, getpid(), -1));
-	/* One dies (pid reused): registration reclaims its slot and gets it. */
+	/* One dies (its lock gone, its pid reused): registration reclaims its slot and gets it. */
 	slot = &sh->procs[SIM_MAX_PROCS / 2];
 	assert_int_equal(sim_dev_charge(sh, slot, 0, 4096), 0);
+	sim_lock_drop(sh, (unsigned)(slot - sh->procs), slot->lock_k);
 	atomic_store(&slot->start_time, 1);
 	assert_ptr_equal(sim_proc_register(sh, getpid(), 3), slot);
 	assert_int_equal(atomic_load(&slot->used[0]), 0);
@@ -494,6 +630,8 @@ int main(void)
 		T(test_shared_charge_boundary),
 		T(test_shared_reclaim_dead),
 		T(test_shared_reclaim_zombie),
+		T(test_shared_exec_frees),
+		T(test_shared_exiting_holds),
 		T(test_shared_pid_reuse),
 		T(test_shared_table_full),
 		T(test_shared_start_time),

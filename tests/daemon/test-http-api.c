@@ -145,8 +145,15 @@ static void test_http_api_gpus(void **state)
 	assert_int_equal(cJSON_GetArraySize(arr), 2);
 	g = cJSON_GetArrayItem(arr, 0);
 	ASSERT_FIELDS(g, "index", "uuid", "name", "memory_total", "memory_used", "utilization",
-		      "scheduler");
+		      "priority", "scheduler");
 	assert_num(g, "index", 0);
+	/* The priority board's counters, as members counted them. */
+	ASSERT_FIELDS(field(g, "priority"), "high_launches", "high_period_seconds",
+		      "best_effort_launches", "best_effort_held", "best_effort_held_seconds");
+	assert_num(field(g, "priority"), "high_launches", 5000);
+	assert_num(field(g, "priority"), "high_period_seconds", 0.002);
+	assert_num(field(g, "priority"), "best_effort_held", 4000);
+	assert_num(field(g, "priority"), "best_effort_held_seconds", 1.25);
 	assert_str(g, "uuid", FAKE_GPU0_UUID);
 	assert_str(g, "name", "NVIDIA H100 80GB HBM3");
 	assert_num(g, "memory_total", 80.0 * FAKE_GIB);
@@ -156,8 +163,9 @@ static void test_http_api_gpus(void **state)
 	assert_num(g, "index", 1);
 	assert_str(g, "uuid", FAKE_GPU1_UUID);
 	assert_num(g, "memory_total", 40.0 * FAKE_GIB);
-	/* No scheduler books for GPU 1: no "scheduler". */
+	/* No scheduler books for GPU 1: no "scheduler"; no board entry: no "priority". */
 	assert_null(cJSON_GetObjectItemCaseSensitive(g, "scheduler"));
+	assert_null(cJSON_GetObjectItemCaseSensitive(g, "priority"));
 	cJSON_Delete(j);
 }
 
@@ -171,7 +179,8 @@ static void test_http_api_scheduler(void **state)
 	j = parse(cd_api_render_gpus(&fake.snap));
 	s = field(cJSON_GetArrayItem(field(j, "gpus"), 0), "scheduler");
 	ASSERT_FIELDS(s, "mode", "holder", "epoch", "quantum_seconds", "held_seconds",
-		      "working_sets", "bandwidth", "bandwidth_measured", "switches", "revocations",
+		      "working_sets", "bandwidth", "bandwidth_measured", "prefetch", "switches",
+		      "revocations",
 		      "idle_releases", "exit_releases", "serializations", "groups", "queue",
 		      "switch_seconds");
 	assert_str(s, "mode", "serialized");
@@ -181,6 +190,7 @@ static void test_http_api_scheduler(void **state)
 	assert_num(s, "held_seconds", 1);
 	assert_num(s, "bandwidth", 12e9);
 	assert_bool(s, "bandwidth_measured", false);
+	assert_str(s, "prefetch", "auto");
 	assert_num(s, "switches", 7);
 	assert_num(s, "revocations", 1);
 	assert_num(s, "idle_releases", 2);
@@ -188,9 +198,14 @@ static void test_http_api_scheduler(void **state)
 	assert_int_equal(cJSON_GetArraySize(q), 2);
 	e = cJSON_GetArrayItem(q, 0);
 	ASSERT_FIELDS(e, "group", "state", "working_set", "resident", "waiting_launches", "weight",
-		      "waiting_allocations",
-		      "held_seconds", "waited_seconds");
+		      "waiting_allocations", "prefetched_bytes", "prefetch_seconds", "prefetch",
+		      "prefetch_bandwidth", "fault_bandwidth", "held_seconds", "waited_seconds");
 	assert_num(e, "weight", 3);
+	assert_num(e, "prefetched_bytes", 1536.0 * 1024 * 1024);
+	assert_num(e, "prefetch_seconds", 0.04);
+	assert_bool(e, "prefetch", true);
+	assert_num(e, "prefetch_bandwidth", 38.4e9);
+	assert_num(e, "fault_bandwidth", 0.25e9);
 	assert_str(e, "group", "train");
 	assert_str(e, "state", "holder");
 	assert_num(e, "held_seconds", 3);
@@ -199,6 +214,7 @@ static void test_http_api_scheduler(void **state)
 	assert_str(e, "state", "queued");
 	assert_num(e, "waiting_launches", 3);
 	assert_num(e, "waited_seconds", 1.5);
+	assert_bool(e, "prefetch", false);
 	sw = field(s, "switch_seconds");
 	assert_int_equal(cJSON_GetArraySize(sw), 2);
 	assert_true(cJSON_GetArrayItem(sw, 0)->valuedouble == 0.01);

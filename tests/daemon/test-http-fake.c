@@ -58,6 +58,13 @@ void fake_reset(void)
 					    .memory_used = 0, .utilization = 0};
 	snprintf(fake.gpus[1].uuid, sizeof(fake.gpus[1].uuid), FAKE_GPU1_UUID);
 	snprintf(fake.gpus[1].name, sizeof(fake.gpus[1].name), "NVIDIA A100-SXM4-40GB");
+	/* GPU 0 has a priority board entry with counters; GPU 1 none. */
+	fake.gpus[0].has_prio = true;
+	fake.gpus[0].hp_launches = 5000;
+	fake.gpus[0].hp_period_ns = 2000000;
+	fake.gpus[0].be_launches = 90000;
+	fake.gpus[0].be_held = 4000;
+	fake.gpus[0].be_held_ns = 1250000000ull;
 
 	g = &fake.groups[0];
 	snprintf(g->name, sizeof(g->name), "train");
@@ -106,6 +113,7 @@ void fake_reset(void)
 					       .working_sets = 2048ull << 20,
 					       .total = 80 * FAKE_GIB,
 					       .bandwidth = 12e9,
+					       .prefetch_mode = CD_SCHED_PREFETCH_AUTO,
 					       .switches = 7,
 					       .revokes = 1,
 					       .idle_releases = 2,
@@ -118,7 +126,8 @@ void fake_reset(void)
 	snprintf(fake.sched[0].holder, sizeof(fake.sched[0].holder), "train");
 	fake.sched[0].members[0] = (struct cd_snap_sched_member){
 	    .state = CS_SCHED_HOLDER, .working_set = 1536ull << 20, .weight = 3,
-	    .held_ns = 3000000000ull};
+	    .held_ns = 3000000000ull, .prefetched = 1536ull << 20, .prefetch_ns = 40000000ull,
+	    .prefetch = true, .prefetch_bw = 38.4e9, .fault_bw = 0.25e9};
 	snprintf(fake.sched[0].members[0].group, sizeof(fake.sched[0].members[0].group), "train");
 	fake.sched[0].members[1] = (struct cd_snap_sched_member){
 	    .state = CS_SCHED_QUEUED, .working_set = 512ull << 20, .waiters = 3,

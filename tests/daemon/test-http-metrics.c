@@ -145,6 +145,13 @@ static void test_http_metrics_sched(void **state)
 	assert_line(t, "cuslice_sched_waiting_launches" G0 ",group=\"pid-42\"} 3");
 	assert_line(t, "cuslice_sched_waited_seconds_total" G0 ",group=\"pid-42\"} 1.500");
 	assert_line(t, "cuslice_sched_held_seconds_total" G0 ",group=\"train\"} 3.000");
+	assert_line(t, "cuslice_sched_prefetched_bytes_total" G0 ",group=\"train\"} 1610612736");
+	/* The priority board's counters, for the GPU that has an entry only. */
+	assert_line(t, "cuslice_priority_high_launches_total" G0 "} 5000");
+	assert_line(t, "cuslice_priority_best_effort_launches_total" G0 "} 90000");
+	assert_line(t, "cuslice_priority_best_effort_held_total" G0 "} 4000");
+	assert_line(t, "cuslice_priority_best_effort_held_seconds_total" G0 "} 1.250000");
+	assert_no(t, "cuslice_priority_high_launches_total{" GPU1);
 #undef G0
 	free(t);
 }

@@ -397,7 +397,7 @@ static void test_config_bad_structure(void **state)
 	    "session_ttl, on_bypass, ipc_sessions_per_uid, api_connections_per_uid, sched, "
 	    "sched_tick, sched_headroom, sched_calm, sched_quantum_factor, sched_quantum_min, "
 	    "sched_quantum_max, sched_bandwidth, sched_idle, sched_grace, sched_drain_quiet, "
-	    "sched_fair_lead, status_page");
+	    "sched_fair_lead, sched_prefetch, status_page");
 	parse_fails("[daemon]\nstatus_page = on\n",
 		    "line 2: status_page = \"on\": expected yes (the status page at / on "
 		    "metrics_listen) or no");
@@ -508,6 +508,71 @@ static void test_config_set(void **state)
 	assert_string_equal(cs_log_level_name(CS_LOG_WARN), "warn");
 }
 
+/*
+ * contrib/cusliced.conf, the file packages install, shows every key with its
+ * default, commented out: each key is there, and every ";key = value" it
+ * shows parses, the scheduler's part to exactly the defaults.
+ */
+static void test_config_contrib_file(void **state)
+{
+	const char *path = getenv("CS_CONTRIB_CONF");
+	struct cd_sched_config want;
+	struct cd_config c;
+	char *text, *out, *line, *save = NULL, *uncommented;
+	size_t n = 0;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(path);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	text = calloc(1, 1 << 16);
+	out = calloc(1, 1 << 16);
+	uncommented = calloc(1, 1 << 16);
+	assert_non_null(text);
+	assert_non_null(out);
+	assert_non_null(uncommented);
+	n = fread(text, 1, (1 << 16) - 1, f);
+	fclose(f);
+	assert_true(n > 0 && n < (1 << 16) - 1);
+	for (unsigned k = 0; cd_config_keys[k]; k++) {
+		char shown[64], set[64];
+
+		snprintf(shown, sizeof(shown), "\n;%s =", cd_config_keys[k]);
+		snprintf(set, sizeof(set), "\n%s =", cd_config_keys[k]);
+		if (!strstr(text, shown) && !strstr(text, set))
+			fail_msg("%s does not show the key %s", path, cd_config_keys[k]);
+	}
+	/*
+	 * The ";key = value" lines without their ';' (comments are "; text"),
+	 * but for keys the file sets (socket_group, allow_gids) and those whose
+	 * default is a path of the installed system (token_file, state_dir).
+	 */
+	memcpy(out, text, n + 1);
+	strcpy(uncommented, "[daemon]\n");
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char set[80];
+		size_t klen = strcspn(line + 1, " =");
+
+		if (line[0] != ';' || line[1] < 'a' || line[1] > 'z' || klen >= 64)
+			continue;
+		snprintf(set, sizeof(set), "\n%.*s =", (int)klen, line + 1);
+		if (strstr(text, set) || strncmp(line + 1, "token_file", 10) == 0 ||
+		    strncmp(line + 1, "state_dir", 9) == 0)
+			continue;
+		strcat(uncommented, line + 1);
+		strcat(uncommented, "\n");
+	}
+	/* Every default it shows, set (the keys it sets name the group "cuslice", not here). */
+	c = parse_ok(uncommented);
+	memset(&want, 0, sizeof(want)); /* as cd_config_defaults leaves its padding */
+	cd_sched_config_defaults(&want);
+	assert_memory_equal(&c.sched, &want, sizeof(want));
+	free(text);
+	free(out);
+	free(uncommented);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -516,6 +581,7 @@ int main(void)
 	    cmocka_unit_test(test_config_bad_structure), cmocka_unit_test(test_config_long_line),
 	    cmocka_unit_test(test_config_token_file),	 cmocka_unit_test(test_config_set),
 	    cmocka_unit_test(test_config_admin_values),	 cmocka_unit_test(test_config_check),
+	    cmocka_unit_test(test_config_contrib_file),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

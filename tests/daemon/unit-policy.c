@@ -141,7 +141,9 @@ static void test_policy_defaults(void **state)
 		  "\"daemon_required\":false,\"members\":{\"uids\":[],\"gids\":[],"
 		  "\"cgroups\":[],\"pods\":[]},\"on_violation\":\"report\",\"labels\":{},"
 		  "\"memory_mode\":\"hard\",\"oversubscribe_single\":false,"
-		  "\"keep_device_min\":null,\"sched_weight\":1,\"oom_wait\":null}");
+		  "\"keep_device_min\":null,\"sched_weight\":1,\"oom_wait\":null,"
+		  "\"priority\":\"normal\"}");
+	assert_int_equal(p.priority, CS_PRIORITY_NORMAL);
 	free(json);
 	/* A weight for the GPU scheduler: kept, and rendered. */
 	p = parse_ok("{\"sched_weight\": 3}");
@@ -153,10 +155,18 @@ static void test_policy_defaults(void **state)
 	p = parse_ok("{\"oom_wait\": \"30s\"}");
 	assert_int_equal(p.oom_wait_ms, 30000);
 	json = cd_policy_to_json(&p);
-	assert_non_null(strstr(json, "\"oom_wait\":\"30000ms\"}"));
+	assert_non_null(strstr(json, "\"oom_wait\":\"30000ms\","));
 	free(json);
 	p = parse_ok("{\"oom_wait\": null}");
 	assert_int_equal(p.oom_wait_ms, 0);
+	/* Priorities: each name, rendered back as given. */
+	p = parse_ok("{\"priority\": \"best-effort\"}");
+	assert_int_equal(p.priority, CS_PRIORITY_BEST_EFFORT);
+	json = cd_policy_to_json(&p);
+	assert_non_null(strstr(json, "\"priority\":\"best-effort\"}"));
+	free(json);
+	p = parse_ok("{\"priority\": \"high\"}");
+	assert_int_equal(p.priority, CS_PRIORITY_HIGH);
 }
 
 static void test_policy_memory_forms(void **state)
@@ -264,7 +274,7 @@ static void test_policy_merge(void **state)
 
 #define FIELDS                                                                                     \
 	"memory_limit, core_limit, mode, memory_mode, oversubscribe_single, keep_device_min, "     \
-	"daemon_required, members, on_violation, labels, sched_weight, oom_wait"
+	"daemon_required, members, on_violation, labels, sched_weight, oom_wait, priority"
 
 /* The oversubscription fields: memory_mode, its limits past 100%, the single bound, keep_device_min. */
 static void test_policy_oversubscribe(void **state)
@@ -417,6 +427,14 @@ static void test_policy_refusals(void **state)
 	parse_fails("{\"sched_weight\": 2.5}", "sched_weight: expected a whole number from 1 to "
 						"1000 (the group's share of a serialized GPU "
 						"against the others')");
+	parse_fails("{\"priority\": \"low\"}",
+		    "priority: expected \"normal\", \"high\" (best-effort groups yield to its "
+		    "launches) or \"best-effort\" (its launches yield to high-priority groups on "
+		    "the GPU)");
+	parse_fails("{\"priority\": 1}",
+		    "priority: expected \"normal\", \"high\" (best-effort groups yield to its "
+		    "launches) or \"best-effort\" (its launches yield to high-priority groups on "
+		    "the GPU)");
 	parse_fails("{\"on_violation\": \"warn\"}", "on_violation: expected \"report\", \"stop\" "
 						    "(SIGSTOP) or \"kill\" (SIGKILL)");
 	parse_fails("{\"members\": [1]}",

@@ -136,6 +136,9 @@ static void test_sched_bandwidth(void **state)
 	assert_true(bw > 4e9 + 0.25 * (8.58e9 - 4e9) && bw < 4e9 + 0.25 * (8.6e9 - 4e9));
 	assert_true(cd_sched_bandwidth(4e9, 63ull << 20, 1000 * MS) == 4e9);
 	assert_true(cd_sched_bandwidth(4e9, GIB, MS - 1) == 4e9);
+	assert_true(cd_sched_bandwidth_measurable(64ull << 20, MS));
+	assert_false(cd_sched_bandwidth_measurable(64ull << 20, MS - 1));
+	assert_false(cd_sched_bandwidth_measurable((64ull << 20) - 1, MS));
 }
 
 /* Parameters: each key's forms and bounds; errors name the value and the accepted form. */
@@ -179,7 +182,74 @@ static void test_sched_config(void **state)
 	assert_int_equal(c.factor, 30);
 	assert_int_equal(cd_sched_config_set(&c, "sched_idle", "1s", why, sizeof(why)), 0);
 	assert_int_equal(c.idle_ms, 1000);
+	assert_int_equal(c.prefetch, CD_SCHED_PREFETCH_AUTO);
+	assert_int_equal(cd_sched_config_set(&c, "sched_prefetch", "off", why, sizeof(why)), 0);
+	assert_int_equal(c.prefetch, CD_SCHED_PREFETCH_OFF);
+	assert_int_equal(cd_sched_config_set(&c, "sched_prefetch", "on", why, sizeof(why)), 0);
+	assert_int_equal(c.prefetch, CD_SCHED_PREFETCH_ON);
+	assert_int_equal(cd_sched_config_set(&c, "sched_prefetch", "yes", why, sizeof(why)),
+			 -EINVAL);
+	assert_string_equal(why, "\"yes\": expected auto, on or off");
+	assert_int_equal(c.prefetch, CD_SCHED_PREFETCH_ON);
 	assert_int_equal(cd_sched_config_set(&c, "sched_nonsense", "1", why, sizeof(why)), -ENOENT);
+}
+
+/* Counts the grants out of n that prefetch, from pf. */
+static unsigned prefetches(unsigned mode, struct cd_sched_pf *pf, unsigned n)
+{
+	unsigned yes = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		yes += cd_sched_prefetch_decide(mode, pf);
+	return yes;
+}
+
+/*
+ * Prefetch at grant: on and off decide alone; auto prefetches until both
+ * rates are known, then takes the faster way, trying the other one grant
+ * in eight; an unmeasurable fault rate is tried ever more rarely.
+ */
+static void test_sched_prefetch_decide(void **state)
+{
+	struct cd_sched_pf pf = {0};
+
+	(void)state;
+	/* Nothing measured: prefetch, every time, whatever the counters. */
+	assert_int_equal(prefetches(CD_SCHED_PREFETCH_AUTO, &pf, 100), 100);
+	assert_int_equal(prefetches(CD_SCHED_PREFETCH_OFF, &pf, 10), 0);
+	pf = (struct cd_sched_pf){.prefetch_bw = 20e9, .fault_bw = 1e9};
+	assert_int_equal(prefetches(CD_SCHED_PREFETCH_OFF, &pf, 10), 0);
+	pf = (struct cd_sched_pf){.prefetch_bw = 1e9, .fault_bw = 20e9};
+	assert_int_equal(prefetches(CD_SCHED_PREFETCH_ON, &pf, 10), 10);
+
+	/* Prefetching measured faster: 7 grants in 8 prefetch, the 8th lets faults page in. */
+	pf = (struct cd_sched_pf){.prefetch_bw = 20e9, .fault_bw = 1e9};
+	for (unsigned i = 1; i <= 16; i++)
+		assert_int_equal(cd_sched_prefetch_decide(CD_SCHED_PREFETCH_AUTO, &pf),
+				 i % CD_SCHED_PF_PROBE_EVERY != 0);
+	/* Faults measured faster (or as fast): the reverse. */
+	pf = (struct cd_sched_pf){.prefetch_bw = 5e9, .fault_bw = 5e9};
+	for (unsigned i = 1; i <= 16; i++)
+		assert_int_equal(cd_sched_prefetch_decide(CD_SCHED_PREFETCH_AUTO, &pf),
+				 i % CD_SCHED_PF_PROBE_EVERY == 0);
+	/* A new measure turns it at the next grant. */
+	pf.fault_bw = 1e9;
+	assert_true(cd_sched_prefetch_decide(CD_SCHED_PREFETCH_AUTO, &pf));
+
+	/*
+	 * Prefetches measured, faults not yet: prefetch, and try faults once in
+	 * 8, 16, 32, then 64 grants as the tries keep measuring nothing.
+	 */
+	pf = (struct cd_sched_pf){.prefetch_bw = 20e9};
+	assert_int_equal(prefetches(CD_SCHED_PREFETCH_AUTO, &pf, 64), 64 - 8);
+	pf = (struct cd_sched_pf){.prefetch_bw = 20e9, .fault_misses = 1};
+	assert_int_equal(prefetches(CD_SCHED_PREFETCH_AUTO, &pf, 64), 64 - 4);
+	pf = (struct cd_sched_pf){.prefetch_bw = 20e9, .fault_misses = 2};
+	assert_int_equal(prefetches(CD_SCHED_PREFETCH_AUTO, &pf, 64), 64 - 2);
+	pf = (struct cd_sched_pf){.prefetch_bw = 20e9, .fault_misses = 1000};
+	assert_int_equal(prefetches(CD_SCHED_PREFETCH_AUTO, &pf, 64), 64 - 1);
+	assert_string_equal(cd_sched_prefetch_mode_name(CD_SCHED_PREFETCH_AUTO), "auto");
+	assert_string_equal(cd_sched_prefetch_mode_name(9), "?");
 }
 
 static void test_sched_names(void **state)
@@ -202,6 +272,7 @@ int main(void)
 	    cmocka_unit_test(test_sched_pick),
 	    cmocka_unit_test(test_sched_bandwidth),
 	    cmocka_unit_test(test_sched_config),
+	    cmocka_unit_test(test_sched_prefetch_decide),
 	    cmocka_unit_test(test_sched_names),
 	};
 

@@ -453,10 +453,10 @@ static void expect_bad_register_group(const char *group)
 	expect_eproto(buf, n, what);
 }
 
-static void expect_bad_registered(const char *group, uint32_t slot, uint32_t reserved)
+static void expect_bad_registered(const char *group, uint32_t slot, uint32_t priority)
 {
 	struct cs_ipc_registered ok = {.version = CS_IPC_VERSION, .slot = slot,
-				       .reserved = reserved};
+				       .priority = priority};
 	unsigned char buf[MAX_MSG];
 	char what[128];
 	size_t n;
@@ -464,8 +464,8 @@ static void expect_bad_registered(const char *group, uint32_t slot, uint32_t res
 	strcpy(ok.group, group);
 	n = cs_ipc_encode(CS_IPC_REGISTERED, 1, &ok, buf, sizeof(buf));
 	assert_int_not_equal(n, 0);
-	snprintf(what, sizeof(what), "REGISTERED \"%s\" slot %u reserved %u", group, slot,
-		 reserved);
+	snprintf(what, sizeof(what), "REGISTERED \"%s\" slot %u priority %u", group, slot,
+		 priority);
 	expect_eproto(buf, n, what);
 }
 
@@ -483,10 +483,11 @@ static void test_ipc_invalid_group_name(void **state)
 	}
 	/* The daemon always names the group it grants. */
 	expect_bad_registered("", 0, 0);
-	/* A slot the region does not have; the reserved word is 0. */
+	/* A slot the region does not have; a priority that is not one of enum cs_priority. */
 	expect_bad_registered("ok", CS_GROUP_MAX_PROCS, 0);
 	expect_bad_registered("ok", UINT32_MAX, 0);
-	expect_bad_registered("ok", 0, 1);
+	expect_bad_registered("ok", 0, CS_PRIORITY_COUNT);
+	expect_bad_registered("ok", 0, UINT32_MAX);
 }
 
 /* ---- truncation and streams ---- */

@@ -177,6 +177,37 @@ static void test_dra_claim(void **state)
 	assert_string_equal(err, "claim ml/train: its uid is " CLAIM_UID
 				 ", the kubelet asked for c1a10000-0000-4000-8000-000000000001");
 	cJSON_Delete(j);
+	/* A priority comes from the claim's DeviceClass only: it holds other tenants' work back. */
+	j = cJSON_Parse(claim_json);
+	cJSON_AddItemToObject(
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "status"), "allocation"),
+				"devices"),
+	    "config",
+	    cJSON_Parse("[{\"source\":\"FromClass\",\"opaque\":{\"driver\":\"gpu.cuslice.io\","
+			"\"parameters\":{\"apiVersion\":\"gpu.cuslice.io/v1alpha1\",\"kind\":"
+			"\"GpuConfig\",\"priority\":\"best-effort\"}}}]"));
+	assert_int_equal(dra_claim_parse(j, CLAIM_UID, "gpu.cuslice.io", "node-1", &g, 1, &c.common,
+					 cl, err, sizeof(err)),
+			 0);
+	assert_int_equal(cl->priority, CS_PRIORITY_BEST_EFFORT);
+	policy = dra_claim_policy(cl, &c.common);
+	assert_non_null(strstr(policy, ",\"priority\":\"best-effort\"}"));
+	free(policy);
+	cJSON_ReplaceItemInObject(
+	    cJSON_GetArrayItem(
+		cJSON_GetObjectItem(
+		    cJSON_GetObjectItem(
+			cJSON_GetObjectItem(cJSON_GetObjectItem(j, "status"), "allocation"),
+			"devices"),
+		    "config"),
+		0),
+	    "source", cJSON_CreateString("FromClaim"));
+	assert_int_equal(dra_claim_parse(j, CLAIM_UID, "gpu.cuslice.io", "node-1", &g, 1, &c.common,
+					 cl, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "claim ml/train: opaque parameters: \"priority\" is set by a "
+				 "DeviceClass (an administrator), not by a claim");
+	cJSON_Delete(j);
 	j = cJSON_Parse("{\"metadata\":{\"name\":\"n\",\"namespace\":\"ml\",\"uid\":\"../../x\"}}");
 	assert_int_equal(dra_claim_parse(j, "../../x", "gpu.cuslice.io", "node-1", &g, 1, &c.common,
 					 cl, err, sizeof(err)),

@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,42 @@ struct poller {
 	const struct cs_group_handle *h;
 	_Atomic bool stop;
 	uint64_t samples, max_used, max_counter;
+	/* What the device and the group said at the first sample over the limit. */
+	char over[2048];
 };
+
+/* Appends to p->over, stopping at its end. */
+static void __attribute__((format(printf, 2, 3))) note(struct poller *p, const char *fmt, ...)
+{
+	size_t len = strlen(p->over);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(p->over + len, sizeof(p->over) - len, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * A sample over the limit is a failure; what NVML and the group's slots said
+ * at that moment is what explains it, so it is kept for the report.
+ */
+static void note_over(struct poller *p, uint64_t used)
+{
+	const struct cs_group *g = p->h->g;
+	unsigned hwm = atomic_load(&g->proc_hwm), n = 16;
+	nvmlProcessInfo_t info[16];
+
+	note(p, "device used %llu, group counter %llu\n", (unsigned long long)used,
+	     (unsigned long long)qt_used(p->h));
+	if (nvmlDeviceGetComputeRunningProcesses_v3(p->dev, &n, info) == NVML_SUCCESS)
+		for (unsigned i = 0; i < n; i++)
+			note(p, "  NVML: pid %u uses %llu\n", info[i].pid,
+			     (unsigned long long)info[i].usedGpuMemory);
+	for (unsigned i = 0; i < hwm && i < CS_GROUP_MAX_PROCS; i++)
+		if (atomic_load(&g->proc[i].state) != CS_GROUP_PROC_FREE)
+			note(p, "  group slot %u: pid %d holds %llu\n", i, (int)g->proc[i].pid,
+			     (unsigned long long)atomic_load(&g->proc[i].used[0]));
+}
 
 static void *poll_nvml(void *arg)
 {
@@ -40,6 +76,8 @@ static void *poll_nvml(void *arg)
 		uint64_t c = p->h ? qt_used(p->h) : 0;
 
 		if (nvmlDeviceGetMemoryInfo(p->dev, &m) == NVML_SUCCESS) {
+			if (m.used > STORM_LIMIT && p->max_used <= STORM_LIMIT && p->h)
+				note_over(p, m.used);
 			if (m.used > p->max_used)
 				p->max_used = m.used;
 			p->samples++;
@@ -124,6 +162,8 @@ static void test_storm_every_kind(void **state)
 		      kills, (unsigned long long)poll.samples, (unsigned long long)poll.max_used,
 		      (unsigned long long)poll.max_counter, (unsigned long long)STORM_LIMIT,
 		      (unsigned long long)m.used);
+	if (poll.over[0])
+		print_message("at the first sample over the limit: %s", poll.over);
 	assert_true(poll.samples >= 1000);
 	assert_true(poll.max_used <= STORM_LIMIT);
 	assert_true(poll.max_counter <= STORM_LIMIT);

@@ -228,6 +228,24 @@ static void test_slurm_options_given(void **state)
 		assert_true(sys_log_contains(want));
 		cJSON_Delete(gpus);
 	}
+	/*
+	 * --gpu-priority: a step may lower its priority (its process registers
+	 * as best-effort: cusliced handed it the priority board, and it says
+	 * so at info level); raising it is the site's to allow.
+	 */
+	setenv("CUSLICE_LOG_LEVEL", "info", 1);
+	slc_cmd(&out, SLC_JOB_MS,
+		(char *const[]){"srun", "--gres=shard:5", "--gpu-priority=best-effort",
+				(char *)sys_client("cs-alloc"), "--bytes", "1MiB", NULL});
+	unsetenv("CUSLICE_LOG_LEVEL");
+	sys_assert_status(&out, 0);
+	sys_assert_contains(out.err, "(managed), priority best-effort");
+	slc_cmd(&out, SLC_JOB_MS,
+		(char *const[]){"srun", "--gres=shard:5", "--gpu-priority=high",
+				(char *)sys_client("cs-alloc"), "--bytes", "1MiB", NULL});
+	assert_int_equal(out.status, 1);
+	sys_assert_contains(out.err, "cuslice: --gpu-priority=high: above what this cluster lets a step ask "
+				     "(priority_max=normal in plugstack.conf)");
 	/* A whole GPU: all of its memory by default. */
 	slc_cmd(&out, SLC_JOB_MS,
 		(char *const[]){"srun", "--gres=gpu:1", (char *)sys_client("cs-alloc"), "--bytes",

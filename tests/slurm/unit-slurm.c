@@ -528,6 +528,55 @@ static void test_slurm_policy_json(void **state)
 	cJSON_Delete(j);
 }
 
+
+/* --gpu-priority: plugstack.conf's default, and at most its priority_max; into the policy. */
+static void test_slurm_priority(void **state)
+{
+	struct sp_config c = config("shards_per_gpu=10");
+	struct sp_step s = step_of("0", "5");
+	struct sp_request r = {0};
+	struct sp_members m = {.cgroup = "/cuslice/slurm-9.0"};
+	struct sp_gpu one_gpu[1] = {{.index = 0, .uuid = UUID0, .total = 80ull << 30}};
+	struct sp_slice sl;
+	char *text;
+
+	(void)state;
+	/* Nothing said: normal, and no priority in the policy. */
+	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
+	assert_int_equal(sl.priority, CS_PRIORITY_NORMAL);
+	/* A user may lower the step's priority... */
+	assert_int_equal(sp_opt_priority("--gpu-priority", "best-effort", &r.priority, err,
+					 sizeof(err)),
+			 0);
+	r.priority_set = true;
+	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
+	assert_int_equal(sl.priority, CS_PRIORITY_BEST_EFFORT);
+	assert_int_equal(sp_step_bind(&s, one_gpu, 1, err, sizeof(err)), 0);
+	text = sp_policy_json(&c, &s, &sl, &m);
+	assert_non_null(strstr(text, ",\"priority\":\"best-effort\"}"));
+	free(text);
+	/* ...but not raise it above priority_max (normal unless plugstack.conf says). */
+	r.priority = CS_PRIORITY_HIGH;
+	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "--gpu-priority=high: above what this cluster lets a step ask "
+				 "(priority_max=normal in plugstack.conf)");
+	c = config("shards_per_gpu=10 priority_max=high");
+	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
+	assert_int_equal(sl.priority, CS_PRIORITY_HIGH);
+	/* The cluster's default applies to steps that say nothing (an inference partition's). */
+	c = config("shards_per_gpu=10 priority=best-effort");
+	r = (struct sp_request){0};
+	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
+	assert_int_equal(sl.priority, CS_PRIORITY_BEST_EFFORT);
+	/* Bad values, named. */
+	assert_int_equal(sp_opt_priority("--gpu-priority", "urgent", &r.priority, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "--gpu-priority=urgent: expected high (best-effort groups yield to "
+				 "it), normal or best-effort (yields to high-priority groups on "
+				 "its GPUs)");
+	assert_int_equal(args_fail("priority_max=max"), -EINVAL);
+	assert_err_has("priority_max=max: expected high");
+}
 static void test_slurm_preload(void **state)
 {
 	char buf[256];
@@ -875,6 +924,7 @@ int main(void)
 	    cmocka_unit_test(test_slurm_step_resources),
 	    cmocka_unit_test(test_slurm_slice_from_shards),
 	    cmocka_unit_test(test_slurm_slice_refusals),
+	    cmocka_unit_test(test_slurm_priority),
 	    cmocka_unit_test(test_slurm_slice_whole_gpus),
 	    cmocka_unit_test(test_slurm_step_bind),
 	    cmocka_unit_test(test_slurm_slice_bytes),

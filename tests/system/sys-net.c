@@ -682,6 +682,7 @@ long sys_wait_event(const char *kinds, pid_t pid, unsigned timeout_ms)
 /* ---- raw IPC ---- */
 
 int sys_ipc_fd = -1;
+int sys_ipc_board_fd = -1;
 
 int sys_ipc_recv(int fd, struct cs_ipc_msg *msg, int timeout_ms)
 {
@@ -702,11 +703,21 @@ int sys_ipc_recv(int fd, struct cs_ipc_msg *msg, int timeout_ms)
 			return -EPROTO;
 		if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) <= 0)
 			return -ETIMEDOUT;
-		if (sys_ipc_fd >= 0 && have == 0) {
-			close(sys_ipc_fd);	/* a previous message's, not taken */
-			sys_ipc_fd = -1;
+		if (have == 0) {
+			/* A previous message's, not taken. */
+			if (sys_ipc_fd >= 0)
+				close(sys_ipc_fd);
+			if (sys_ipc_board_fd >= 0)
+				close(sys_ipc_board_fd);
+			sys_ipc_fd = sys_ipc_board_fd = -1;
 		}
-		n = cs_ipc_recv_fd(fd, buf + have, sizeof(buf) - have, &sys_ipc_fd, &extra);
+		{
+			int fds[CS_IPC_MAX_FDS] = {sys_ipc_fd, sys_ipc_board_fd};
+
+			n = cs_ipc_recv_fds(fd, buf + have, sizeof(buf) - have, fds, &extra);
+			sys_ipc_fd = fds[0];
+			sys_ipc_board_fd = fds[1];
+		}
 		if (n == -EINTR || n == -EAGAIN)
 			continue;
 		if (n <= 0)

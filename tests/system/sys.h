@@ -307,6 +307,8 @@ int sys_ipc_recv(int fd, struct cs_ipc_msg *msg, int timeout_ms);
  * otherwise the next receive closes it.
  */
 extern int sys_ipc_fd;
+/* The second descriptor (REGISTERED of a prioritized group: the priority board), or -1; alike. */
+extern int sys_ipc_board_fd;
 
 /*
  * Group `group`'s region as the daemon hands it out: registers by hand (a

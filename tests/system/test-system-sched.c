@@ -134,6 +134,7 @@ static void test_sched_serializes(void **state)
 	char a[16], b[16];
 	cJSON *doc, *s;
 	double t0, makespan;
+	uint64_t end;
 
 	(void)state;
 	world("sched-serial", CONFIG SHORT);
@@ -152,6 +153,35 @@ static void test_sched_serializes(void **state)
 		    (strcmp(b, "holder") == 0 && strcmp(a, "holder") != 0));
 	assert_true(sys_u64(s, "epoch") >= 1);
 	cJSON_Delete(doc);
+	/*
+	 * The one that waited gets its set back at its grant by a prefetch
+	 * (its 5 GiB, at the link's rate), not by its kernels' faults.
+	 */
+	end = th_now_ms() + 20000;
+	for (;;) {
+		const cJSON *qa, *qb;
+		uint64_t pa, pb;
+
+		s = sched(&doc);
+		assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(s, "prefetch")), "auto");
+		qa = sys_find_str(cJSON_GetObjectItem(s, "queue"), "group", "a");
+		qb = sys_find_str(cJSON_GetObjectItem(s, "queue"), "group", "b");
+		pa = qa ? sys_u64(qa, "prefetched_bytes") : 0;
+		pb = qb ? sys_u64(qb, "prefetched_bytes") : 0;
+		/* sched_prefetch = auto, nothing measured yet: told to prefetch. */
+		if (pa || pb)
+			assert_true(cJSON_IsTrue(cJSON_GetObjectItem(pa ? qa : qb, "prefetch")));
+		cJSON_Delete(doc);
+		if (pa || pb) {
+			print_message("prefetched at the grant: a %llu MiB, b %llu MiB\n",
+				      (unsigned long long)(pa >> 20), (unsigned long long)(pb >> 20));
+			assert_true(pa + pb >= 5 * GIB);
+			break;
+		}
+		if (th_now_ms() > end)
+			fail_msg("no group prefetched its set at its grant within 20 s");
+		cst_sleep_s(0.1);
+	}
 	cst_spin_finish(&c[0]);
 	cst_spin_finish(&c[1]);
 	makespan = cst_now_s() - t0;
@@ -168,6 +198,100 @@ static void test_sched_serializes(void **state)
 	assert_true(count_events("granted", NULL) >= 1);
 	/* Both gone: the GPU is given back to parallel running. */
 	wait_event("parallel", NULL, 5000);
+	sys_end(NULL);
+}
+
+/*
+ * Turns short enough for grants to a group that waited: the scheduler
+ * measures how fast its prefetch brought its set back (the bytes NVML saw
+ * come in, over the time its prefetches took), near the link's rate cusim
+ * models (40 GB/s), far from the rate of the set's whole size over that time
+ * or of a count the members made up.
+ */
+static void test_sched_prefetch_measured(void **state)
+{
+	struct cst_spin c[2];
+	double bw = 0;
+	uint64_t end;
+
+	(void)state;
+	world("sched-pfbw", CONFIG SHORT "sched_quantum_factor = 2\n");
+	spin(&c[0], "a", "5GiB", "10000", "3000");
+	spin(&c[1], "b", "5GiB", "10000", "3000");
+	cst_spin_go(c, 2);
+	wait_event("serialized", NULL, 5000);
+	end = th_now_ms() + 30000;
+	while (bw == 0 && th_now_ms() < end) {
+		cJSON *doc, *s = sched(&doc);
+		const cJSON *e;
+
+		cJSON_ArrayForEach(e, cJSON_GetObjectItem(s, "queue"))
+		{
+			double b = cJSON_GetNumberValue(cJSON_GetObjectItem(e, "prefetch_bandwidth"));
+
+			bw = b > bw ? b : bw;
+			assert_true(cJSON_IsTrue(cJSON_GetObjectItem(e, "prefetch")));
+		}
+		cJSON_Delete(doc);
+		cst_sleep_s(0.05);
+	}
+	cst_spin_finish(&c[0]);
+	cst_spin_finish(&c[1]);
+	print_message("prefetch at grant measured at %.1f GB/s (cusim's link: 40 GB/s)\n", bw / 1e9);
+	if (bw == 0)
+		sys_daemon_log(40);
+	assert_true(bw > 0.5e9 && bw < 60e9);
+	sys_end(NULL);
+}
+
+/*
+ * sched_prefetch = off: the groups still take turns, and the one that waited
+ * gets its set back by its kernels' faults, never by a prefetch (whether the
+ * GPU was granted to it or went parallel when the first one finished).
+ */
+static void test_sched_prefetch_off(void **state)
+{
+	struct cst_spin c[2];
+	double waited = 0;
+	uint64_t end, prefetched = 0;
+	bool seen = false;
+
+	(void)state;
+	world("sched-nopf", CONFIG SHORT "sched_prefetch = off\n");
+	spin(&c[0], "a", "5GiB", "10000", "2000");
+	spin(&c[1], "b", "5GiB", "10000", "2000");
+	cst_spin_go(c, 2);
+	wait_event("serialized", NULL, 5000);
+	/* Until both are gone from the queue: how long one waited, what was prefetched. */
+	end = th_now_ms() + 30000;
+	while (th_now_ms() < end) {
+		cJSON *doc, *s = sched(&doc);
+		const cJSON *q = cJSON_GetObjectItem(s, "queue"), *e;
+
+		assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(s, "prefetch")), "off");
+		cJSON_ArrayForEach(e, q)
+		{
+			double w = cJSON_GetNumberValue(cJSON_GetObjectItem(e, "waited_seconds"));
+
+			seen = true;
+			waited = w > waited ? w : waited;
+			prefetched += sys_u64(e, "prefetched_bytes");
+			assert_false(cJSON_IsTrue(cJSON_GetObjectItem(e, "prefetch")));
+		}
+		if (seen && cJSON_GetArraySize(q) == 0) {
+			cJSON_Delete(doc);
+			break;
+		}
+		cJSON_Delete(doc);
+		cst_sleep_s(0.05);
+	}
+	cst_spin_finish(&c[0]);
+	cst_spin_finish(&c[1]);
+	print_message("sched_prefetch = off: the group that waited waited %.2f s, prefetched %llu\n",
+		      waited, (unsigned long long)prefetched);
+	/* One waited its turn (past the 50 ms that makes a prefetch), and nothing was prefetched. */
+	assert_true(waited >= 0.1);
+	assert_int_equal(prefetched, 0);
 	sys_end(NULL);
 }
 
@@ -323,6 +447,7 @@ static void test_sched_oom_wait(void **state)
 	char *const wait_long[] = {"CUSLICE_OOM_WAIT=30s", NULL};
 	char *const wait_short[] = {"CUSLICE_OOM_WAIT=1s", NULL};
 	struct qt_proc a, b, c, d;
+	unsigned pool;
 	char st[32];
 	const char *line;
 	uint64_t end;
@@ -353,6 +478,23 @@ static void test_sched_oom_wait(void **state)
 	assert_int_equal(qt_rc(line), 0);
 	print_message("the waiting allocation succeeded %.2f s after the holder freed\n",
 		      cst_now_s() - t);
+	/* The same for a stream-ordered allocation (cuMemAllocAsync). */
+	qt_expect(&b, 0, "free %u", (unsigned)qt_val(line, "id"));
+	sys_holder(&a, "a", "6GiB", NULL);
+	qt_send(&b, "async 4294967296");
+	end = th_now_ms() + 10000;
+	for (;;) {
+		group_state("b", st, sizeof(st));
+		if (strcmp(st, "waiting") == 0)
+			break;
+		if (th_now_ms() > end)
+			fail_msg("group b is \"%s\", not waiting for stream-ordered memory", st);
+		cst_sleep_s(0.05);
+	}
+	assert_int_equal(qt_kill(&a, SIGTERM), 0);
+	line = qt_read_line(&b, 20000);
+	assert_non_null(line);
+	assert_int_equal(qt_rc(line), 0);
 	/* Bounded: with the GPU full and nothing freed, it fails once its wait is over. */
 	sys_serve(&c, "c", wait_short);
 	t = cst_now_s();
@@ -381,6 +523,24 @@ static void test_sched_oom_wait(void **state)
 	/* Pitched allocations wait the same. */
 	t = cst_now_s();
 	line = qt_cmd(&d, "pitch 65536 65536");
+	assert_int_equal(qt_rc(line), CUDA_ERROR_OUT_OF_MEMORY);
+	assert_true(cst_now_s() - t >= 1.4);
+	assert_true(cst_now_s() - t < 10.0);
+	/* VMM physical memory (cuMemCreate: PyTorch's expandable segments) waits the same. */
+	t = cst_now_s();
+	line = qt_cmd(&d, "vmm 4294967296");
+	assert_int_equal(qt_rc(line), CUDA_ERROR_OUT_OF_MEMORY);
+	assert_true(cst_now_s() - t >= 1.4);
+	assert_true(cst_now_s() - t < 10.0);
+	/* Stream-ordered ones (the device's pool, a pool of its own) wait the same. */
+	t = cst_now_s();
+	line = qt_cmd(&d, "async 4294967296");
+	assert_int_equal(qt_rc(line), CUDA_ERROR_OUT_OF_MEMORY);
+	assert_true(cst_now_s() - t >= 1.4);
+	assert_true(cst_now_s() - t < 10.0);
+	pool = qt_expect(&d, 0, "poolcreate");
+	t = cst_now_s();
+	line = qt_cmd(&d, "pool %u 4294967296", pool);
 	assert_int_equal(qt_rc(line), CUDA_ERROR_OUT_OF_MEMORY);
 	assert_true(cst_now_s() - t >= 1.4);
 	assert_true(cst_now_s() - t < 10.0);
@@ -459,6 +619,8 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_sched_serializes),
+	    cmocka_unit_test(test_sched_prefetch_measured),
+	    cmocka_unit_test(test_sched_prefetch_off),
 	    cmocka_unit_test(test_sched_fits),
 	    cmocka_unit_test(test_sched_holder_killed),
 	    cmocka_unit_test(test_sched_gates_every_launch),

@@ -177,6 +177,51 @@ static void test_ptrmap_kinds(void **state)
 	assert_false(cs_ptrmap_take(m, 0, BASE, &out));
 }
 
+/* What cs_ptrmap_each saw: keys and sizes summed, entries counted. */
+struct seen {
+	uint64_t keys, sizes;
+	unsigned n;
+};
+
+static void see(uint64_t key, const struct cs_ptr_entry *e, void *arg)
+{
+	struct seen *s = arg;
+
+	s->keys += key;
+	s->sizes += e->size;
+	s->n++;
+}
+
+/* The walk visits exactly the live entries of one kind, wherever they landed. */
+static void test_ptrmap_each(void **state)
+{
+	struct cs_ptrmap *m = *state;
+	struct cs_ptr_entry out;
+	struct seen s = {0};
+	uint64_t keys = 0;
+
+	assert_int_equal(cs_ptrmap_each(m, CS_PTR_DEVICE, see, &s), 0);
+	/* Keys spread over the whole table (the hash scatters them). */
+	for (uint64_t i = 0; i < 1000; i++) {
+		assert_true(cs_ptrmap_insert(m, CS_PTR_DEVICE, BASE + i * 4096, i + 1, 0, 0));
+		keys += BASE + i * 4096;
+	}
+	assert_true(cs_ptrmap_insert(m, CS_PTR_ARRAY, BASE, 7, 0, 0));
+	assert_int_equal(cs_ptrmap_each(m, CS_PTR_DEVICE, see, &s), 1000);
+	assert_int_equal(s.n, 1000);
+	assert_int_equal(s.keys, keys);
+	assert_int_equal(s.sizes, 1000 * 1001 / 2);
+	/* Taken entries are gone from the walk; other kinds never were in it. */
+	assert_true(cs_ptrmap_take(m, CS_PTR_DEVICE, BASE, &out));
+	s = (struct seen){0};
+	assert_int_equal(cs_ptrmap_each(m, CS_PTR_DEVICE, see, &s), 999);
+	assert_int_equal(s.keys, keys - BASE);
+	s = (struct seen){0};
+	assert_int_equal(cs_ptrmap_each(m, CS_PTR_ARRAY, see, &s), 1);
+	assert_int_equal(s.sizes, 7);
+	assert_int_equal(cs_ptrmap_each(m, 0, see, &s), 0);
+}
+
 static void test_ptrmap_reserved_keys(void **state)
 {
 	struct cs_ptrmap *m = *state;
@@ -554,6 +599,7 @@ int main(void)
 		cmocka_unit_test(test_ptrmap_init_range),
 		cmocka_unit_test_setup_teardown(test_ptrmap_basics, map_setup, map_teardown),
 		cmocka_unit_test_setup_teardown(test_ptrmap_kinds, map_setup, map_teardown),
+		cmocka_unit_test_setup_teardown(test_ptrmap_each, map_setup, map_teardown),
 		cmocka_unit_test_setup_teardown(test_ptrmap_reserved_keys, map_setup, map_teardown),
 		cmocka_unit_test(test_ptrmap_full_table),
 		cmocka_unit_test(test_ptrmap_probe_bound),

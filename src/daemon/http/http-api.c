@@ -163,6 +163,7 @@ static bool render_sched(cJSON *o, const struct cd_snap_sched *c)
 	     add_u64(sc, cs_key_working_sets, c->working_sets) &&
 	     add_real(sc, cs_key_bandwidth, c->bandwidth, 0) &&
 	     add_bool(sc, cs_key_bandwidth_measured, c->bandwidth_measured) &&
+	     add_str(sc, cs_key_prefetch, cd_sched_prefetch_mode_name(c->prefetch_mode)) &&
 	     add_u64(sc, cs_key_switches, c->switches) && add_u64(sc, cs_key_revocations, c->revokes) &&
 	     add_u64(sc, cs_key_idle_releases, c->idle_releases) &&
 	     add_u64(sc, cs_key_exit_releases, c->exits) &&
@@ -184,6 +185,11 @@ static bool render_sched(cJSON *o, const struct cd_snap_sched *c)
 		     add_u64(e, cs_key_working_set, m->working_set) && add_u64(e, cs_key_resident, m->resident) &&
 		     add_u64(e, cs_key_waiting_launches, m->waiters) && add_u64(e, cs_key_weight, m->weight) &&
 		     add_u64(e, cs_key_waiting_allocations, m->oom_waiters) &&
+		     add_u64(e, cs_key_prefetched_bytes, m->prefetched) &&
+		     add_real(e, cs_key_prefetch_seconds, (double)m->prefetch_ns / 1e9, 3) &&
+		     add_bool(e, cs_key_prefetch, m->prefetch) &&
+		     add_real(e, cs_key_prefetch_bandwidth, m->prefetch_bw, 0) &&
+		     add_real(e, cs_key_fault_bandwidth, m->fault_bw, 0) &&
 		     add_real(e, cs_key_held_seconds, (double)m->held_ns / 1e9, 3) &&
 		     add_real(e, cs_key_waited_seconds, (double)m->waited_ns / 1e9, 3);
 	}
@@ -198,6 +204,26 @@ static bool render_sched(cJSON *o, const struct cd_snap_sched *c)
 			cJSON_Delete(v);
 	}
 	return ok;
+}
+
+/*
+ * "priority": the priority board's counters for the GPU, which members of
+ * prioritized groups write (shown, never trusted): absent without a board.
+ */
+static bool render_prio(cJSON *o, const struct cd_snap_gpu *g)
+{
+	cJSON *p;
+
+	if (!g->has_prio)
+		return true;
+	p = cJSON_AddObjectToObject(o, cs_key_priority);
+	return p && add_u64(p, cs_key_high_launches, g->hp_launches) &&
+	       (g->hp_period_ns ? add_real(p, cs_key_high_period_seconds,
+					   (double)g->hp_period_ns / 1e9, 6)
+				: cJSON_AddNullToObject(p, cs_key_high_period_seconds) != NULL) &&
+	       add_u64(p, cs_key_best_effort_launches, g->be_launches) &&
+	       add_u64(p, cs_key_best_effort_held, g->be_held) &&
+	       add_real(p, cs_key_best_effort_held_seconds, (double)g->be_held_ns / 1e9, 6);
 }
 
 char *cd_api_render_gpus(const struct cd_snapshot *s)
@@ -223,7 +249,7 @@ char *cd_api_render_gpus(const struct cd_snapshot *s)
 		     ADD_FIELD(o, cs_key_name, g->name) &&
 		     add_u64(o, cs_key_memory_total, g->memory_total) &&
 		     add_u64(o, cs_key_memory_used, g->memory_used) &&
-		     add_u64(o, cs_key_utilization, g->utilization);
+		     add_u64(o, cs_key_utilization, g->utilization) && render_prio(o, g);
 		for (unsigned k = 0; ok && k < s->nsched; k++)
 			if (strcmp(s->sched[k].uuid, g->uuid) == 0)
 				ok = render_sched(o, &s->sched[k]);

@@ -371,6 +371,8 @@ static void render_sched(FILE *f, const struct cd_snapshot *s)
 	    {"cuslice_sched_held_seconds_total", "counter", "Time the group held the serialized GPU."},
 	    {"cuslice_sched_waiting_allocations", "gauge",
 	     "Allocations of the group waiting for memory instead of failing (CUSLICE_OOM_WAIT)."},
+	    {"cuslice_sched_prefetched_bytes_total", "counter",
+	     "Managed memory the group's processes prefetched when granted the GPU."},
 	};
 
 	for (size_t m = 0; m < sizeof(fam) / sizeof(fam[0]); m++) {
@@ -404,9 +406,48 @@ static void render_sched(FILE *f, const struct cd_snapshot *s)
 				case 1: fprintf(f, " %u\n", mb->waiters); break;
 				case 2: fprintf(f, " %.3f\n", (double)mb->waited_ns / 1e9); break;
 				case 3: fprintf(f, " %.3f\n", (double)mb->held_ns / 1e9); break;
-				default: fprintf(f, " %u\n", mb->oom_waiters); break;
+				case 4: fprintf(f, " %u\n", mb->oom_waiters); break;
+				default: fprintf(f, " %" PRIu64 "\n", mb->prefetched); break;
 				}
 			}
+	}
+}
+
+/*
+ * Priorities (the priority board, cd-prio.c): per GPU with an entry, what
+ * members of prioritized groups counted there.
+ */
+static void render_prio(FILE *f, const struct cd_snapshot *s)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fam[] = {
+	    {"cuslice_priority_high_launches_total", "counter",
+	     "Launches of high-priority groups on the GPU."},
+	    {"cuslice_priority_best_effort_launches_total", "counter",
+	     "Launches of best-effort groups on the GPU."},
+	    {"cuslice_priority_best_effort_held_total", "counter",
+	     "Best-effort launches that waited for high-priority work."},
+	    {"cuslice_priority_best_effort_held_seconds_total", "counter",
+	     "Time best-effort launches waited for high-priority work."},
+	};
+
+	for (size_t m = 0; m < sizeof(fam) / sizeof(fam[0]); m++) {
+		family(f, fam[m].name, fam[m].type, fam[m].help);
+		for (unsigned i = 0; i < s->ngpus; i++) {
+			const struct cd_snap_gpu *g = &s->gpus[i];
+
+			if (!g->has_prio)
+				continue;
+			fputs(fam[m].name, f);
+			gpu_labels(f, s, g);
+			switch (m) {
+			case 0: fprintf(f, " %" PRIu64 "\n", g->hp_launches); break;
+			case 1: fprintf(f, " %" PRIu64 "\n", g->be_launches); break;
+			case 2: fprintf(f, " %" PRIu64 "\n", g->be_held); break;
+			default: fprintf(f, " %.6f\n", (double)g->be_held_ns / 1e9); break;
+			}
+		}
 	}
 }
 
@@ -632,6 +673,7 @@ static void render(FILE *f, const struct cd_snapshot *s)
 	render_processes(f, s);
 	render_connections(f, s);
 	render_sched(f, s);
+	render_prio(f, s);
 	free(o);
 }
 

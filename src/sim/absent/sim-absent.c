@@ -33,14 +33,6 @@
  */
 #include "sim.h"
 
-/* The prologue of an entry point that names a device. */
-static CUresult enter_device(const char *name, CUdevice dev)
-{
-	CUresult r = sim_enter(name);
-
-	return r ? r : sim_check_device(dev);
-}
-
 /* ---- graphics interop ---- */
 
 /* No graphics API registers resources here: a resource handle is never valid. */
@@ -55,12 +47,10 @@ static CUresult no_resource(const char *name, const void *res)
 
 static CUresult map_resources(const char *name, unsigned int count, CUgraphicsResource *res)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, count != 0 && res);
 
 	if (r)
 		return r;
-	if (count == 0 || !res)
-		return CUDA_ERROR_INVALID_VALUE;
 	return CUDA_ERROR_INVALID_HANDLE;
 }
 
@@ -245,7 +235,7 @@ SIM_API CUresult cuWaitExternalSemaphoresAsync_ptsz(
 
 SIM_API CUresult cuDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, CUdevice dev, int flags)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = sim_enter_device(__func__, dev);
 
 	if (r)
 		return r;
@@ -256,7 +246,7 @@ SIM_API CUresult cuDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, CUdevic
 
 SIM_API CUresult cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevice dev)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = sim_enter_device(__func__, dev);
 
 	if (r)
 		return r;
@@ -268,7 +258,7 @@ SIM_API CUresult cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdev
 SIM_API CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc,
 						   void *userData, CUasyncCallbackHandle *callback)
 {
-	CUresult r = enter_device(__func__, device);
+	CUresult r = sim_enter_device(__func__, device);
 
 	(void)userData;
 	if (r)
@@ -281,7 +271,7 @@ SIM_API CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallb
 SIM_API CUresult cuDeviceUnregisterAsyncNotification(CUdevice device,
 						     CUasyncCallbackHandle callback)
 {
-	CUresult r = enter_device(__func__, device);
+	CUresult r = sim_enter_device(__func__, device);
 
 	(void)callback;
 	return r ? r : CUDA_ERROR_NOT_SUPPORTED;
@@ -358,25 +348,22 @@ SIM_API CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, s
 					       CUmemRangeHandleType handleType,
 					       unsigned long long flags)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(
+	    __func__, handle && dptr && size && handleType == CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD);
 
 	(void)flags;
 	if (r)
 		return r;
-	if (!handle || !dptr || !size || handleType != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD)
-		return CUDA_ERROR_INVALID_VALUE;
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 static CUresult no_decompress(const char *name, const CUmemDecompressParams *params, size_t count,
 			      size_t *errorIndex)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, params && count != 0);
 
 	if (r)
 		return r;
-	if (!params || count == 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	/* cuda.h: the index of the failing operation, here the first. */
 	if (errorIndex)
 		*errorIndex = 0;

@@ -112,53 +112,37 @@ SIM_API CUresult cuGLSetBufferObjectMapFlags(GLuint buffer, unsigned int Flags)
 	return no_gl(__func__, true);
 }
 
-SIM_API CUresult cuGLMapBufferObject(CUdeviceptr_v1 *dptr, unsigned int *size, GLuint buffer)
-{
-	(void)size;
-	(void)buffer;
-	return no_gl(__func__, dptr != NULL);
-}
+/* cuGLMapBufferObject in its ABI forms: X(symbol, address type, size type). */
+#define GL_MAPS(X)                                                                                 \
+	X(cuGLMapBufferObject, CUdeviceptr_v1, unsigned int)                                       \
+	X(cuGLMapBufferObject_v2, CUdeviceptr, size_t)                                             \
+	X(cuGLMapBufferObject_v2_ptds, CUdeviceptr, size_t)
 
-SIM_API CUresult cuGLMapBufferObject_v2(CUdeviceptr *dptr, size_t *size, GLuint buffer)
-{
-	(void)size;
-	(void)buffer;
-	return no_gl(__func__, dptr != NULL);
-}
+#define GL_MAPS_ASYNC(X)                                                                           \
+	X(cuGLMapBufferObjectAsync, CUdeviceptr_v1, unsigned int)                                  \
+	X(cuGLMapBufferObjectAsync_v2, CUdeviceptr, size_t)                                        \
+	X(cuGLMapBufferObjectAsync_v2_ptsz, CUdeviceptr, size_t)
 
-SIM_API CUresult cuGLMapBufferObject_v2_ptds(CUdeviceptr *dptr, size_t *size, GLuint buffer)
-{
-	(void)size;
-	(void)buffer;
-	return no_gl(__func__, dptr != NULL);
-}
+#define DEFINE_MAP(symbol, ptr_t, size_type)                                                       \
+	SIM_API CUresult symbol(ptr_t *dptr, size_type *size, GLuint buffer)                       \
+	{                                                                                          \
+		(void)size;                                                                        \
+		(void)buffer;                                                                      \
+		return no_gl(__func__, dptr != NULL);                                              \
+	}
+GL_MAPS(DEFINE_MAP)
+#undef DEFINE_MAP
 
-SIM_API CUresult cuGLMapBufferObjectAsync(CUdeviceptr_v1 *dptr, unsigned int *size, GLuint buffer,
-					  CUstream hStream)
-{
-	(void)size;
-	(void)buffer;
-	(void)hStream;
-	return no_gl(__func__, dptr != NULL);
-}
-
-SIM_API CUresult cuGLMapBufferObjectAsync_v2(CUdeviceptr *dptr, size_t *size, GLuint buffer,
-					     CUstream hStream)
-{
-	(void)size;
-	(void)buffer;
-	(void)hStream;
-	return no_gl(__func__, dptr != NULL);
-}
-
-SIM_API CUresult cuGLMapBufferObjectAsync_v2_ptsz(CUdeviceptr *dptr, size_t *size, GLuint buffer,
-						  CUstream hStream)
-{
-	(void)size;
-	(void)buffer;
-	(void)hStream;
-	return no_gl(__func__, dptr != NULL);
-}
+#define DEFINE_MAP_ASYNC(symbol, ptr_t, size_type)                                                 \
+	SIM_API CUresult symbol(ptr_t *dptr, size_type *size, GLuint buffer, CUstream hStream)     \
+	{                                                                                          \
+		(void)size;                                                                        \
+		(void)buffer;                                                                      \
+		(void)hStream;                                                                     \
+		return no_gl(__func__, dptr != NULL);                                              \
+	}
+GL_MAPS_ASYNC(DEFINE_MAP_ASYNC)
+#undef DEFINE_MAP_ASYNC
 
 SIM_API CUresult cuGLUnmapBufferObject(GLuint buffer)
 {
@@ -285,9 +269,7 @@ SIM_API CUresult cuEventCreateFromEGLSync(CUevent *phEvent, EGLSyncKHR eglSync, 
 /* A VdpDevice is another driver's: none is a simulated GPU's. */
 static CUresult no_vdpau_device(const char *name)
 {
-	CUresult r = sim_enter(name);
-
-	return r ? r : CUDA_ERROR_INVALID_VALUE;
+	return sim_enter_fail(name, CUDA_ERROR_INVALID_VALUE);
 }
 
 SIM_API CUresult cuVDPAUGetDevice(CUdevice *pDevice, VdpDevice vdpDevice,

@@ -290,7 +290,7 @@ static cJSON *status_json(const struct sim_shared *sh, const char *path)
 			continue;
 		o = cJSON_CreateObject();
 		cJSON_AddNumberToObject(o, "pid", atomic_load(&slot->pid));
-		cJSON_AddBoolToObject(o, "alive", sim_proc_slot_alive(slot));
+		cJSON_AddBoolToObject(o, "alive", sim_proc_slot_alive(sh, slot));
 		used = cJSON_AddArrayToObject(o, "used");
 		for (unsigned d = 0; d < sh->ndevices; d++)
 			cJSON_AddItemToArray(used, json_bytes(sim_slot_in_use(slot, d)));
@@ -333,7 +333,7 @@ static void print_processes(const struct sim_shared *sh)
 						       cs_size_format(u, sz, sizeof(sz)));
 		}
 		printf("%-9d %-6s %-10s %s\n", atomic_load(&slot->pid),
-		       sim_proc_slot_alive(slot) ? "alive" : "dead", ctxs, used);
+		       sim_proc_slot_alive(sh, slot) ? "alive" : "dead", ctxs, used);
 	}
 	if (n == 0)
 		printf("no process\n");

@@ -193,13 +193,6 @@ static void tls_remove(struct sim_ctx *c)
 
 /* ---- primary contexts ---- */
 
-static CUresult enter_device(const char *name, CUdevice dev)
-{
-	CUresult r = sim_enter(name);
-
-	return r ? r : sim_check_device(dev);
-}
-
 /* Retains dev's primary context, activating it at the first reference. Caller holds sim.lock. */
 static CUresult primary_retain_locked(CUdevice dev, struct sim_ctx **ret)
 {
@@ -229,7 +222,7 @@ static CUresult primary_retain_locked(CUdevice dev, struct sim_ctx **ret)
 
 SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = sim_enter_device(__func__, dev);
 	struct sim_ctx *c;
 
 	if (r)
@@ -246,7 +239,7 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 static CUresult primary_release(const char *name, CUdevice dev, bool reset)
 {
-	CUresult r = enter_device(name, dev);
+	CUresult r = sim_enter_device(name, dev);
 	struct sim_ctx *c;
 
 	if (r)
@@ -290,7 +283,7 @@ SIM_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 
 static CUresult primary_set_flags(const char *name, CUdevice dev, unsigned int flags)
 {
-	CUresult r = enter_device(name, dev);
+	CUresult r = sim_enter_device(name, dev);
 
 	if (r)
 		return r;
@@ -316,7 +309,7 @@ SIM_API CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
 
 SIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = sim_enter_device(__func__, dev);
 
 	if (r)
 		return r;
@@ -333,7 +326,7 @@ SIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, i
 
 static CUresult ctx_create(const char *name, CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-	CUresult r = enter_device(name, dev);
+	CUresult r = sim_enter_device(name, dev);
 	struct sim_ctx *c;
 
 	if (r)
@@ -392,10 +385,8 @@ SIM_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArra
 		r = sim_check_init();
 		return r ? r : CUDA_ERROR_INVALID_VALUE;
 	}
-	if (numParams > 0) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
-	}
+	if (numParams > 0)
+		return sim_enter_fail(__func__, CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY);
 	return ctx_create(__func__, pctx, flags, dev);
 }
 
@@ -409,15 +400,11 @@ SIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreatePar
 		return r ? r : CUDA_ERROR_INVALID_VALUE;
 	}
 	if (ctxCreateParams && ctxCreateParams->execAffinityParams &&
-	    ctxCreateParams->numExecAffinityParams > 0) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
-	}
+	    ctxCreateParams->numExecAffinityParams > 0)
+		return sim_enter_fail(__func__, CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY);
 	/* CUDA in graphics (CIG) shares a D3D12/Vulkan context: no graphics here. */
-	if (ctxCreateParams && ctxCreateParams->cigParams) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_NOT_SUPPORTED;
-	}
+	if (ctxCreateParams && ctxCreateParams->cigParams)
+		return sim_enter_fail(__func__, CUDA_ERROR_NOT_SUPPORTED);
 	return ctx_create(__func__, pctx, flags, dev);
 }
 
@@ -461,13 +448,11 @@ SIM_API CUresult cuCtxDestroy(CUcontext ctx)
  */
 SIM_API CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, pctx && flags == 0);
 	struct sim_ctx *c;
 
 	if (r)
 		return r;
-	if (!pctx || flags != 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	c = sim_ctx_current();
 	pthread_mutex_lock(&sim.lock);
 	if (!sim_ctx_valid(c)) {
@@ -584,122 +569,96 @@ SIM_API CUresult cuCtxSetCurrent(CUcontext ctx)
 
 SIM_API CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, pctx != NULL);
 
 	if (r)
 		return r;
-	if (!pctx)
-		return CUDA_ERROR_INVALID_VALUE;
 	*pctx = (CUcontext)sim_ctx_current();
 	return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuCtxGetDevice(CUdevice *device)
+/*
+ * The prologue of every query and setting of a context: sim_enter(name),
+ * then CUDA_ERROR_INVALID_VALUE unless args_ok (the caller's own check of
+ * its arguments), then the context, ctx or the current one when NULL, in
+ * *ret. The order is the driver's: no driver, bad arguments, no context.
+ */
+static CUresult ctx_enter(const char *name, bool args_ok, CUcontext ctx, struct sim_ctx **ret)
 {
-	CUresult r = sim_enter(__func__);
-	struct sim_ctx *c;
+	CUresult r = sim_enter_args(name, args_ok);
 
 	if (r)
 		return r;
-	if (!device)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(NULL, &c);
-	if (r)
-		return r;
-	*device = c->ordinal;
-	return CUDA_SUCCESS;
+	return sim_ctx_resolve(ctx, ret);
+}
+
+static CUresult ctx_get_device(const char *name, CUdevice *device, CUcontext ctx)
+{
+	struct sim_ctx *c;
+	CUresult r = ctx_enter(name, device != NULL, ctx, &c);
+
+	if (r == CUDA_SUCCESS)
+		*device = c->ordinal;
+	return r;
+}
+
+SIM_API CUresult cuCtxGetDevice(CUdevice *device)
+{
+	return ctx_get_device(__func__, device, NULL);
 }
 
 /* CUDA 13: the context is explicit (NULL: the current one). */
 SIM_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
-	CUresult r = sim_enter(__func__);
-	struct sim_ctx *c;
-
-	if (r)
-		return r;
-	if (!device)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(ctx, &c);
-	if (r)
-		return r;
-	*device = c->ordinal;
-	return CUDA_SUCCESS;
+	return ctx_get_device(__func__, device, ctx);
 }
 
 SIM_API CUresult cuCtxGetFlags(unsigned int *flags)
 {
-	CUresult r = sim_enter(__func__);
 	struct sim_ctx *c;
+	CUresult r = ctx_enter(__func__, flags != NULL, NULL, &c);
 
-	if (r)
-		return r;
-	if (!flags)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(NULL, &c);
-	if (r)
-		return r;
-	*flags = c->flags;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*flags = c->flags;
+	return r;
 }
 
 SIM_API CUresult cuCtxSetFlags(unsigned int flags)
 {
-	CUresult r = sim_enter(__func__);
 	struct sim_ctx *c;
+	CUresult r = ctx_enter(__func__, !(flags & ~(unsigned)CU_CTX_FLAGS_MASK), NULL, &c);
 
-	if (r)
-		return r;
-	if (flags & ~(unsigned)CU_CTX_FLAGS_MASK)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(NULL, &c);
-	if (r)
-		return r;
-	c->flags = flags;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		c->flags = flags;
+	return r;
 }
 
 SIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
 {
-	CUresult r = sim_enter(__func__);
 	struct sim_ctx *c;
+	CUresult r = ctx_enter(__func__, ctxId != NULL, ctx, &c);
 
-	if (r)
-		return r;
-	if (!ctxId)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(ctx, &c);
-	if (r)
-		return r;
-	*ctxId = c->id;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*ctxId = c->id;
+	return r;
 }
 
 SIM_API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
-	CUresult r = sim_enter(__func__);
 	struct sim_ctx *c;
+	CUresult r = ctx_enter(__func__, version != NULL, ctx, &c);
 
-	if (r)
-		return r;
-	if (!version)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(ctx, &c);
-	if (r)
-		return r;
 	/* Contexts created through the CUDA >= 3.2 ABI report 3020. */
-	*version = 3020;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*version = 3020;
+	return r;
 }
 
 static CUresult ctx_synchronize(const char *name, CUcontext ctx)
 {
-	CUresult r = sim_enter(name);
 	struct sim_ctx *c;
+	CUresult r = ctx_enter(name, true, ctx, &c);
 
-	if (r)
-		return r;
-	r = sim_ctx_resolve(ctx, &c);
 	if (r)
 		return r;
 	r = sim_exec_ctx_wait(c);
@@ -719,30 +678,19 @@ SIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
 
 SIM_API CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 {
-	CUresult r = sim_enter(__func__);
 	struct sim_ctx *c;
+	CUresult r = ctx_enter(__func__, pvalue && (unsigned)limit < CU_LIMIT_MAX, NULL, &c);
 
-	if (r)
-		return r;
-	if (!pvalue || (unsigned)limit >= CU_LIMIT_MAX)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(NULL, &c);
-	if (r)
-		return r;
-	*pvalue = c->limits[limit];
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*pvalue = c->limits[limit];
+	return r;
 }
 
 SIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 {
-	CUresult r = sim_enter(__func__);
 	struct sim_ctx *c;
+	CUresult r = ctx_enter(__func__, (unsigned)limit < CU_LIMIT_MAX, NULL, &c);
 
-	if (r)
-		return r;
-	if ((unsigned)limit >= CU_LIMIT_MAX)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(NULL, &c);
 	if (r)
 		return r;
 	switch (limit) {
@@ -762,44 +710,29 @@ SIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 
 SIM_API CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
 {
-	CUresult r = sim_enter(__func__);
 	struct sim_ctx *c;
+	CUresult r = ctx_enter(__func__, pconfig != NULL, NULL, &c);
 
-	if (r)
-		return r;
-	if (!pconfig)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(NULL, &c);
-	if (r)
-		return r;
-	*pconfig = c->cache_config;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*pconfig = c->cache_config;
+	return r;
 }
 
 SIM_API CUresult cuCtxSetCacheConfig(CUfunc_cache config)
 {
-	CUresult r = sim_enter(__func__);
 	struct sim_ctx *c;
+	CUresult r = ctx_enter(__func__, (unsigned)config <= CU_FUNC_CACHE_PREFER_EQUAL, NULL, &c);
 
-	if (r)
-		return r;
-	if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(NULL, &c);
-	if (r)
-		return r;
-	c->cache_config = config;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		c->cache_config = config;
+	return r;
 }
 
 SIM_API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
 {
-	CUresult r = sim_enter(__func__);
 	struct sim_ctx *c;
+	CUresult r = ctx_enter(__func__, true, NULL, &c);
 
-	if (r)
-		return r;
-	r = sim_ctx_resolve(NULL, &c);
 	if (r)
 		return r;
 	/* Hopper and Ampere: 0 (lowest) to -5 (highest). */
@@ -818,42 +751,31 @@ SIM_API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPr
  */
 SIM_API CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
 {
-	CUresult r = sim_enter(__func__);
 	struct sim_ctx *c;
+	CUresult r = ctx_enter(__func__, pConfig != NULL, NULL, &c);
 
-	if (r)
-		return r;
-	if (!pConfig)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(NULL, &c);
-	if (r)
-		return r;
-	*pConfig = c->shmem_config;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*pConfig = c->shmem_config;
+	return r;
 }
 
 SIM_API CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
 {
-	CUresult r = sim_enter(__func__);
+	bool known = config == CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE ||
+		     config == CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE ||
+		     config == CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE;
 	struct sim_ctx *c;
+	CUresult r = ctx_enter(__func__, known, NULL, &c);
 
-	if (r)
-		return r;
-	if (config != CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE &&
-	    config != CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE &&
-	    config != CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(NULL, &c);
-	if (r)
-		return r;
-	c->shmem_config = config;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		c->shmem_config = config;
+	return r;
 }
 
 /* No MPS in cusim: no execution affinity (see cuCtxCreate_v3). */
 SIM_API CUresult cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type, CUdevice dev)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = sim_enter_device(__func__, dev);
 
 	if (r)
 		return r;
@@ -866,14 +788,10 @@ SIM_API CUresult cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type
 /* A context without affinity has every SM of its device. */
 SIM_API CUresult cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexecAffinityType type)
 {
-	CUresult r = sim_enter(__func__);
 	struct sim_ctx *c;
+	CUresult r = ctx_enter(__func__, pExecAffinity && type == CU_EXEC_AFFINITY_TYPE_SM_COUNT,
+			       NULL, &c);
 
-	if (r)
-		return r;
-	if (!pExecAffinity || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(NULL, &c);
 	if (r)
 		return r;
 	pExecAffinity->type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
@@ -889,10 +807,9 @@ SIM_API CUresult cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexec
  */
 SIM_API CUresult cuCtxResetPersistingL2Cache(void)
 {
-	CUresult r = sim_enter(__func__);
 	struct sim_ctx *c;
 
-	return r ? r : sim_ctx_resolve(NULL, &c);
+	return ctx_enter(__func__, true, NULL, &c);
 }
 
 /* ---- profiler control (cudaProfiler.h) ---- */
@@ -904,44 +821,34 @@ SIM_API CUresult cuCtxResetPersistingL2Cache(void)
  * succeed; starting twice or stopping when stopped is allowed, as
  * cudaProfiler.h documents.
  */
+static CUresult profiler_set(const char *name, bool profiling)
+{
+	struct sim_ctx *c;
+	CUresult r = ctx_enter(name, true, NULL, &c);
+
+	if (r == CUDA_SUCCESS)
+		c->profiling = profiling;
+	return r;
+}
+
 SIM_API CUresult cuProfilerStart(void)
 {
-	CUresult r = sim_enter(__func__);
-	struct sim_ctx *c;
-
-	if (r)
-		return r;
-	r = sim_ctx_resolve(NULL, &c);
-	if (r)
-		return r;
-	c->profiling = true;
-	return CUDA_SUCCESS;
+	return profiler_set(__func__, true);
 }
 
 SIM_API CUresult cuProfilerStop(void)
 {
-	CUresult r = sim_enter(__func__);
-	struct sim_ctx *c;
-
-	if (r)
-		return r;
-	r = sim_ctx_resolve(NULL, &c);
-	if (r)
-		return r;
-	c->profiling = false;
-	return CUDA_SUCCESS;
+	return profiler_set(__func__, false);
 }
 
 /* cudaProfiler.h: since CUDA 12.0 this always returns CUDA_ERROR_NOT_SUPPORTED. */
 SIM_API CUresult cuProfilerInitialize(const char *configFile, const char *outputFile,
 				      CUoutput_mode outputMode)
 {
-	CUresult r = sim_enter(__func__);
-
 	(void)configFile;
 	(void)outputFile;
 	(void)outputMode;
-	return r ? r : CUDA_ERROR_NOT_SUPPORTED;
+	return sim_enter_fail(__func__, CUDA_ERROR_NOT_SUPPORTED);
 }
 
 /* ---- green contexts (the API is in sim-green.c) ---- */

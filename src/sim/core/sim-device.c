@@ -22,14 +22,6 @@ CUresult sim_check_device_health(int dev_index)
 		       : CUDA_SUCCESS;
 }
 
-/* Prologue for calls that take a device ordinal. */
-static CUresult enter_device(const char *name, CUdevice dev)
-{
-	CUresult r = sim_enter(name);
-
-	return r ? r : sim_check_device(dev);
-}
-
 static const struct sim_device_desc *desc_of(CUdevice dev)
 {
 	return &sim.shm->desc[sim_dev_index(dev)];
@@ -37,75 +29,76 @@ static const struct sim_device_desc *desc_of(CUdevice dev)
 
 SIM_API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, device != NULL);
 
 	if (r)
 		return r;
-	if (!device)
-		return CUDA_ERROR_INVALID_VALUE;
 	if (ordinal < 0 || ordinal >= sim.ndev)
 		return CUDA_ERROR_INVALID_DEVICE;
 	*device = ordinal;
 	return CUDA_SUCCESS;
 }
 
+/*
+ * The prologue of a query of device dev: sim_enter_device, then
+ * CUDA_ERROR_INVALID_VALUE unless args_ok (the caller's check of its other
+ * arguments).
+ */
+static CUresult device_query(const char *name, CUdevice dev, bool args_ok)
+{
+	CUresult r = sim_enter_device(name, dev);
+
+	if (r == CUDA_SUCCESS && !args_ok)
+		r = CUDA_ERROR_INVALID_VALUE;
+	return r;
+}
+
 SIM_API CUresult cuDeviceGetCount(int *count)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, count != NULL);
 
 	if (r)
 		return r;
-	if (!count)
-		return CUDA_ERROR_INVALID_VALUE;
 	*count = sim.ndev;
 	return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = device_query(__func__, dev, name && len > 0);
 
 	if (r)
 		return r;
-	if (!name || len <= 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	snprintf(name, (size_t)len, "%s", desc_of(dev)->name);
 	return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+static CUresult get_uuid(const char *name, CUuuid *uuid, CUdevice dev)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = device_query(name, dev, uuid != NULL);
 
-	if (r)
-		return r;
-	if (!uuid)
-		return CUDA_ERROR_INVALID_VALUE;
-	memcpy(uuid->bytes, desc_of(dev)->uuid_bytes, sizeof(uuid->bytes));
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		memcpy(uuid->bytes, desc_of(dev)->uuid_bytes, sizeof(uuid->bytes));
+	return r;
 }
 
+SIM_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+	return get_uuid(__func__, uuid, dev);
+}
+
+/* _v2 differs only for MIG instances, which cusim does not model. */
 SIM_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
-	/* _v2 differs only for MIG instances, which cusim does not model. */
-	CUresult r = enter_device(__func__, dev);
-
-	if (r)
-		return r;
-	if (!uuid)
-		return CUDA_ERROR_INVALID_VALUE;
-	memcpy(uuid->bytes, desc_of(dev)->uuid_bytes, sizeof(uuid->bytes));
-	return CUDA_SUCCESS;
+	return get_uuid(__func__, uuid, dev);
 }
 
 SIM_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = device_query(__func__, dev, bytes != NULL);
 
 	if (r)
 		return r;
-	if (!bytes)
-		return CUDA_ERROR_INVALID_VALUE;
 	*bytes = desc_of(dev)->total_mem;
 	return CUDA_SUCCESS;
 }
@@ -113,12 +106,10 @@ SIM_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 /* The CUDA 2.0 ABI: 32-bit byte count, saturated as the real driver does. */
 SIM_API CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = device_query(__func__, dev, bytes != NULL);
 
 	if (r)
 		return r;
-	if (!bytes)
-		return CUDA_ERROR_INVALID_VALUE;
 	uint64_t total = desc_of(dev)->total_mem;
 	*bytes = total > UINT32_MAX ? UINT32_MAX : (unsigned int)total;
 	return CUDA_SUCCESS;
@@ -126,23 +117,19 @@ SIM_API CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 
 SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = device_query(__func__, dev, pi != NULL);
 
 	if (r)
 		return r;
-	if (!pi)
-		return CUDA_ERROR_INVALID_VALUE;
 	return sim_attr_get(desc_of(dev), attrib, pi);
 }
 
 SIM_API CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = device_query(__func__, dev, major && minor);
 
 	if (r)
 		return r;
-	if (!major || !minor)
-		return CUDA_ERROR_INVALID_VALUE;
 	const struct sim_model *m = sim_config_model(desc_of(dev));
 	*major = m->cc_major;
 	*minor = m->cc_minor;
@@ -151,13 +138,11 @@ SIM_API CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
 
 SIM_API CUresult cuDeviceGetProperties(CUdevprop *prop, CUdevice dev)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = device_query(__func__, dev, prop != NULL);
 	const struct sim_device_desc *d;
 
 	if (r)
 		return r;
-	if (!prop)
-		return CUDA_ERROR_INVALID_VALUE;
 	d = desc_of(dev);
 	memset(prop, 0, sizeof(*prop));
 	prop->maxThreadsPerBlock = 1024;
@@ -179,13 +164,11 @@ SIM_API CUresult cuDeviceGetProperties(CUdevprop *prop, CUdevice dev)
 
 SIM_API CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = device_query(__func__, dev, pciBusId && len > 0);
 	const struct sim_device_desc *d;
 
 	if (r)
 		return r;
-	if (!pciBusId || len <= 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	d = desc_of(dev);
 	snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", d->pci_domain, d->pci_bus,
 		 d->pci_device);
@@ -195,14 +178,12 @@ SIM_API CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 /* Accepts "[domain:]bus:device.function" in hex, any case, as the real driver. */
 SIM_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, dev && pciBusId);
 	unsigned domain = 0, bus, device, function;
 	char tail;
 
 	if (r)
 		return r;
-	if (!dev || !pciBusId)
-		return CUDA_ERROR_INVALID_VALUE;
 	if (sscanf(pciBusId, "%x:%x:%x.%x%c", &domain, &bus, &device, &function, &tail) != 4) {
 		domain = 0;
 		if (sscanf(pciBusId, "%x:%x.%x%c", &bus, &device, &function, &tail) != 3)
@@ -222,12 +203,10 @@ SIM_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 /* Simulated devices sit on one NVLink-like fabric: every pair can peer. */
 SIM_API CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
 {
-	CUresult r = enter_device(__func__, dev);
+	CUresult r = device_query(__func__, dev, canAccessPeer != NULL);
 
 	if (r)
 		return r;
-	if (!canAccessPeer)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_check_device(peerDev);
 	if (r)
 		return r;
@@ -238,7 +217,7 @@ SIM_API CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevic
 SIM_API CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib,
 					 CUdevice srcDevice, CUdevice dstDevice)
 {
-	CUresult r = enter_device(__func__, srcDevice);
+	CUresult r = sim_enter_device(__func__, srcDevice);
 
 	if (r)
 		return r;

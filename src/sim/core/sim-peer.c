@@ -36,20 +36,30 @@ static void prune(struct sim_ctx *c)
 	c->npeers = j;
 }
 
+/*
+ * The prologue of enabling and disabling peer access: sim_enter_args, then
+ * the current context in *ret_c and the live peer context in *ret_p.
+ */
+static CUresult peer_enter(const char *name, bool args_ok, CUcontext peer, struct sim_ctx **ret_c,
+			   struct sim_ctx **ret_p)
+{
+	CUresult r = sim_enter_args(name, args_ok);
+
+	if (r == CUDA_SUCCESS)
+		r = sim_ctx_resolve(NULL, ret_c);
+	if (r)
+		return r;
+	*ret_p = (struct sim_ctx *)peer;
+	return sim_ctx_valid(*ret_p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
 SIM_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 {
-	struct sim_ctx *c, *p = (struct sim_ctx *)peerContext;
-	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c, *p;
+	CUresult r = peer_enter(__func__, Flags == 0, peerContext, &c, &p);
 
 	if (r)
 		return r;
-	if (Flags != 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(NULL, &c);
-	if (r)
-		return r;
-	if (!sim_ctx_valid(p))
-		return CUDA_ERROR_INVALID_CONTEXT;
 	/* cuDeviceCanAccessPeer says no for a device and itself. */
 	if (p->device == c->device)
 		return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
@@ -67,17 +77,12 @@ SIM_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags
 
 SIM_API CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
 {
-	struct sim_ctx *c, *p = (struct sim_ctx *)peerContext;
-	CUresult r = sim_enter(__func__);
+	struct sim_ctx *c, *p;
+	CUresult r = peer_enter(__func__, true, peerContext, &c, &p);
 	int i;
 
 	if (r)
 		return r;
-	r = sim_ctx_resolve(NULL, &c);
-	if (r)
-		return r;
-	if (!sim_ctx_valid(p))
-		return CUDA_ERROR_INVALID_CONTEXT;
 	pthread_mutex_lock(&sim.lock);
 	prune(c);
 	i = peer_index(c, p);

@@ -14,6 +14,7 @@
 
 #include "sim-config.h"
 #include "sim-exec.h"
+#include "sim-proc-lock.h"
 #include "sim-um.h"
 
 struct sim_state sim = {
@@ -68,6 +69,8 @@ static void atfork_child(void)
 	sim_vram_forget_after_fork();
 	sim_um_forget_after_fork();
 	sim_exec_forget_after_fork();
+	/* The parent's slot lock is the parent's: the child's copy of it must not keep it. */
+	sim_lock_forget_after_fork();
 	memset(sim.primary, 0, sizeof(sim.primary));
 	memset(sim.primary_refs, 0, sizeof(sim.primary_refs));
 	memset(sim.primary_flags, 0, sizeof(sim.primary_flags));

@@ -397,4 +397,37 @@ static inline CUresult sim_enter(const char *name)
 	return r;
 }
 
+/* sim_enter, then sim_check_device(dev): the prologue of a call on one device. */
+static inline CUresult sim_enter_device(const char *name, CUdevice dev)
+{
+	CUresult r = sim_enter(name);
+
+	return r ? r : sim_check_device(dev);
+}
+
+/*
+ * sim_enter, then CUDA_ERROR_INVALID_VALUE unless args_ok: the entry
+ * point's own check of its arguments, made of the arguments alone.
+ */
+static inline CUresult sim_enter_args(const char *name, bool args_ok)
+{
+	CUresult r = sim_enter(name);
+
+	if (r == CUDA_SUCCESS && !args_ok)
+		r = CUDA_ERROR_INVALID_VALUE;
+	return r;
+}
+
+/*
+ * The answer of an entry point that fails with err once its prologue
+ * passes (bad arguments, a feature cusim lacks): sim_enter's error, else
+ * err. Use as: if (!out) return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
+ */
+static inline CUresult sim_enter_fail(const char *name, CUresult err)
+{
+	CUresult r = sim_enter(name);
+
+	return r ? r : err;
+}
+
 #endif

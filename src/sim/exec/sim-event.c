@@ -35,14 +35,12 @@ static bool event_done(struct sim_event *e)
 
 SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, phEvent && !(Flags & ~(unsigned)EVENT_FLAGS_MASK));
 	struct sim_ctx *c;
 	struct sim_event *e;
 
 	if (r)
 		return r;
-	if (!phEvent || (Flags & ~(unsigned)EVENT_FLAGS_MASK))
-		return CUDA_ERROR_INVALID_VALUE;
 	/* Interprocess events must be created without timing, as documented. */
 	if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -87,15 +85,13 @@ SIM_API CUresult cuEventDestroy(CUevent hEvent)
 
 static CUresult record(const char *name, CUevent h, CUstream hs, unsigned flags, bool ptds)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, !(flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL));
 	struct sim_event *e = (struct sim_event *)h;
 	struct sim_stream *s;
 	uint64_t now, deps;
 
 	if (r)
 		return r;
-	if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = check_live(e);
 	if (r)
 		return r;
@@ -173,14 +169,12 @@ SIM_API CUresult cuEventSynchronize(CUevent hEvent)
 
 static CUresult elapsed(const char *name, float *ms, CUevent hs, CUevent he)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, ms != NULL);
 	struct sim_event *s = (struct sim_event *)hs, *e = (struct sim_event *)he;
 	uint64_t t0, t1;
 
 	if (r)
 		return r;
-	if (!ms)
-		return CUDA_ERROR_INVALID_VALUE;
 	if (check_live(s) || check_live(e))
 		return CUDA_ERROR_INVALID_HANDLE;
 	if ((s->flags | e->flags) & CU_EVENT_DISABLE_TIMING)
@@ -222,17 +216,16 @@ static CUresult no_capture(struct sim_ctx_exec *x)
 }
 
 /*
- * Captures all work of the context at the time of the call (every stream's
- * kernels, copies and host functions of the legacy stream), as an event
- * recorded on each stream at once would.
+ * The prologue of cuCtxRecordEvent and cuCtxWaitEvent: a live context and
+ * a live event (one of that context when own_event), then the context's
+ * execution state in *ret_x, which no stream capture may be using.
  */
-SIM_API CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+static CUresult ctx_event_enter(const char *name, CUcontext hCtx, CUevent hEvent, bool own_event,
+				struct sim_event **ret_e, struct sim_ctx_exec **ret_x)
 {
-	CUresult r = sim_enter(__func__);
-	struct sim_event *e = (struct sim_event *)hEvent;
 	struct sim_ctx *c = (struct sim_ctx *)hCtx;
-	struct sim_ctx_exec *x;
-	uint64_t now, tail;
+	struct sim_event *e = (struct sim_event *)hEvent;
+	CUresult r = sim_enter(name);
 
 	if (r)
 		return r;
@@ -241,10 +234,25 @@ SIM_API CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
 	r = check_live(e);
 	if (r)
 		return r;
-	if (e->ctx != c)
+	if (own_event && e->ctx != c)
 		return CUDA_ERROR_INVALID_HANDLE;
-	x = sim_exec_of(c);
-	r = no_capture(x);
+	*ret_e = e;
+	*ret_x = sim_exec_of(c);
+	return no_capture(*ret_x);
+}
+
+/*
+ * Captures all work of the context at the time of the call (every stream's
+ * kernels, copies and host functions of the legacy stream), as an event
+ * recorded on each stream at once would.
+ */
+SIM_API CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+{
+	struct sim_event *e;
+	struct sim_ctx_exec *x;
+	uint64_t now, tail;
+	CUresult r = ctx_event_enter(__func__, hCtx, hEvent, true, &e, &x);
+
 	if (r)
 		return r;
 	now = sim_now_ns();
@@ -263,21 +271,11 @@ SIM_API CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
  */
 SIM_API CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
 {
-	CUresult r = sim_enter(__func__);
-	struct sim_event *e = (struct sim_event *)hEvent;
-	struct sim_ctx *c = (struct sim_ctx *)hCtx;
+	struct sim_event *e;
 	struct sim_ctx_exec *x;
 	uint64_t ts, cur;
+	CUresult r = ctx_event_enter(__func__, hCtx, hEvent, false, &e, &x);
 
-	if (r)
-		return r;
-	if (!sim_ctx_valid(c))
-		return CUDA_ERROR_INVALID_CONTEXT;
-	r = check_live(e);
-	if (r)
-		return r;
-	x = sim_exec_of(c);
-	r = no_capture(x);
 	if (r)
 		return r;
 	ts = atomic_load(&e->ts);

@@ -354,28 +354,42 @@ static int host_start_locked(void)
 	return 0;
 }
 
-CUresult sim_exec_host_func(struct sim_stream *s, CUhostFn fn, void *data)
+/*
+ * Queues a job running fn(data) at `when`, in time order, and returns it
+ * with host.lock held (the caller signals the host thread and unlocks);
+ * NULL when out of memory or the host thread cannot start.
+ */
+static struct host_job *job_queue_lock(uint64_t when, CUhostFn fn, void *data)
 {
 	struct host_job *j = calloc(1, sizeof(*j)), **pp;
-	uint64_t now = sim_now_ns(), deps = sim_exec_deps(s);
-	uint64_t when = now > deps ? now : deps;
 
 	if (!j)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+		return NULL;
 	j->when = when;
 	j->fn = fn;
 	j->data = data;
-	j->stream = s;
 	pthread_mutex_lock(&host.lock);
 	if (host_start_locked() < 0) {
 		pthread_mutex_unlock(&host.lock);
 		free(j);
-		return CUDA_ERROR_OUT_OF_MEMORY;
+		return NULL;
 	}
 	for (pp = &host.jobs; *pp && (*pp)->when <= j->when; pp = &(*pp)->next)
 		;
 	j->next = *pp;
 	*pp = j;
+	return j;
+}
+
+CUresult sim_exec_host_func(struct sim_stream *s, CUhostFn fn, void *data)
+{
+	uint64_t now = sim_now_ns(), deps = sim_exec_deps(s);
+	uint64_t when = now > deps ? now : deps;
+	struct host_job *j = job_queue_lock(when, fn, data);
+
+	if (!j)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	j->stream = s;
 	j->seq = atomic_fetch_add(&s->host_seq, 1) + 1;
 	atomic_fetch_add(&s->host_pending, 1);
 	pthread_cond_signal(&host.wake);
@@ -387,23 +401,8 @@ CUresult sim_exec_host_func(struct sim_stream *s, CUhostFn fn, void *data)
 
 CUresult sim_exec_host_call(CUhostFn fn, void *data)
 {
-	struct host_job *j = calloc(1, sizeof(*j)), **pp;
-
-	if (!j)
+	if (!job_queue_lock(sim_now_ns(), fn, data))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	j->when = sim_now_ns();
-	j->fn = fn;
-	j->data = data;
-	pthread_mutex_lock(&host.lock);
-	if (host_start_locked() < 0) {
-		pthread_mutex_unlock(&host.lock);
-		free(j);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	for (pp = &host.jobs; *pp && (*pp)->when <= j->when; pp = &(*pp)->next)
-		;
-	j->next = *pp;
-	*pp = j;
 	pthread_cond_signal(&host.wake);
 	pthread_mutex_unlock(&host.lock);
 	return CUDA_SUCCESS;

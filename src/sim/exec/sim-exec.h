@@ -121,6 +121,13 @@ struct sim_ctx_exec *sim_exec_of(struct sim_ctx *ctx);
 CUresult sim_exec_stream(CUstream h, bool ptds, struct sim_stream **ret);
 
 /*
+ * sim_exec_stream for work that cannot be captured into a graph (only
+ * kernel launches and host functions can): on a capturing stream the
+ * capture is invalidated and the answer is CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED.
+ */
+CUresult sim_exec_stream_uncaptured(CUstream h, bool ptds, struct sim_stream **ret);
+
+/*
  * Earliest start of new work on s: its own tail and the legacy-stream
  * dependencies. While a memory wait holds s back (sim_exec_gate_wait),
  * blocks until it is satisfied.

@@ -114,12 +114,10 @@ static CUresult begin(const char *name, CUstream h, CUstreamCaptureMode mode, bo
 		      size_t ndeps)
 {
 	struct sim_stream *s;
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, (unsigned)mode <= CU_STREAM_CAPTURE_MODE_RELAXED);
 
 	if (r)
 		return r;
-	if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_exec_stream(h, ptds, &s);
 	if (r)
 		return r;
@@ -178,10 +176,8 @@ static CUresult begin_to_graph(const char *name, CUstream h, CUgraph hg, const C
 			       const CUgraphEdgeData *edges, size_t ndeps, CUstreamCaptureMode mode,
 			       bool ptds)
 {
-	if (!sim_graph_ok((struct sim_graph *)hg) || (ndeps && !deps)) {
-		CUresult r = sim_enter(name);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!sim_graph_ok((struct sim_graph *)hg) || (ndeps && !deps))
+		return sim_enter_fail(name, CUDA_ERROR_INVALID_VALUE);
 	return begin(name, h, mode, ptds, (struct sim_graph *)hg, deps, edges, ndeps);
 }
 
@@ -207,12 +203,10 @@ static CUresult end(const char *name, CUstream h, CUgraph *phGraph, bool ptds)
 {
 	struct sim_stream *s;
 	struct sim_graph *g;
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, phGraph != NULL);
 
 	if (r)
 		return r;
-	if (!phGraph)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_exec_stream(h, ptds, &s);
 	if (r)
 		return r;
@@ -257,12 +251,10 @@ static CUstreamCaptureStatus status_of(const struct sim_stream *s)
 static CUresult is_capturing(const char *name, CUstream h, CUstreamCaptureStatus *st, bool ptds)
 {
 	struct sim_stream *s;
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, st != NULL);
 
 	if (r)
 		return r;
-	if (!st)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_exec_stream(h, ptds, &s);
 	if (r)
 		return r;
@@ -287,12 +279,10 @@ static CUresult capture_info(const char *name, CUstream h, bool ptds, CUstreamCa
 {
 	struct sim_stream *s;
 	bool active;
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, st != NULL);
 
 	if (r)
 		return r;
-	if (!st)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_exec_stream(h, ptds, &s);
 	if (r)
 		return r;

@@ -145,12 +145,9 @@ CUresult sim_graph_mem_free(CUdeviceptr p)
 SIM_API CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
 					      void *value)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_device(__func__, device);
 	int dev;
 
-	if (r)
-		return r;
-	r = sim_check_device(device);
 	if (r)
 		return r;
 	if (!value)
@@ -177,12 +174,9 @@ SIM_API CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attrib
 SIM_API CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
 					      void *value)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_device(__func__, device);
 	int dev;
 
-	if (r)
-		return r;
-	r = sim_check_device(device);
 	if (r)
 		return r;
 	if (!value || *(cuuint64_t *)value != 0 ||
@@ -387,10 +381,8 @@ SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
 	CUgraphInstantiateResult why;
 
 	/* UPLOAD needs a stream: only the params form takes one (cuda.h). */
-	if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) {
-		CUresult r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	return instantiate(__func__, phGraphExec, hGraph, flags, &why);
 }
 
@@ -428,10 +420,8 @@ static CUresult instantiate_params(const char *name, CUgraphExec *ph, CUgraph hg
 	CUgraphInstantiateResult why;
 	CUresult r;
 
-	if (!p) {
-		r = sim_enter(name);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!p)
+		return sim_enter_fail(name, CUDA_ERROR_INVALID_VALUE);
 	r = instantiate(name, ph, hg, p->flags, &why);
 	if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
 		r = exec_upload((struct sim_graph_exec *)*ph, p->hUploadStream, ptds);
@@ -586,13 +576,9 @@ static CUresult graph_launch(const char *name, CUgraphExec hx, CUstream h, bool 
 		return r;
 	if (!exec_ok(x))
 		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_exec_stream(h, ptds, &s);
+	r = sim_exec_stream_uncaptured(h, ptds, &s);
 	if (r)
 		return r;
-	if (s->capture) {
-		sim_graph_capture_invalidate(s);
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	}
 	r = launch_check(x, s);
 	return r ? r : run_exec(x, s, h, ptds);
 }
@@ -619,13 +605,9 @@ static CUresult exec_upload(struct sim_graph_exec *x, CUstream h, bool ptds)
 
 	if (!exec_ok(x))
 		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_exec_stream(h, ptds, &s);
+	r = sim_exec_stream_uncaptured(h, ptds, &s);
 	if (r)
 		return r;
-	if (s->capture) {
-		sim_graph_capture_invalidate(s);
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	}
 	for (size_t i = 0; i < x->n; i++) {
 		const struct sim_gexec_node *e = &x->nodes[i];
 		struct sim_function *f;
@@ -863,10 +845,8 @@ SIM_API CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hN
 {
 	struct sim_graph_node *n = (struct sim_graph_node *)hNode;
 
-	if (!nodeParams || !sim_graph_node_ok(n) || nodeParams->type != n->type) {
-		CUresult r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!nodeParams || !sim_graph_node_ok(n) || nodeParams->type != n->type)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	return exec_set(__func__, hGraphExec, hNode, n->type, set_generic, nodeParams);
 }
 
@@ -874,23 +854,19 @@ SIM_API CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hN
 SIM_API CUresult cuGraphExecExternalSemaphoresSignalNodeSetParams(
 	CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams)
 {
-	CUresult r = sim_enter(__func__);
-
 	(void)hGraphExec;
 	(void)hNode;
 	(void)nodeParams;
-	return r ? r : CUDA_ERROR_INVALID_VALUE;
+	return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 }
 
 SIM_API CUresult cuGraphExecExternalSemaphoresWaitNodeSetParams(
 	CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams)
 {
-	CUresult r = sim_enter(__func__);
-
 	(void)hGraphExec;
 	(void)hNode;
 	(void)nodeParams;
-	return r ? r : CUDA_ERROR_INVALID_VALUE;
+	return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 }
 
 /* cuda.h: kernel, memcpy and memset nodes can be disabled. */
@@ -1035,10 +1011,8 @@ SIM_API CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
 	CUgraphExecUpdateResultInfo info;
 	CUresult r;
 
-	if (!resultInfo) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!resultInfo)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	r = exec_update(__func__, hGraphExec, hGraph, &info);
 	*resultInfo = info;
 	return r;
@@ -1051,10 +1025,8 @@ SIM_API CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph,
 	CUgraphExecUpdateResultInfo info;
 	CUresult r;
 
-	if (!hErrorNode_out || !updateResult_out) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!hErrorNode_out || !updateResult_out)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	r = exec_update(__func__, hGraphExec, hGraph, &info);
 	*hErrorNode_out = info.errorNode;
 	*updateResult_out = info.result;

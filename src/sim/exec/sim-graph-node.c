@@ -168,21 +168,10 @@ static CUresult set_memcpy(struct sim_graph_node *n, const CUDA_MEMCPY3D *p, CUc
 	r = sim_ctx_resolve(ctx, &x);
 	if (r)
 		return r;
-	c = (CUDA_MEMCPY3D_PEER){
-		.srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcZ = p->srcZ, .srcLOD = p->srcLOD,
-		.srcMemoryType = p->srcMemoryType, .srcHost = p->srcHost, .srcDevice = p->srcDevice,
-		.srcArray = p->srcArray, .srcContext = (CUcontext)p->reserved0,
-		.srcPitch = p->srcPitch, .srcHeight = p->srcHeight,
-		.dstXInBytes = p->dstXInBytes, .dstY = p->dstY, .dstZ = p->dstZ, .dstLOD = p->dstLOD,
-		.dstMemoryType = p->dstMemoryType, .dstHost = p->dstHost, .dstDevice = p->dstDevice,
-		.dstArray = p->dstArray, .dstContext = (CUcontext)p->reserved1,
-		.dstPitch = p->dstPitch, .dstHeight = p->dstHeight,
-		.WidthInBytes = p->WidthInBytes, .Height = p->Height, .Depth = p->Depth,
-	};
 	/* cuda.h: a node copies something (no empty extents). */
 	if (!p->WidthInBytes || !p->Height || !p->Depth)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_copy_3d(x, &c, false, NULL, false, true);
+	r = sim_copy_3d(x, sim_copy_peer_of_3d(p, &c), false, NULL, false, true);
 	if (r)
 		return r;
 	n->copy = *p;
@@ -554,35 +543,40 @@ SIM_API CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 		   CU_GRAPH_NODE_TYPE_MEM_FREE, fill_free, &dptr);
 }
 
+/*
+ * An external semaphore node names *nsems semaphores (nsems NULL: no
+ * parameters): none can be imported (sim-absent.c), so any it names is an
+ * invalid handle.
+ */
+static CUresult add_ext_sem(const char *name, CUgraphNode *ph, CUgraph hg,
+			    const unsigned int *nsems)
+{
+	struct sim_graph *g;
+	CUresult r = graph_of(name, ph, hg, &g);
+
+	if (r)
+		return r;
+	return nsems && *nsems ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+}
+
 SIM_API CUresult cuGraphAddExternalSemaphoresSignalNode(
 	CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 	size_t numDependencies, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams)
 {
-	struct sim_graph *g;
-	CUresult r = graph_of(__func__, phGraphNode, hGraph, &g);
-
 	(void)dependencies;
 	(void)numDependencies;
-	if (r)
-		return r;
-	/* No external semaphore can be imported (sim-absent.c): the handles are invalid. */
-	return nodeParams && nodeParams->numExtSems ? CUDA_ERROR_INVALID_HANDLE
-						     : CUDA_ERROR_INVALID_VALUE;
+	return add_ext_sem(__func__, phGraphNode, hGraph,
+			   nodeParams ? &nodeParams->numExtSems : NULL);
 }
 
 SIM_API CUresult cuGraphAddExternalSemaphoresWaitNode(
 	CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 	size_t numDependencies, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams)
 {
-	struct sim_graph *g;
-	CUresult r = graph_of(__func__, phGraphNode, hGraph, &g);
-
 	(void)dependencies;
 	(void)numDependencies;
-	if (r)
-		return r;
-	return nodeParams && nodeParams->numExtSems ? CUDA_ERROR_INVALID_HANDLE
-						     : CUDA_ERROR_INVALID_VALUE;
+	return add_ext_sem(__func__, phGraphNode, hGraph,
+			   nodeParams ? &nodeParams->numExtSems : NULL);
 }
 
 /* ---- the generic form (CUgraphNodeParams) ---- */
@@ -649,10 +643,8 @@ static CUresult add_generic(const char *name, CUgraphNode *ph, CUgraph hg, const
 {
 	CUresult r;
 
-	if (!generic_ok(p)) {
-		r = sim_enter(name);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!generic_ok(p))
+		return sim_enter_fail(name, CUDA_ERROR_INVALID_VALUE);
 	r = add(name, ph, hg, deps, edges, ndeps, p->type, fill_generic, p);
 	/* A mem alloc node's address is an output of the call. */
 	if (r == CUDA_SUCCESS && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
@@ -728,18 +720,26 @@ static void kernel_params_of(const struct sim_graph_node *n, CUDA_KERNEL_NODE_PA
 	p->kernelParams = n->param_ptrs;
 }
 
+/* node_of for a getter: CUDA_ERROR_INVALID_VALUE also when `out`, where it writes, is NULL. */
+static CUresult node_out(const char *name, CUgraphNode h, CUgraphNodeType type, const void *out,
+			 struct sim_graph_node **ret)
+{
+	CUresult r = node_of(name, h, type, ret);
+
+	if (r)
+		return r;
+	return out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 SIM_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode,
 					       CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
 	struct sim_graph_node *n;
-	CUresult r = node_of(__func__, hNode, CU_GRAPH_NODE_TYPE_KERNEL, &n);
+	CUresult r = node_out(__func__, hNode, CU_GRAPH_NODE_TYPE_KERNEL, nodeParams, &n);
 
-	if (r)
-		return r;
-	if (!nodeParams)
-		return CUDA_ERROR_INVALID_VALUE;
-	kernel_params_of(n, nodeParams);
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		kernel_params_of(n, nodeParams);
+	return r;
 }
 
 SIM_API CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode,
@@ -747,12 +747,10 @@ SIM_API CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode,
 {
 	CUDA_KERNEL_NODE_PARAMS_v2 v2;
 	struct sim_graph_node *n;
-	CUresult r = node_of(__func__, hNode, CU_GRAPH_NODE_TYPE_KERNEL, &n);
+	CUresult r = node_out(__func__, hNode, CU_GRAPH_NODE_TYPE_KERNEL, nodeParams, &n);
 
 	if (r)
 		return r;
-	if (!nodeParams)
-		return CUDA_ERROR_INVALID_VALUE;
 	kernel_params_of(n, &v2);
 	/* The CUDA 10 struct cannot name a CUkernel: the function of the node's context. */
 	v2.func = (CUfunction)n->launch.f;
@@ -781,14 +779,11 @@ SIM_API CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode,
 SIM_API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
 {
 	struct sim_graph_node *n;
-	CUresult r = node_of(__func__, hNode, CU_GRAPH_NODE_TYPE_MEMCPY, &n);
+	CUresult r = node_out(__func__, hNode, CU_GRAPH_NODE_TYPE_MEMCPY, nodeParams, &n);
 
-	if (r)
-		return r;
-	if (!nodeParams)
-		return CUDA_ERROR_INVALID_VALUE;
-	*nodeParams = n->copy;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*nodeParams = n->copy;
+	return r;
 }
 
 SIM_API CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
@@ -802,14 +797,11 @@ SIM_API CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY
 SIM_API CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
 {
 	struct sim_graph_node *n;
-	CUresult r = node_of(__func__, hNode, CU_GRAPH_NODE_TYPE_MEMSET, &n);
+	CUresult r = node_out(__func__, hNode, CU_GRAPH_NODE_TYPE_MEMSET, nodeParams, &n);
 
-	if (r)
-		return r;
-	if (!nodeParams)
-		return CUDA_ERROR_INVALID_VALUE;
-	*nodeParams = n->set;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*nodeParams = n->set;
+	return r;
 }
 
 SIM_API CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode,
@@ -824,14 +816,11 @@ SIM_API CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode,
 SIM_API CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
 {
 	struct sim_graph_node *n;
-	CUresult r = node_of(__func__, hNode, CU_GRAPH_NODE_TYPE_HOST, &n);
+	CUresult r = node_out(__func__, hNode, CU_GRAPH_NODE_TYPE_HOST, nodeParams, &n);
 
-	if (r)
-		return r;
-	if (!nodeParams)
-		return CUDA_ERROR_INVALID_VALUE;
-	*nodeParams = n->host;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*nodeParams = n->host;
+	return r;
 }
 
 SIM_API CUresult cuGraphHostNodeSetParams(CUgraphNode hNode,
@@ -847,27 +836,21 @@ SIM_API CUresult cuGraphHostNodeSetParams(CUgraphNode hNode,
 SIM_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
 {
 	struct sim_graph_node *n;
-	CUresult r = node_of(__func__, hNode, CU_GRAPH_NODE_TYPE_GRAPH, &n);
+	CUresult r = node_out(__func__, hNode, CU_GRAPH_NODE_TYPE_GRAPH, phGraph, &n);
 
-	if (r)
-		return r;
-	if (!phGraph)
-		return CUDA_ERROR_INVALID_VALUE;
-	*phGraph = (CUgraph)n->child;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*phGraph = (CUgraph)n->child;
+	return r;
 }
 
 static CUresult get_event(const char *name, CUgraphNode h, CUgraphNodeType type, CUevent *out)
 {
 	struct sim_graph_node *n;
-	CUresult r = node_of(name, h, type, &n);
+	CUresult r = node_out(name, h, type, out, &n);
 
-	if (r)
-		return r;
-	if (!out)
-		return CUDA_ERROR_INVALID_VALUE;
-	*out = n->event;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*out = n->event;
+	return r;
 }
 
 static CUresult put_event(const char *name, CUgraphNode h, CUgraphNodeType type, CUevent e)
@@ -902,14 +885,11 @@ SIM_API CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode,
 						CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)
 {
 	struct sim_graph_node *n;
-	CUresult r = node_of(__func__, hNode, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, &n);
+	CUresult r = node_out(__func__, hNode, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, nodeParams_out, &n);
 
-	if (r)
-		return r;
-	if (!nodeParams_out)
-		return CUDA_ERROR_INVALID_VALUE;
-	*nodeParams_out = n->batch;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*nodeParams_out = n->batch;
+	return r;
 }
 
 SIM_API CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode,
@@ -925,27 +905,21 @@ SIM_API CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode,
 					      CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
 {
 	struct sim_graph_node *n;
-	CUresult r = node_of(__func__, hNode, CU_GRAPH_NODE_TYPE_MEM_ALLOC, &n);
+	CUresult r = node_out(__func__, hNode, CU_GRAPH_NODE_TYPE_MEM_ALLOC, params_out, &n);
 
-	if (r)
-		return r;
-	if (!params_out)
-		return CUDA_ERROR_INVALID_VALUE;
-	*params_out = n->alloc;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*params_out = n->alloc;
+	return r;
 }
 
 SIM_API CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
 {
 	struct sim_graph_node *n;
-	CUresult r = node_of(__func__, hNode, CU_GRAPH_NODE_TYPE_MEM_FREE, &n);
+	CUresult r = node_out(__func__, hNode, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr_out, &n);
 
-	if (r)
-		return r;
-	if (!dptr_out)
-		return CUDA_ERROR_INVALID_VALUE;
-	*dptr_out = n->free_ptr;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*dptr_out = n->free_ptr;
+	return r;
 }
 
 /*
@@ -954,11 +928,9 @@ SIM_API CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dpt
  */
 static CUresult ext_sem_node(const char *name, CUgraphNode h, const void *params)
 {
-	CUresult r = sim_enter(name);
-
 	(void)h;
 	(void)params;
-	return r ? r : CUDA_ERROR_INVALID_VALUE;
+	return sim_enter_fail(name, CUDA_ERROR_INVALID_VALUE);
 }
 
 SIM_API CUresult cuGraphExternalSemaphoresSignalNodeGetParams(

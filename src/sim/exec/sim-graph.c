@@ -158,12 +158,10 @@ void sim_graph_drop_last(struct sim_graph *g)
 
 SIM_API CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, phGraph && flags == 0);
 
 	if (r)
 		return r;
-	if (!phGraph || flags != 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	*phGraph = (CUgraph)sim_graph_new();
 	return *phGraph ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }

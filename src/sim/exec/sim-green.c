@@ -88,11 +88,8 @@ static int res_ordinal(const CUdevResource *r)
 SIM_API CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resource,
 					CUdevResourceType type)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_device(__func__, device);
 
-	if (r)
-		return r;
-	r = sim_check_device(device);
 	if (r)
 		return r;
 	if (!resource)
@@ -178,12 +175,10 @@ SIM_API CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResou
 	struct res_desc *d;
 	unsigned sms = 0;
 	int ord = -1;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, phDesc && resources && nbResources != 0);
 
 	if (r)
 		return r;
-	if (!phDesc || !resources || nbResources == 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	for (unsigned i = 0; i < nbResources; i++) {
 		int o = res_ordinal(&resources[i]);
 
@@ -213,17 +208,25 @@ static struct sim_green *green_of(CUgreenCtx h)
 	return g && g->magic == GREEN_MAGIC && !g->destroyed && sim_ctx_valid(g->ctx) ? g : NULL;
 }
 
+/* The prologue of a call on green context h: sim_enter_args, then the live h in *ret. */
+static CUresult green_enter(const char *name, bool args_ok, CUgreenCtx h, struct sim_green **ret)
+{
+	CUresult r = sim_enter_args(name, args_ok);
+
+	if (r)
+		return r;
+	*ret = green_of(h);
+	return *ret ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
 SIM_API CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
 				  unsigned int flags)
 {
 	struct res_desc *d = (struct res_desc *)desc;
 	struct sim_green *g;
 	CUcontext prev = NULL;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_device(__func__, dev);
 
-	if (r)
-		return r;
-	r = sim_check_device(dev);
 	if (r)
 		return r;
 	/* cuda.h: CU_GREEN_CTX_DEFAULT_STREAM is required. */
@@ -259,13 +262,11 @@ SIM_API CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUd
 /* Its streams and memory go with it; the handle stays known, marked dead. */
 SIM_API CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
 {
-	struct sim_green *g = green_of(hCtx);
-	CUresult r = sim_enter(__func__);
+	struct sim_green *g;
+	CUresult r = green_enter(__func__, true, hCtx, &g);
 
 	if (r)
 		return r;
-	if (!g)
-		return CUDA_ERROR_INVALID_HANDLE;
 	g->destroyed = true;
 	sim_ctx_green_destroy(g->ctx);
 	return CUDA_SUCCESS;
@@ -273,29 +274,22 @@ SIM_API CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
 
 SIM_API CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
 {
-	struct sim_green *g = green_of(hCtx);
-	CUresult r = sim_enter(__func__);
+	struct sim_green *g;
+	CUresult r = green_enter(__func__, pContext != NULL, hCtx, &g);
 
-	if (r)
-		return r;
-	if (!pContext)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (!g)
-		return CUDA_ERROR_INVALID_HANDLE;
-	*pContext = (CUcontext)g->ctx;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*pContext = (CUcontext)g->ctx;
+	return r;
 }
 
 SIM_API CUresult cuGreenCtxGetDevResource(CUgreenCtx hCtx, CUdevResource *resource,
 					  CUdevResourceType type)
 {
-	struct sim_green *g = green_of(hCtx);
-	CUresult r = sim_enter(__func__);
+	struct sim_green *g;
+	CUresult r = green_enter(__func__, true, hCtx, &g);
 
 	if (r)
 		return r;
-	if (!g)
-		return CUDA_ERROR_INVALID_HANDLE;
 	if (!resource)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (type != CU_DEV_RESOURCE_TYPE_SM)
@@ -306,37 +300,28 @@ SIM_API CUresult cuGreenCtxGetDevResource(CUgreenCtx hCtx, CUdevResource *resour
 
 SIM_API CUresult cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCtxId)
 {
-	struct sim_green *g = green_of(greenCtx);
-	CUresult r = sim_enter(__func__);
+	struct sim_green *g;
+	CUresult r = green_enter(__func__, greenCtxId != NULL, greenCtx, &g);
 
-	if (r)
-		return r;
-	if (!greenCtxId)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (!g)
-		return CUDA_ERROR_INVALID_HANDLE;
-	*greenCtxId = g->id;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*greenCtxId = g->id;
+	return r;
 }
 
 SIM_API CUresult cuGreenCtxRecordEvent(CUgreenCtx hCtx, CUevent hEvent)
 {
-	struct sim_green *g = green_of(hCtx);
-	CUresult r = sim_enter(__func__);
+	struct sim_green *g;
+	CUresult r = green_enter(__func__, true, hCtx, &g);
 
-	if (r)
-		return r;
-	return g ? cuCtxRecordEvent((CUcontext)g->ctx, hEvent) : CUDA_ERROR_INVALID_HANDLE;
+	return r ? r : cuCtxRecordEvent((CUcontext)g->ctx, hEvent);
 }
 
 SIM_API CUresult cuGreenCtxWaitEvent(CUgreenCtx hCtx, CUevent hEvent)
 {
-	struct sim_green *g = green_of(hCtx);
-	CUresult r = sim_enter(__func__);
+	struct sim_green *g;
+	CUresult r = green_enter(__func__, true, hCtx, &g);
 
-	if (r)
-		return r;
-	return g ? cuCtxWaitEvent((CUcontext)g->ctx, hEvent) : CUDA_ERROR_INVALID_HANDLE;
+	return r ? r : cuCtxWaitEvent((CUcontext)g->ctx, hEvent);
 }
 
 /* cuda.h: CU_STREAM_NON_BLOCKING must be given; the current context does not matter. */
@@ -344,12 +329,10 @@ SIM_API CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx,
 					unsigned int flags, int priority)
 {
 	struct sim_green *g = green_of(greenCtx);
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, phStream && flags == CU_STREAM_NON_BLOCKING);
 
 	if (r)
 		return r;
-	if (!phStream || flags != CU_STREAM_NON_BLOCKING)
-		return CUDA_ERROR_INVALID_VALUE;
 	if (!g)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	cuCtxPushCurrent_v2((CUcontext)g->ctx);
@@ -362,12 +345,10 @@ SIM_API CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx,
 SIM_API CUresult cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx)
 {
 	struct sim_stream *s;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, phCtx != NULL);
 
 	if (r)
 		return r;
-	if (!phCtx)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_exec_stream(hStream, false, &s);
 	if (r)
 		return r;

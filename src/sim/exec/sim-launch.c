@@ -352,10 +352,8 @@ static CUresult launch_ex(const char *name, const CUlaunchConfig *config, CUfunc
 {
 	struct sim_launch_req q;
 
-	if (!config || (config->numAttrs && !config->attrs)) {
-		CUresult r = sim_enter(name);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!config || (config->numAttrs && !config->attrs))
+		return sim_enter_fail(name, CUDA_ERROR_INVALID_VALUE);
 	q = (struct sim_launch_req){f,
 				{config->gridDimX, config->gridDimY, config->gridDimZ},
 				{config->blockDimX, config->blockDimY, config->blockDimZ},
@@ -397,13 +395,12 @@ SIM_API CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launch
 {
 	const unsigned known = CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC |
 			       CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC;
-	CUresult r = sim_enter(__func__);
+	CUresult r =
+	    sim_enter_args(__func__, launchParamsList && numDevices != 0 && !(flags & ~known));
 	bool seen[SIM_MAX_DEVICES] = {false};
 
 	if (r)
 		return r;
-	if (!launchParamsList || numDevices == 0 || (flags & ~known))
-		return CUDA_ERROR_INVALID_VALUE;
 	if (numDevices > (unsigned)sim.ndev)
 		return CUDA_ERROR_INVALID_DEVICE;
 	/* cuda.h: one launch per device, the same geometry everywhere. */

@@ -95,20 +95,6 @@ void sim_exec_gate_wait(struct sim_stream *s)
 		sim_exec_sleep_until(sim_now_ns() + GATE_POLL_NS);
 }
 
-/* The stream of a memory operation; capture is refused as for other memory operations. */
-static CUresult memop_stream(CUstream h, bool ptds, struct sim_stream **ret)
-{
-	CUresult r = sim_exec_stream(h, ptds, ret);
-
-	if (r)
-		return r;
-	if ((*ret)->capture) {
-		sim_graph_capture_invalidate(*ret);
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	}
-	return CUDA_SUCCESS;
-}
-
 /* The address of a memory operation: aligned device-accessible memory. */
 static CUresult check_addr(CUdeviceptr addr, bool wide)
 {
@@ -169,131 +155,44 @@ static CUresult memop(const char *fn, CUstream stream, bool ptds, CUdeviceptr ad
 
 	if (r)
 		return r;
-	r = memop_stream(stream, ptds, &s);
+	r = sim_exec_stream_uncaptured(stream, ptds, &s);
 	if (r)
 		return r;
 	return write ? do_write(s, addr, value, flags, wide) : do_wait(s, addr, value, flags, wide);
 }
 
-static CUresult wait32(const char *fn, CUstream stream, CUdeviceptr addr, cuuint32_t value,
-		       unsigned flags, bool ptds)
-{
-	return memop(fn, stream, ptds, addr, value, flags, false, false);
-}
+/*
+ * The single-operation entry points: X(symbol, value type, write, ptds).
+ * The value type gives the width (cuuint64_t: a 64-bit word); write: a
+ * WriteValue, else a WaitValue; ptds: the per-thread-stream form.
+ */
+#define SINGLE_OPS(X)                                                                              \
+	X(cuStreamWaitValue32, cuuint32_t, false, false)                                           \
+	X(cuStreamWaitValue32_ptsz, cuuint32_t, false, true)                                       \
+	X(cuStreamWaitValue32_v2, cuuint32_t, false, false)                                        \
+	X(cuStreamWaitValue32_v2_ptsz, cuuint32_t, false, true)                                    \
+	X(cuStreamWaitValue64, cuuint64_t, false, false)                                           \
+	X(cuStreamWaitValue64_ptsz, cuuint64_t, false, true)                                       \
+	X(cuStreamWaitValue64_v2, cuuint64_t, false, false)                                        \
+	X(cuStreamWaitValue64_v2_ptsz, cuuint64_t, false, true)                                    \
+	X(cuStreamWriteValue32, cuuint32_t, true, false)                                           \
+	X(cuStreamWriteValue32_ptsz, cuuint32_t, true, true)                                       \
+	X(cuStreamWriteValue32_v2, cuuint32_t, true, false)                                        \
+	X(cuStreamWriteValue32_v2_ptsz, cuuint32_t, true, true)                                    \
+	X(cuStreamWriteValue64, cuuint64_t, true, false)                                           \
+	X(cuStreamWriteValue64_ptsz, cuuint64_t, true, true)                                       \
+	X(cuStreamWriteValue64_v2, cuuint64_t, true, false)                                        \
+	X(cuStreamWriteValue64_v2_ptsz, cuuint64_t, true, true)
 
-static CUresult wait64(const char *fn, CUstream stream, CUdeviceptr addr, cuuint64_t value,
-		       unsigned flags, bool ptds)
-{
-	return memop(fn, stream, ptds, addr, value, flags, true, false);
-}
-
-static CUresult write32(const char *fn, CUstream stream, CUdeviceptr addr, cuuint32_t value,
-			unsigned flags, bool ptds)
-{
-	return memop(fn, stream, ptds, addr, value, flags, false, true);
-}
-
-static CUresult write64(const char *fn, CUstream stream, CUdeviceptr addr, cuuint64_t value,
-			unsigned flags, bool ptds)
-{
-	return memop(fn, stream, ptds, addr, value, flags, true, true);
-}
-
-SIM_API CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-				     unsigned int flags)
-{
-	return wait32(__func__, stream, addr, value, flags, false);
-}
-
-SIM_API CUresult cuStreamWaitValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-					  unsigned int flags)
-{
-	return wait32(__func__, stream, addr, value, flags, true);
-}
-
-SIM_API CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-					unsigned int flags)
-{
-	return wait32(__func__, stream, addr, value, flags, false);
-}
-
-SIM_API CUresult cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr addr,
-					     cuuint32_t value, unsigned int flags)
-{
-	return wait32(__func__, stream, addr, value, flags, true);
-}
-
-SIM_API CUresult cuStreamWaitValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
-				     unsigned int flags)
-{
-	return wait64(__func__, stream, addr, value, flags, false);
-}
-
-SIM_API CUresult cuStreamWaitValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value,
-					  unsigned int flags)
-{
-	return wait64(__func__, stream, addr, value, flags, true);
-}
-
-SIM_API CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value,
-					unsigned int flags)
-{
-	return wait64(__func__, stream, addr, value, flags, false);
-}
-
-SIM_API CUresult cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr addr,
-					     cuuint64_t value, unsigned int flags)
-{
-	return wait64(__func__, stream, addr, value, flags, true);
-}
-
-SIM_API CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-				      unsigned int flags)
-{
-	return write32(__func__, stream, addr, value, flags, false);
-}
-
-SIM_API CUresult cuStreamWriteValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-					   unsigned int flags)
-{
-	return write32(__func__, stream, addr, value, flags, true);
-}
-
-SIM_API CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-					 unsigned int flags)
-{
-	return write32(__func__, stream, addr, value, flags, false);
-}
-
-SIM_API CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr,
-					      cuuint32_t value, unsigned int flags)
-{
-	return write32(__func__, stream, addr, value, flags, true);
-}
-
-SIM_API CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
-				      unsigned int flags)
-{
-	return write64(__func__, stream, addr, value, flags, false);
-}
-
-SIM_API CUresult cuStreamWriteValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value,
-					   unsigned int flags)
-{
-	return write64(__func__, stream, addr, value, flags, true);
-}
-
-SIM_API CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value,
-					 unsigned int flags)
-{
-	return write64(__func__, stream, addr, value, flags, false);
-}
-
-SIM_API CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr,
-					      cuuint64_t value, unsigned int flags)
-{
-	return write64(__func__, stream, addr, value, flags, true);
-}
+#define DEFINE_OP(symbol, value_t, write, ptds)                                                    \
+	SIM_API CUresult symbol(CUstream stream, CUdeviceptr addr, value_t value,                  \
+				unsigned int flags)                                                \
+	{                                                                                          \
+		return memop(__func__, stream, ptds, addr, value, flags,                           \
+			     sizeof(value_t) == sizeof(cuuint64_t), write);                        \
+	}
+SINGLE_OPS(DEFINE_OP)
+#undef DEFINE_OP
 
 /*
  * Validates every operation of a batch before running any: a batch that
@@ -382,37 +281,26 @@ static CUresult batch(const char *fn, CUstream stream, unsigned count,
 		      CUstreamBatchMemOpParams *ops, unsigned flags, bool ptds)
 {
 	struct sim_stream *s;
-	CUresult r = sim_enter(fn);
+	CUresult r = sim_enter_args(fn, count != 0 && count <= BATCH_MAX && ops && flags == 0);
 
 	if (r)
 		return r;
-	if (count == 0 || count > BATCH_MAX || !ops || flags != 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = memop_stream(stream, ptds, &s);
+	r = sim_exec_stream_uncaptured(stream, ptds, &s);
 	return r ? r : sim_memop_batch(s, count, ops, false);
 }
 
-SIM_API CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count,
-				    CUstreamBatchMemOpParams *paramArray, unsigned int flags)
-{
-	return batch(__func__, stream, count, paramArray, flags, false);
-}
+/* X(symbol, ptds): cuStreamBatchMemOp in its four ABI forms. */
+#define BATCH_OPS(X)                                                                               \
+	X(cuStreamBatchMemOp, false)                                                               \
+	X(cuStreamBatchMemOp_ptsz, true)                                                           \
+	X(cuStreamBatchMemOp_v2, false)                                                            \
+	X(cuStreamBatchMemOp_v2_ptsz, true)
 
-SIM_API CUresult cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count,
-					 CUstreamBatchMemOpParams *paramArray, unsigned int flags)
-{
-	return batch(__func__, stream, count, paramArray, flags, true);
-}
-
-SIM_API CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count,
-				       CUstreamBatchMemOpParams *paramArray, unsigned int flags)
-{
-	return batch(__func__, stream, count, paramArray, flags, false);
-}
-
-SIM_API CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count,
-					    CUstreamBatchMemOpParams *paramArray,
-					    unsigned int flags)
-{
-	return batch(__func__, stream, count, paramArray, flags, true);
-}
+#define DEFINE_BATCH(symbol, ptds)                                                                 \
+	SIM_API CUresult symbol(CUstream stream, unsigned int count,                               \
+				CUstreamBatchMemOpParams *paramArray, unsigned int flags)          \
+	{                                                                                          \
+		return batch(__func__, stream, count, paramArray, flags, ptds);                    \
+	}
+BATCH_OPS(DEFINE_BATCH)
+#undef DEFINE_BATCH

@@ -11,19 +11,24 @@
 
 #include <stdlib.h>
 
-CUresult sim_stream_order(CUstream stream, bool ptds)
+CUresult sim_exec_stream_uncaptured(CUstream h, bool ptds, struct sim_stream **ret)
 {
-	struct sim_stream *s;
-	CUresult r = sim_exec_stream(stream, ptds, &s);
+	CUresult r = sim_exec_stream(h, ptds, ret);
 
 	if (r)
 		return r;
-	/* Only kernel launches and host functions can be captured into a graph. */
-	if (s->capture) {
-		sim_graph_capture_invalidate(s);
+	if ((*ret)->capture) {
+		sim_graph_capture_invalidate(*ret);
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	}
 	return CUDA_SUCCESS;
+}
+
+CUresult sim_stream_order(CUstream stream, bool ptds)
+{
+	struct sim_stream *s;
+
+	return sim_exec_stream_uncaptured(stream, ptds, &s);
 }
 
 CUresult sim_stream_copy(CUstream stream, bool ptds, size_t bytes, bool device_to_device,
@@ -31,14 +36,10 @@ CUresult sim_stream_copy(CUstream stream, bool ptds, size_t bytes, bool device_t
 {
 	bool sync = stream == SIM_STREAM_SYNC;
 	struct sim_stream *s;
-	CUresult r = sim_exec_stream(sync ? NULL : stream, ptds, &s);
+	CUresult r = sim_exec_stream_uncaptured(sync ? NULL : stream, ptds, &s);
 
 	if (r)
 		return r;
-	if (s->capture) {
-		sim_graph_capture_invalidate(s);
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	}
 	if (sync) {
 		/* A synchronous copy starts once the work before it is done. */
 		r = sim_exec_stream_wait(s);
@@ -64,15 +65,13 @@ CUresult sim_stream_copy_finish(CUstream stream, bool ptds)
 
 static CUresult create(const char *name, CUstream *phStream, unsigned int flags, int priority)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, phStream && !(flags & ~(unsigned)CU_STREAM_NON_BLOCKING));
 	struct sim_ctx *c;
 	struct sim_ctx_exec *x;
 	struct sim_stream *s;
 
 	if (r)
 		return r;
-	if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_ctx_resolve(NULL, &c);
 	if (r)
 		return r;
@@ -142,14 +141,10 @@ static CUresult synchronize(const char *name, CUstream h, bool ptds)
 
 	if (r)
 		return r;
-	r = sim_exec_stream(h, ptds, &s);
+	/* Captured work is not scheduled: waiting for it is invalid and ends the capture's use. */
+	r = sim_exec_stream_uncaptured(h, ptds, &s);
 	if (r)
 		return r;
-	/* Captured work is not scheduled: waiting for it is invalid and ends the capture's use. */
-	if (s->capture) {
-		sim_graph_capture_invalidate(s);
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	}
 	r = sim_exec_stream_wait(s);
 	sim_pool_sync_release(s->ctx);
 	return r;
@@ -172,14 +167,10 @@ static CUresult query(const char *name, CUstream h, bool ptds)
 
 	if (r)
 		return r;
-	r = sim_exec_stream(h, ptds, &s);
+	/* Captured work is not scheduled: waiting for it is invalid and ends the capture's use. */
+	r = sim_exec_stream_uncaptured(h, ptds, &s);
 	if (r)
 		return r;
-	/* Captured work is not scheduled: waiting for it is invalid and ends the capture's use. */
-	if (s->capture) {
-		sim_graph_capture_invalidate(s);
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	}
 	r = (CUresult)atomic_load(&sim_exec_of(s->ctx)->sticky);
 	if (r)
 		return r;
@@ -202,14 +193,12 @@ SIM_API CUresult cuStreamQuery_ptsz(CUstream hStream)
 
 static CUresult wait_event(const char *name, CUstream h, CUevent ev, unsigned int flags, bool ptds)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, !(flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL));
 	struct sim_event *e = (struct sim_event *)ev;
 	struct sim_stream *s;
 
 	if (r)
 		return r;
-	if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_exec_stream(h, ptds, &s);
 	if (r)
 		return r;
@@ -240,13 +229,11 @@ SIM_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsign
 
 static CUresult host_func(const char *name, CUstream h, CUhostFn fn, void *data, bool ptds)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, fn != NULL);
 	struct sim_stream *s;
 
 	if (r)
 		return r;
-	if (!fn)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_exec_stream(h, ptds, &s);
 	if (r)
 		return r;
@@ -283,21 +270,15 @@ static void run_callback(void *arg)
 static CUresult add_callback(const char *name, CUstream h, CUstreamCallback cb, void *data,
 			     unsigned int flags, bool ptds)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, cb && flags == 0);
 	struct sim_stream *s;
 	struct callback *c;
 
 	if (r)
 		return r;
-	if (!cb || flags != 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_exec_stream(h, ptds, &s);
+	r = sim_exec_stream_uncaptured(h, ptds, &s);
 	if (r)
 		return r;
-	if (s->capture) {
-		sim_graph_capture_invalidate(s);
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	}
 	c = malloc(sizeof(*c));
 	if (!c)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -322,11 +303,22 @@ SIM_API CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback cal
 
 /* Attributes ---------------------------------------------------------------- */
 
-static CUresult resolve(const char *name, CUstream h, bool ptds, struct sim_stream **ret)
+/*
+ * The prologue of a stream query or setting: sim_enter's error, then the
+ * stream h in *ret, then CUDA_ERROR_INVALID_VALUE unless args_ok (the
+ * caller's check of its other arguments). The order is the driver's: a bad
+ * stream before a NULL output.
+ */
+static CUresult resolve(const char *name, CUstream h, bool ptds, bool args_ok,
+			struct sim_stream **ret)
 {
 	CUresult r = sim_enter(name);
 
-	return r ? r : sim_exec_stream(h, ptds, ret);
+	if (r == CUDA_SUCCESS)
+		r = sim_exec_stream(h, ptds, ret);
+	if (r == CUDA_SUCCESS && !args_ok)
+		r = CUDA_ERROR_INVALID_VALUE;
+	return r;
 }
 
 /*
@@ -337,13 +329,11 @@ static CUresult get_ctx(const char *name, CUstream h, bool ptds, CUcontext *pctx
 			CUgreenCtx *pgreen, bool green_form)
 {
 	struct sim_stream *s;
-	CUresult r = resolve(name, h, ptds, &s);
+	CUresult r = resolve(name, h, ptds, green_form ? pctx || pgreen : pctx != NULL, &s);
 	struct sim_ctx *c;
 
 	if (r)
 		return r;
-	if (green_form ? (!pctx && !pgreen) : !pctx)
-		return CUDA_ERROR_INVALID_VALUE;
 	c = s->ctx;
 	if (green_form && c->green) {
 		/* cuda.h: the per-thread stream of a green context is no stream of it. */
@@ -381,14 +371,11 @@ SIM_API CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgre
 static CUresult get_flags(const char *name, CUstream h, unsigned int *flags, bool ptds)
 {
 	struct sim_stream *s;
-	CUresult r = resolve(name, h, ptds, &s);
+	CUresult r = resolve(name, h, ptds, flags != NULL, &s);
 
-	if (r)
-		return r;
-	if (!flags)
-		return CUDA_ERROR_INVALID_VALUE;
-	*flags = s->flags;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*flags = s->flags;
+	return r;
 }
 
 SIM_API CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
@@ -404,14 +391,11 @@ SIM_API CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
 static CUresult get_priority(const char *name, CUstream h, int *priority, bool ptds)
 {
 	struct sim_stream *s;
-	CUresult r = resolve(name, h, ptds, &s);
+	CUresult r = resolve(name, h, ptds, priority != NULL, &s);
 
-	if (r)
-		return r;
-	if (!priority)
-		return CUDA_ERROR_INVALID_VALUE;
-	*priority = s->priority;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*priority = s->priority;
+	return r;
 }
 
 SIM_API CUresult cuStreamGetPriority(CUstream hStream, int *priority)
@@ -427,15 +411,12 @@ SIM_API CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
 static CUresult get_id(const char *name, CUstream h, unsigned long long *id, bool ptds)
 {
 	struct sim_stream *s;
-	CUresult r = resolve(name, h, ptds, &s);
+	CUresult r = resolve(name, h, ptds, id != NULL, &s);
 
-	if (r)
-		return r;
-	if (!id)
-		return CUDA_ERROR_INVALID_VALUE;
 	/* The legacy stream's id is 0 here; created streams get unique ones. */
-	*id = s->id;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*id = s->id;
+	return r;
 }
 
 SIM_API CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
@@ -451,14 +432,11 @@ SIM_API CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *stream
 static CUresult get_device(const char *name, CUstream h, CUdevice *device, bool ptds)
 {
 	struct sim_stream *s;
-	CUresult r = resolve(name, h, ptds, &s);
+	CUresult r = resolve(name, h, ptds, device != NULL, &s);
 
-	if (r)
-		return r;
-	if (!device)
-		return CUDA_ERROR_INVALID_VALUE;
-	*device = s->ctx->ordinal;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*device = s->ctx->ordinal;
+	return r;
 }
 
 SIM_API CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
@@ -499,12 +477,10 @@ static CUresult get_attr(const char *name, CUstream h, CUstreamAttrID attr,
 			 CUstreamAttrValue *out, bool ptds)
 {
 	struct sim_stream *s;
-	CUresult r = resolve(name, h, ptds, &s);
+	CUresult r = resolve(name, h, ptds, out != NULL, &s);
 
 	if (r)
 		return r;
-	if (!out)
-		return CUDA_ERROR_INVALID_VALUE;
 	switch (attr) {
 	case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
 		out->accessPolicyWindow = s->attrs.window;
@@ -539,13 +515,11 @@ static CUresult set_attr(const char *name, CUstream h, CUstreamAttrID attr,
 			 const CUstreamAttrValue *v, bool ptds)
 {
 	struct sim_stream *s;
-	CUresult r = resolve(name, h, ptds, &s);
+	CUresult r = resolve(name, h, ptds, v != NULL, &s);
 	int max_window = 0, domains;
 
 	if (r)
 		return r;
-	if (!v)
-		return CUDA_ERROR_INVALID_VALUE;
 	domains = domains_of(s);
 	switch (attr) {
 	case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
@@ -620,7 +594,7 @@ SIM_API CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr
 static CUresult copy_attrs(const char *name, CUstream dst, CUstream src, bool ptds)
 {
 	struct sim_stream *d, *s;
-	CUresult r = resolve(name, dst, ptds, &d);
+	CUresult r = resolve(name, dst, ptds, true, &d);
 
 	if (r)
 		return r;

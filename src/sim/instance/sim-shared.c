@@ -1,6 +1,7 @@
 /*
  * The instance file (see sim-shared.h): creating and opening it, process
- * slots (registration, liveness by /proc start time, reclaiming the dead),
+ * slots (registration, liveness by their lock and /proc start time,
+ * reclaiming the dead),
  * capacity charged under each device's accounting lock, and the busy-time
  * buckets NVML's utilization is read from. The chunk tables of unified
  * memory that follow the struct are sized here and kept by sim-um-lru.c.
@@ -19,6 +20,7 @@
 
 #include "cs-size.h"
 #include "sim-config.h"
+#include "sim-proc-lock.h"
 #include "sim-um-lru.h"
 
 static const char *shm_dir(void)
@@ -90,14 +92,17 @@ static int map_fd(int fd, struct sim_shared **ret, const char *path, char *err, 
 			 SIM_SHM_VERSION);
 		return -EPROTO;
 	}
+	sim_lock_attach(sh, fd);
 	*ret = sh;
 	return 0;
 }
 
 void sim_shared_close(struct sim_shared *sh)
 {
-	if (sh)
-		munmap(sh, sh->file_size);
+	if (!sh)
+		return;
+	sim_lock_detach(sh);
+	munmap(sh, sh->file_size);
 }
 
 int sim_shared_open_existing(struct sim_shared **ret, char *err, size_t errlen)
@@ -285,6 +290,10 @@ int sim_shared_open(struct sim_shared **ret, char *err, size_t errlen)
 	return -EAGAIN;
 }
 
+/*
+ * Field 22 of /proc/<pid>/stat, 0 when there is no such process, or when it
+ * has begun to exit.
+ */
 uint64_t sim_proc_start_time(pid_t pid)
 {
 	char path[64], buf[1024];
@@ -307,11 +316,9 @@ uint64_t sim_proc_start_time(pid_t pid)
 	if (!p || p[1] != ' ')
 		return 0;
 	/*
-	 * A process that has begun to exit is gone for the device, as its
-	 * zombie is: a real driver frees its memory when the process's
-	 * descriptors close on the way out, and a cuslice group gives its
-	 * quota back at that moment too (its slot lock is a descriptor's). The
-	 * leader's PF_EXITING (field 9, flags) is set before any of that.
+	 * Without a slot lock to tell when its descriptors close, a process
+	 * that has begun to exit is gone for the device, as its zombie is: the
+	 * leader's PF_EXITING (field 9, flags) is set before they close.
 	 */
 	if (p[2] == 'Z' || p[2] == 'X')
 		return 0;
@@ -333,12 +340,25 @@ uint64_t sim_proc_start_time(pid_t pid)
 	return start;
 }
 
-bool sim_proc_slot_alive(const struct sim_proc_slot *slot)
+bool sim_proc_slot_alive(const struct sim_shared *sh, const struct sim_proc_slot *slot)
 {
 	int32_t pid = atomic_load(&slot->pid);
+	uint32_t k = atomic_load(&slot->lock_k);
+	int held;
 
 	if (pid <= 0)
 		return pid == SIM_PID_CLAIMING;
+	held = k == SIM_LOCK_NONE ? -1 : sim_lock_held(sh, (unsigned)(slot - sh->procs), k);
+	/* Its descriptors closed: its threads are all gone, or it exec'd (sim-proc-lock.h). */
+	if (held == 0)
+		return false;
+	/*
+	 * Still held: the process holds the device, exiting or not (or a
+	 * descendant that inherited its descriptor does, as it would hold a
+	 * real driver's). No /proc read: this runs on every NVML query.
+	 */
+	if (held == 1)
+		return true;
 	return sim_proc_start_time(pid) == atomic_load(&slot->start_time);
 }
 
@@ -409,7 +429,7 @@ int sim_proc_reclaim_dead(struct sim_shared *sh)
 		struct sim_proc_slot *slot = &sh->procs[i];
 		int32_t pid = atomic_load(&slot->pid);
 
-		if (pid <= 0 || sim_proc_slot_alive(slot))
+		if (pid <= 0 || sim_proc_slot_alive(sh, slot))
 			continue;
 		/* Whoever moves the pid first does the reclaiming, exactly once. */
 		if (!atomic_compare_exchange_strong(&slot->pid, &pid, SIM_PID_RECLAIMING))
@@ -421,9 +441,22 @@ int sim_proc_reclaim_dead(struct sim_shared *sh)
 	return n;
 }
 
+/* This process's pid in the namespace of /proc (the one slots record), 0 unknown. */
+static pid_t proc_self(void)
+{
+	char buf[32];
+	ssize_t n = readlink("/proc/self", buf, sizeof(buf) - 1);
+
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return (pid_t)strtol(buf, NULL, 10);
+}
+
 struct sim_proc_slot *sim_proc_register(struct sim_shared *sh, pid_t pid, int vram_fd)
 {
 	uint64_t start = sim_proc_start_time(pid);
+	bool self = pid == proc_self();
 
 	for (int pass = 0; pass < 2; pass++) {
 		for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
@@ -437,6 +470,8 @@ struct sim_proc_slot *sim_proc_register(struct sim_shared *sh, pid_t pid, int vr
 			atomic_store(&slot->registered_ns, sim_now_ns());
 			slot->vram_fd = vram_fd;
 			atomic_store(&slot->start_time, start);
+			/* Held by the process itself only: its descriptors close when it goes. */
+			atomic_store(&slot->lock_k, self ? sim_lock_take(sh, i) : SIM_LOCK_NONE);
 			atomic_store(&slot->pid, (int32_t)pid);
 			return slot;
 		}
@@ -452,13 +487,14 @@ void sim_proc_release(struct sim_shared *sh, struct sim_proc_slot *slot)
 	if (pid <= 0 || !atomic_compare_exchange_strong(&slot->pid, &pid, SIM_PID_RECLAIMING))
 		return;
 	slot_drain(sh, slot);
+	sim_lock_drop(sh, (unsigned)(slot - sh->procs), atomic_load(&slot->lock_k));
 	atomic_store(&slot->pid, SIM_PID_FREE);
 }
 
 struct sim_proc_slot *sim_proc_find(struct sim_shared *sh, pid_t pid)
 {
 	for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
-		if (atomic_load(&sh->procs[i].pid) == pid && sim_proc_slot_alive(&sh->procs[i]))
+		if (atomic_load(&sh->procs[i].pid) == pid && sim_proc_slot_alive(sh, &sh->procs[i]))
 			return &sh->procs[i];
 	}
 	return NULL;

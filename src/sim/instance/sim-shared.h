@@ -32,7 +32,7 @@
 #include <sys/types.h>
 
 #define SIM_SHM_MAGIC 0x4d4953554353ull /* "CSUSIM" */
-#define SIM_SHM_VERSION 4u
+#define SIM_SHM_VERSION 5u
 
 #define SIM_MAX_DEVICES 16
 #define SIM_MAX_PROCS 1024
@@ -141,7 +141,7 @@ struct sim_proc_slot {
 	_Atomic uint64_t start_time;	/* /proc/<pid>/stat field 22, to survive pid reuse */
 	_Atomic uint64_t used[SIM_MAX_DEVICES];	/* device bytes owned by the process */
 	_Atomic uint32_t ctx_devices;	/* bit d: the process has a context on device d */
-	uint32_t pad0;
+	_Atomic uint32_t lock_k;	/* its lock's byte (sim-proc-lock.h), SIM_LOCK_NONE */
 	_Atomic uint64_t registered_ns;	/* CLOCK_MONOTONIC at registration: older buckets are not its */
 	/*
 	 * Unified memory (sim-um-lru.h). um_resident[] changes with the
@@ -232,8 +232,12 @@ int sim_shared_unlink(void);
 /* Reads field 22 of /proc/<pid>/stat; 0 when the process does not exist. */
 uint64_t sim_proc_start_time(pid_t pid);
 
-/* True when slot's process is still the one that registered. */
-bool sim_proc_slot_alive(const struct sim_proc_slot *slot);
+/*
+ * True when slot's process is still the one that registered and holds the
+ * device: its slot lock is held (sim-proc-lock.h), or, without one, it has
+ * not begun to exit.
+ */
+bool sim_proc_slot_alive(const struct sim_shared *sh, const struct sim_proc_slot *slot);
 
 /*
  * Claims a free slot for pid (reclaiming dead processes' slots when none is

@@ -350,15 +350,13 @@ static CUresult publish(void **table, void *p)
  */
 static CUresult array_create(const char *name, CUarray *ret, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, ret && d);
 	struct sim_array *a;
 	struct sim_ctx *ctx;
 	size_t elem;
 
 	if (r)
 		return r;
-	if (!ret || !d)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_ctx_resolve(NULL, &ctx);
 	if (r)
 		return r;
@@ -392,6 +390,28 @@ out_free:
 	return r;
 }
 
+/*
+ * A descriptor as another ABI's: the fields have the same names in all of
+ * them, 32-bit in the _v1 forms (array extents are far below 2^32, the
+ * device limits). DESC_2D leaves a 3D descriptor's Depth and Flags 0.
+ */
+#define DESC_2D(type, d)                                                                           \
+	((type){                                                                                   \
+		.Width = (d)->Width,                                                               \
+		.Height = (d)->Height,                                                             \
+		.Format = (d)->Format,                                                             \
+		.NumChannels = (d)->NumChannels,                                                   \
+	})
+#define DESC_3D(type, d)                                                                           \
+	((type){                                                                                   \
+		.Width = (d)->Width,                                                               \
+		.Height = (d)->Height,                                                             \
+		.Depth = (d)->Depth,                                                               \
+		.Format = (d)->Format,                                                             \
+		.NumChannels = (d)->NumChannels,                                                   \
+		.Flags = (d)->Flags,                                                               \
+	})
+
 SIM_API CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
 {
 	return array_create(__func__, pHandle, pAllocateArray);
@@ -399,60 +419,29 @@ SIM_API CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIP
 
 SIM_API CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray)
 {
-	CUDA_ARRAY3D_DESCRIPTOR d;
-
-	if (!pAllocateArray)
-		return array_create(__func__, pHandle, NULL);
-	d = (CUDA_ARRAY3D_DESCRIPTOR){
-		.Width = pAllocateArray->Width,
-		.Height = pAllocateArray->Height,
-		.Depth = pAllocateArray->Depth,
-		.Format = pAllocateArray->Format,
-		.NumChannels = pAllocateArray->NumChannels,
-		.Flags = pAllocateArray->Flags,
-	};
-	return array_create(__func__, pHandle, &d);
+	return array_create(__func__, pHandle,
+			    pAllocateArray ? &DESC_3D(CUDA_ARRAY3D_DESCRIPTOR, pAllocateArray) : NULL);
 }
 
 SIM_API CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
 {
-	CUDA_ARRAY3D_DESCRIPTOR d;
-
-	if (!pAllocateArray)
-		return array_create(__func__, pHandle, NULL);
-	d = (CUDA_ARRAY3D_DESCRIPTOR){
-		.Width = pAllocateArray->Width,
-		.Height = pAllocateArray->Height,
-		.Format = pAllocateArray->Format,
-		.NumChannels = pAllocateArray->NumChannels,
-	};
-	return array_create(__func__, pHandle, &d);
+	return array_create(__func__, pHandle,
+			    pAllocateArray ? &DESC_2D(CUDA_ARRAY3D_DESCRIPTOR, pAllocateArray) : NULL);
 }
 
 SIM_API CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray)
 {
-	CUDA_ARRAY3D_DESCRIPTOR d;
-
-	if (!pAllocateArray)
-		return array_create(__func__, pHandle, NULL);
-	d = (CUDA_ARRAY3D_DESCRIPTOR){
-		.Width = pAllocateArray->Width,
-		.Height = pAllocateArray->Height,
-		.Format = pAllocateArray->Format,
-		.NumChannels = pAllocateArray->NumChannels,
-	};
-	return array_create(__func__, pHandle, &d);
+	return array_create(__func__, pHandle,
+			    pAllocateArray ? &DESC_2D(CUDA_ARRAY3D_DESCRIPTOR, pAllocateArray) : NULL);
 }
 
 /* Looks up the array of a descriptor query: init, non-NULL output, live handle. */
 static CUresult query(const char *name, const void *out, CUarray h, struct sim_array **ret)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, out != NULL);
 
 	if (r)
 		return r;
-	if (!out)
-		return CUDA_ERROR_INVALID_VALUE;
 	return sim_array_from_handle(h, ret);
 }
 
@@ -462,10 +451,9 @@ SIM_API CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescri
 	struct sim_array *a;
 	CUresult r = query(__func__, pArrayDescriptor, hArray, &a);
 
-	if (r)
-		return r;
-	*pArrayDescriptor = a->desc;
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*pArrayDescriptor = a->desc;
+	return r;
 }
 
 SIM_API CUresult cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR_v1 *pArrayDescriptor,
@@ -474,18 +462,9 @@ SIM_API CUresult cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR_v1 *pArrayDescri
 	struct sim_array *a;
 	CUresult r = query(__func__, pArrayDescriptor, hArray, &a);
 
-	if (r)
-		return r;
-	/* Extents fit: the device limits are far below 2^32. */
-	*pArrayDescriptor = (CUDA_ARRAY3D_DESCRIPTOR_v1){
-		.Width = (unsigned)a->desc.Width,
-		.Height = (unsigned)a->desc.Height,
-		.Depth = (unsigned)a->desc.Depth,
-		.Format = a->desc.Format,
-		.NumChannels = a->desc.NumChannels,
-		.Flags = a->desc.Flags,
-	};
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*pArrayDescriptor = DESC_3D(CUDA_ARRAY3D_DESCRIPTOR_v1, &a->desc);
+	return r;
 }
 
 /*
@@ -511,15 +490,9 @@ SIM_API CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor
 	struct sim_array *a;
 	CUresult r = get_desc_2d(__func__, hArray, pArrayDescriptor, &a);
 
-	if (r)
-		return r;
-	*pArrayDescriptor = (CUDA_ARRAY_DESCRIPTOR){
-		.Width = a->desc.Width,
-		.Height = a->desc.Height,
-		.Format = a->desc.Format,
-		.NumChannels = a->desc.NumChannels,
-	};
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*pArrayDescriptor = DESC_2D(CUDA_ARRAY_DESCRIPTOR, &a->desc);
+	return r;
 }
 
 SIM_API CUresult cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR_v1 *pArrayDescriptor, CUarray hArray)
@@ -527,15 +500,9 @@ SIM_API CUresult cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR_v1 *pArrayDescriptor
 	struct sim_array *a;
 	CUresult r = get_desc_2d(__func__, hArray, pArrayDescriptor, &a);
 
-	if (r)
-		return r;
-	*pArrayDescriptor = (CUDA_ARRAY_DESCRIPTOR_v1){
-		.Width = (unsigned)a->desc.Width,
-		.Height = (unsigned)a->desc.Height,
-		.Format = a->desc.Format,
-		.NumChannels = a->desc.NumChannels,
-	};
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS)
+		*pArrayDescriptor = DESC_2D(CUDA_ARRAY_DESCRIPTOR_v1, &a->desc);
+	return r;
 }
 
 SIM_API CUresult cuArrayDestroy(CUarray hArray)
@@ -639,7 +606,7 @@ SIM_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
 					unsigned int numMipmapLevels)
 {
 	const CUDA_ARRAY3D_DESCRIPTOR *d = pMipmappedArrayDesc;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, pHandle && d);
 	struct sim_mipmap *m;
 	struct sim_ctx *ctx;
 	size_t elem, total = 0, maxext;
@@ -648,8 +615,6 @@ SIM_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
 
 	if (r)
 		return r;
-	if (!pHandle || !d)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_ctx_resolve(NULL, &ctx);
 	if (r)
 		return r;
@@ -753,12 +718,10 @@ SIM_API CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray
 					  unsigned int level)
 {
 	struct sim_mipmap *m = (struct sim_mipmap *)hMipmappedArray;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, pLevelArray != NULL);
 
 	if (r)
 		return r;
-	if (!pLevelArray)
-		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&sim.lock);
 	if (!mipmap_live_locked(m))
 		r = CUDA_ERROR_INVALID_HANDLE;
@@ -773,12 +736,10 @@ SIM_API CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray
 /* The mipmapped-array counterpart of query(): init, non-NULL output, live handle. */
 static CUresult mipmap_query(const char *name, const void *out, CUmipmappedArray h)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, out != NULL);
 
 	if (r)
 		return r;
-	if (!out)
-		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&sim.lock);
 	r = mipmap_live_locked((struct sim_mipmap *)h) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_unlock(&sim.lock);

@@ -116,14 +116,12 @@ static void ipc_unlock(void)
  */
 SIM_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, pHandle != NULL);
 	struct ipc_wire w;
 	struct sim_alloc *a;
 
 	if (r)
 		return r;
-	if (!pHandle)
-		return CUDA_ERROR_INVALID_VALUE;
 	memset(&w, 0, sizeof(w));
 	pthread_mutex_lock(&sim.lock);
 	a = sim_registry_find_locked((uintptr_t)dptr);
@@ -200,7 +198,8 @@ static CUresult map_peer(const struct ipc_wire *w, struct ipc_map *m)
 static CUresult open_mem(const char *name, CUdeviceptr *pdptr, CUipcMemHandle handle,
 			 unsigned int flags)
 {
-	CUresult r = sim_enter(name);
+	CUresult r =
+	    sim_enter_args(name, pdptr && !(flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
 	struct ipc_map *m;
 	struct sim_ctx *ctx;
 	struct sim_alloc a;
@@ -208,8 +207,6 @@ static CUresult open_mem(const char *name, CUdeviceptr *pdptr, CUipcMemHandle ha
 
 	if (r)
 		return r;
-	if (!pdptr || (flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_ctx_resolve(NULL, &ctx);
 	if (r)
 		return r;
@@ -303,18 +300,14 @@ SIM_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 
 SIM_API CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
 {
-	CUresult r = sim_enter(__func__);
-
 	(void)pHandle;
 	(void)event;
-	return r ? r : CUDA_ERROR_NOT_SUPPORTED;
+	return sim_enter_fail(__func__, CUDA_ERROR_NOT_SUPPORTED);
 }
 
 SIM_API CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
 {
-	CUresult r = sim_enter(__func__);
-
 	(void)phEvent;
 	(void)handle;
-	return r ? r : CUDA_ERROR_NOT_SUPPORTED;
+	return sim_enter_fail(__func__, CUDA_ERROR_NOT_SUPPORTED);
 }

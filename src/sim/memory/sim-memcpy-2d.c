@@ -245,19 +245,42 @@ CUresult sim_copy_3d(struct sim_ctx *ctx, const CUDA_MEMCPY3D_PEER *c, bool peer
 
 /* ---- conversions to CUDA_MEMCPY3D_PEER (NULL in, NULL out) ---- */
 
+/*
+ * The fields of a CUDA_MEMCPY2D or of its 32-bit CUDA_MEMCPY2D_v1 (same
+ * names, other widths), as a 3D copy of depth 1.
+ */
+#define PEER_OF_2D(c)                                                                              \
+	((CUDA_MEMCPY3D_PEER){                                                                     \
+		.srcXInBytes = (c)->srcXInBytes, .srcY = (c)->srcY,                                \
+		.srcMemoryType = (c)->srcMemoryType, .srcHost = (c)->srcHost,                      \
+		.srcDevice = (c)->srcDevice, .srcArray = (c)->srcArray, .srcPitch = (c)->srcPitch, \
+		.dstXInBytes = (c)->dstXInBytes, .dstY = (c)->dstY,                                \
+		.dstMemoryType = (c)->dstMemoryType, .dstHost = (c)->dstHost,                      \
+		.dstDevice = (c)->dstDevice, .dstArray = (c)->dstArray, .dstPitch = (c)->dstPitch, \
+		.WidthInBytes = (c)->WidthInBytes, .Height = (c)->Height, .Depth = 1,              \
+	})
+
+/* The same for a CUDA_MEMCPY3D or CUDA_MEMCPY3D_v1: reserved0/1 go where the contexts are. */
+#define PEER_OF_3D(c)                                                                              \
+	((CUDA_MEMCPY3D_PEER){                                                                     \
+		.srcXInBytes = (c)->srcXInBytes, .srcY = (c)->srcY, .srcZ = (c)->srcZ,             \
+		.srcLOD = (c)->srcLOD, .srcMemoryType = (c)->srcMemoryType,                        \
+		.srcHost = (c)->srcHost, .srcDevice = (c)->srcDevice, .srcArray = (c)->srcArray,   \
+		.srcContext = (CUcontext)(c)->reserved0, .srcPitch = (c)->srcPitch,                \
+		.srcHeight = (c)->srcHeight,                                                       \
+		.dstXInBytes = (c)->dstXInBytes, .dstY = (c)->dstY, .dstZ = (c)->dstZ,             \
+		.dstLOD = (c)->dstLOD, .dstMemoryType = (c)->dstMemoryType,                        \
+		.dstHost = (c)->dstHost, .dstDevice = (c)->dstDevice, .dstArray = (c)->dstArray,   \
+		.dstContext = (CUcontext)(c)->reserved1, .dstPitch = (c)->dstPitch,                \
+		.dstHeight = (c)->dstHeight,                                                       \
+		.WidthInBytes = (c)->WidthInBytes, .Height = (c)->Height, .Depth = (c)->Depth,     \
+	})
+
 static const CUDA_MEMCPY3D_PEER *from_2d(const CUDA_MEMCPY2D *c, CUDA_MEMCPY3D_PEER *p)
 {
 	if (!c)
 		return NULL;
-	*p = (CUDA_MEMCPY3D_PEER){
-		.srcXInBytes = c->srcXInBytes, .srcY = c->srcY,
-		.srcMemoryType = c->srcMemoryType, .srcHost = c->srcHost,
-		.srcDevice = c->srcDevice, .srcArray = c->srcArray, .srcPitch = c->srcPitch,
-		.dstXInBytes = c->dstXInBytes, .dstY = c->dstY,
-		.dstMemoryType = c->dstMemoryType, .dstHost = c->dstHost,
-		.dstDevice = c->dstDevice, .dstArray = c->dstArray, .dstPitch = c->dstPitch,
-		.WidthInBytes = c->WidthInBytes, .Height = c->Height, .Depth = 1,
-	};
+	*p = PEER_OF_2D(c);
 	return p;
 }
 
@@ -265,35 +288,15 @@ static const CUDA_MEMCPY3D_PEER *from_2d_v1(const CUDA_MEMCPY2D_v1 *c, CUDA_MEMC
 {
 	if (!c)
 		return NULL;
-	*p = (CUDA_MEMCPY3D_PEER){
-		.srcXInBytes = c->srcXInBytes, .srcY = c->srcY,
-		.srcMemoryType = c->srcMemoryType, .srcHost = c->srcHost,
-		.srcDevice = c->srcDevice, .srcArray = c->srcArray, .srcPitch = c->srcPitch,
-		.dstXInBytes = c->dstXInBytes, .dstY = c->dstY,
-		.dstMemoryType = c->dstMemoryType, .dstHost = c->dstHost,
-		.dstDevice = c->dstDevice, .dstArray = c->dstArray, .dstPitch = c->dstPitch,
-		.WidthInBytes = c->WidthInBytes, .Height = c->Height, .Depth = 1,
-	};
+	*p = PEER_OF_2D(c);
 	return p;
 }
 
-static const CUDA_MEMCPY3D_PEER *from_3d(const CUDA_MEMCPY3D *c, CUDA_MEMCPY3D_PEER *p)
+const CUDA_MEMCPY3D_PEER *sim_copy_peer_of_3d(const CUDA_MEMCPY3D *c, CUDA_MEMCPY3D_PEER *p)
 {
 	if (!c)
 		return NULL;
-	*p = (CUDA_MEMCPY3D_PEER){
-		.srcXInBytes = c->srcXInBytes, .srcY = c->srcY, .srcZ = c->srcZ,
-		.srcLOD = c->srcLOD, .srcMemoryType = c->srcMemoryType, .srcHost = c->srcHost,
-		.srcDevice = c->srcDevice, .srcArray = c->srcArray,
-		.srcContext = (CUcontext)c->reserved0, .srcPitch = c->srcPitch,
-		.srcHeight = c->srcHeight,
-		.dstXInBytes = c->dstXInBytes, .dstY = c->dstY, .dstZ = c->dstZ,
-		.dstLOD = c->dstLOD, .dstMemoryType = c->dstMemoryType, .dstHost = c->dstHost,
-		.dstDevice = c->dstDevice, .dstArray = c->dstArray,
-		.dstContext = (CUcontext)c->reserved1, .dstPitch = c->dstPitch,
-		.dstHeight = c->dstHeight,
-		.WidthInBytes = c->WidthInBytes, .Height = c->Height, .Depth = c->Depth,
-	};
+	*p = PEER_OF_3D(c);
 	return p;
 }
 
@@ -301,147 +304,63 @@ static const CUDA_MEMCPY3D_PEER *from_3d_v1(const CUDA_MEMCPY3D_v1 *c, CUDA_MEMC
 {
 	if (!c)
 		return NULL;
-	*p = (CUDA_MEMCPY3D_PEER){
-		.srcXInBytes = c->srcXInBytes, .srcY = c->srcY, .srcZ = c->srcZ,
-		.srcLOD = c->srcLOD, .srcMemoryType = c->srcMemoryType, .srcHost = c->srcHost,
-		.srcDevice = c->srcDevice, .srcArray = c->srcArray,
-		.srcContext = (CUcontext)c->reserved0, .srcPitch = c->srcPitch,
-		.srcHeight = c->srcHeight,
-		.dstXInBytes = c->dstXInBytes, .dstY = c->dstY, .dstZ = c->dstZ,
-		.dstLOD = c->dstLOD, .dstMemoryType = c->dstMemoryType, .dstHost = c->dstHost,
-		.dstDevice = c->dstDevice, .dstArray = c->dstArray,
-		.dstContext = (CUcontext)c->reserved1, .dstPitch = c->dstPitch,
-		.dstHeight = c->dstHeight,
-		.WidthInBytes = c->WidthInBytes, .Height = c->Height, .Depth = c->Depth,
-	};
+	*p = PEER_OF_3D(c);
 	return p;
 }
 
-/* ---- 2D ---- */
-
-SIM_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
+/* A peer copy is already in the form copy_nd runs. */
+static const CUDA_MEMCPY3D_PEER *from_peer(const CUDA_MEMCPY3D_PEER *c, CUDA_MEMCPY3D_PEER *p)
 {
-	CUDA_MEMCPY3D_PEER p;
-
-	return copy_nd(__func__, from_2d(pCopy, &p), false, SIM_STREAM_SYNC, false);
+	(void)p;
+	return c;
 }
 
-SIM_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
-{
-	CUDA_MEMCPY3D_PEER p;
+/* ---- the entry points ---- */
 
-	return copy_nd(__func__, from_2d(pCopy, &p), false, SIM_STREAM_SYNC, true);
-}
+/*
+ * X(symbol, the struct it takes, its conversion, peer, ptds), in the
+ * argument order of copy_nd. A synchronous copy runs on SIM_STREAM_SYNC,
+ * an Async one on the stream it is given.
+ */
+#define SYNC_COPIES(X)                                                                             \
+	X(cuMemcpy2D_v2, CUDA_MEMCPY2D, from_2d, false, false)                                     \
+	X(cuMemcpy2D_v2_ptds, CUDA_MEMCPY2D, from_2d, false, true)                                 \
+	X(cuMemcpy2D, CUDA_MEMCPY2D_v1, from_2d_v1, false, false)                                  \
+	X(cuMemcpy2DUnaligned_v2, CUDA_MEMCPY2D, from_2d, false, false)                            \
+	X(cuMemcpy2DUnaligned_v2_ptds, CUDA_MEMCPY2D, from_2d, false, true)                        \
+	X(cuMemcpy2DUnaligned, CUDA_MEMCPY2D_v1, from_2d_v1, false, false)                         \
+	X(cuMemcpy3D_v2, CUDA_MEMCPY3D, sim_copy_peer_of_3d, false, false)                         \
+	X(cuMemcpy3D_v2_ptds, CUDA_MEMCPY3D, sim_copy_peer_of_3d, false, true)                     \
+	X(cuMemcpy3D, CUDA_MEMCPY3D_v1, from_3d_v1, false, false)                                  \
+	X(cuMemcpy3DPeer, CUDA_MEMCPY3D_PEER, from_peer, true, false)                              \
+	X(cuMemcpy3DPeer_ptds, CUDA_MEMCPY3D_PEER, from_peer, true, true)
 
-SIM_API CUresult cuMemcpy2D(const CUDA_MEMCPY2D_v1 *pCopy)
-{
-	CUDA_MEMCPY3D_PEER p;
+#define ASYNC_COPIES(X)                                                                            \
+	X(cuMemcpy2DAsync_v2, CUDA_MEMCPY2D, from_2d, false, false)                                \
+	X(cuMemcpy2DAsync_v2_ptsz, CUDA_MEMCPY2D, from_2d, false, true)                            \
+	X(cuMemcpy2DAsync, CUDA_MEMCPY2D_v1, from_2d_v1, false, false)                             \
+	X(cuMemcpy3DAsync_v2, CUDA_MEMCPY3D, sim_copy_peer_of_3d, false, false)                    \
+	X(cuMemcpy3DAsync_v2_ptsz, CUDA_MEMCPY3D, sim_copy_peer_of_3d, false, true)                \
+	X(cuMemcpy3DAsync, CUDA_MEMCPY3D_v1, from_3d_v1, false, false)                             \
+	X(cuMemcpy3DPeerAsync, CUDA_MEMCPY3D_PEER, from_peer, true, false)                         \
+	X(cuMemcpy3DPeerAsync_ptsz, CUDA_MEMCPY3D_PEER, from_peer, true, true)
 
-	return copy_nd(__func__, from_2d_v1(pCopy, &p), false, SIM_STREAM_SYNC, false);
-}
+#define DEFINE_SYNC(symbol, type, convert, peer, ptds)                                             \
+	SIM_API CUresult symbol(const type *pCopy)                                                 \
+	{                                                                                          \
+		CUDA_MEMCPY3D_PEER p;                                                              \
+                                                                                                   \
+		return copy_nd(__func__, convert(pCopy, &p), peer, SIM_STREAM_SYNC, ptds);         \
+	}
+SYNC_COPIES(DEFINE_SYNC)
+#undef DEFINE_SYNC
 
-SIM_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
-{
-	CUDA_MEMCPY3D_PEER p;
-
-	return copy_nd(__func__, from_2d(pCopy, &p), false, SIM_STREAM_SYNC, false);
-}
-
-SIM_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
-{
-	CUDA_MEMCPY3D_PEER p;
-
-	return copy_nd(__func__, from_2d(pCopy, &p), false, SIM_STREAM_SYNC, true);
-}
-
-SIM_API CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D_v1 *pCopy)
-{
-	CUDA_MEMCPY3D_PEER p;
-
-	return copy_nd(__func__, from_2d_v1(pCopy, &p), false, SIM_STREAM_SYNC, false);
-}
-
-SIM_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
-{
-	CUDA_MEMCPY3D_PEER p;
-
-	return copy_nd(__func__, from_2d(pCopy, &p), false, hStream, false);
-}
-
-SIM_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
-{
-	CUDA_MEMCPY3D_PEER p;
-
-	return copy_nd(__func__, from_2d(pCopy, &p), false, hStream, true);
-}
-
-SIM_API CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D_v1 *pCopy, CUstream hStream)
-{
-	CUDA_MEMCPY3D_PEER p;
-
-	return copy_nd(__func__, from_2d_v1(pCopy, &p), false, hStream, false);
-}
-
-/* ---- 3D ---- */
-
-SIM_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
-{
-	CUDA_MEMCPY3D_PEER p;
-
-	return copy_nd(__func__, from_3d(pCopy, &p), false, SIM_STREAM_SYNC, false);
-}
-
-SIM_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
-{
-	CUDA_MEMCPY3D_PEER p;
-
-	return copy_nd(__func__, from_3d(pCopy, &p), false, SIM_STREAM_SYNC, true);
-}
-
-SIM_API CUresult cuMemcpy3D(const CUDA_MEMCPY3D_v1 *pCopy)
-{
-	CUDA_MEMCPY3D_PEER p;
-
-	return copy_nd(__func__, from_3d_v1(pCopy, &p), false, SIM_STREAM_SYNC, false);
-}
-
-SIM_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
-{
-	CUDA_MEMCPY3D_PEER p;
-
-	return copy_nd(__func__, from_3d(pCopy, &p), false, hStream, false);
-}
-
-SIM_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
-{
-	CUDA_MEMCPY3D_PEER p;
-
-	return copy_nd(__func__, from_3d(pCopy, &p), false, hStream, true);
-}
-
-SIM_API CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D_v1 *pCopy, CUstream hStream)
-{
-	CUDA_MEMCPY3D_PEER p;
-
-	return copy_nd(__func__, from_3d_v1(pCopy, &p), false, hStream, false);
-}
-
-SIM_API CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy)
-{
-	return copy_nd(__func__, pCopy, true, SIM_STREAM_SYNC, false);
-}
-
-SIM_API CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
-{
-	return copy_nd(__func__, pCopy, true, SIM_STREAM_SYNC, true);
-}
-
-SIM_API CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
-{
-	return copy_nd(__func__, pCopy, true, hStream, false);
-}
-
-SIM_API CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
-{
-	return copy_nd(__func__, pCopy, true, hStream, true);
-}
+#define DEFINE_ASYNC(symbol, type, convert, peer, ptds)                                            \
+	SIM_API CUresult symbol(const type *pCopy, CUstream hStream)                               \
+	{                                                                                          \
+		CUDA_MEMCPY3D_PEER p;                                                              \
+                                                                                                   \
+		return copy_nd(__func__, convert(pCopy, &p), peer, hStream, ptds);                 \
+	}
+ASYNC_COPIES(DEFINE_ASYNC)
+#undef DEFINE_ASYNC

@@ -89,178 +89,86 @@ CUresult sim_set_2d(CUdeviceptr dst, size_t pitch, unsigned v, size_t esz, size_
 	return sim_stream_copy_finish(stream, ptds);
 }
 
-/* ---- 1D ---- */
+/* ---- the entry points ---- */
 
-SIM_API CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
-{
-	return set_2d(__func__, dstDevice, 0, uc, 1, N, 1, SIM_STREAM_SYNC, false);
-}
+/*
+ * Each list gives X(symbol, ..., value type, ptds); the value type's size
+ * is the element size, ptds marks the per-thread-stream forms. The
+ * synchronous lists also give the address and size types, 32-bit in the
+ * legacy ABI; the Async forms exist only with CUdeviceptr and size_t.
+ */
+#define SETS_1D(X)                                                                                 \
+	X(cuMemsetD8_v2, CUdeviceptr, size_t, unsigned char, false)                                \
+	X(cuMemsetD8_v2_ptds, CUdeviceptr, size_t, unsigned char, true)                            \
+	X(cuMemsetD8, CUdeviceptr_v1, unsigned int, unsigned char, false)                          \
+	X(cuMemsetD16_v2, CUdeviceptr, size_t, unsigned short, false)                              \
+	X(cuMemsetD16_v2_ptds, CUdeviceptr, size_t, unsigned short, true)                          \
+	X(cuMemsetD16, CUdeviceptr_v1, unsigned int, unsigned short, false)                        \
+	X(cuMemsetD32_v2, CUdeviceptr, size_t, unsigned int, false)                                \
+	X(cuMemsetD32_v2_ptds, CUdeviceptr, size_t, unsigned int, true)                            \
+	X(cuMemsetD32, CUdeviceptr_v1, unsigned int, unsigned int, false)
 
-SIM_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
-{
-	return set_2d(__func__, dstDevice, 0, uc, 1, N, 1, SIM_STREAM_SYNC, true);
-}
+#define SETS_1D_ASYNC(X)                                                                           \
+	X(cuMemsetD8Async, unsigned char, false)                                                   \
+	X(cuMemsetD8Async_ptsz, unsigned char, true)                                               \
+	X(cuMemsetD16Async, unsigned short, false)                                                 \
+	X(cuMemsetD16Async_ptsz, unsigned short, true)                                             \
+	X(cuMemsetD32Async, unsigned int, false)                                                   \
+	X(cuMemsetD32Async_ptsz, unsigned int, true)
 
-SIM_API CUresult cuMemsetD8(CUdeviceptr_v1 dstDevice, unsigned char uc, unsigned int N)
-{
-	return set_2d(__func__, dstDevice, 0, uc, 1, N, 1, SIM_STREAM_SYNC, false);
-}
+#define SETS_2D(X)                                                                                 \
+	X(cuMemsetD2D8_v2, CUdeviceptr, size_t, unsigned char, false)                              \
+	X(cuMemsetD2D8_v2_ptds, CUdeviceptr, size_t, unsigned char, true)                          \
+	X(cuMemsetD2D8, CUdeviceptr_v1, unsigned int, unsigned char, false)                        \
+	X(cuMemsetD2D16_v2, CUdeviceptr, size_t, unsigned short, false)                            \
+	X(cuMemsetD2D16_v2_ptds, CUdeviceptr, size_t, unsigned short, true)                        \
+	X(cuMemsetD2D16, CUdeviceptr_v1, unsigned int, unsigned short, false)                      \
+	X(cuMemsetD2D32_v2, CUdeviceptr, size_t, unsigned int, false)                              \
+	X(cuMemsetD2D32_v2_ptds, CUdeviceptr, size_t, unsigned int, true)                          \
+	X(cuMemsetD2D32, CUdeviceptr_v1, unsigned int, unsigned int, false)
 
-SIM_API CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
-{
-	return set_2d(__func__, dstDevice, 0, us, 2, N, 1, SIM_STREAM_SYNC, false);
-}
+#define SETS_2D_ASYNC(X)                                                                           \
+	X(cuMemsetD2D8Async, unsigned char, false)                                                 \
+	X(cuMemsetD2D8Async_ptsz, unsigned char, true)                                             \
+	X(cuMemsetD2D16Async, unsigned short, false)                                               \
+	X(cuMemsetD2D16Async_ptsz, unsigned short, true)                                           \
+	X(cuMemsetD2D32Async, unsigned int, false)                                                 \
+	X(cuMemsetD2D32Async_ptsz, unsigned int, true)
 
-SIM_API CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N)
-{
-	return set_2d(__func__, dstDevice, 0, us, 2, N, 1, SIM_STREAM_SYNC, true);
-}
+#define DEFINE_1D(symbol, ptr_t, size_type, value_t, ptds)                                         \
+	SIM_API CUresult symbol(ptr_t dstDevice, value_t value, size_type N)                       \
+	{                                                                                          \
+		return set_2d(__func__, dstDevice, 0, value, sizeof(value_t), N, 1,                \
+			      SIM_STREAM_SYNC, ptds);                                              \
+	}
+SETS_1D(DEFINE_1D)
+#undef DEFINE_1D
 
-SIM_API CUresult cuMemsetD16(CUdeviceptr_v1 dstDevice, unsigned short us, unsigned int N)
-{
-	return set_2d(__func__, dstDevice, 0, us, 2, N, 1, SIM_STREAM_SYNC, false);
-}
+#define DEFINE_1D_ASYNC(symbol, value_t, ptds)                                                     \
+	SIM_API CUresult symbol(CUdeviceptr dstDevice, value_t value, size_t N, CUstream hStream)  \
+	{                                                                                          \
+		return set_2d(__func__, dstDevice, 0, value, sizeof(value_t), N, 1, hStream,       \
+			      ptds);                                                               \
+	}
+SETS_1D_ASYNC(DEFINE_1D_ASYNC)
+#undef DEFINE_1D_ASYNC
 
-SIM_API CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
-{
-	return set_2d(__func__, dstDevice, 0, ui, 4, N, 1, SIM_STREAM_SYNC, false);
-}
+#define DEFINE_2D(symbol, ptr_t, size_type, value_t, ptds)                                         \
+	SIM_API CUresult symbol(ptr_t dstDevice, size_type dstPitch, value_t value,                \
+				size_type Width, size_type Height)                                 \
+	{                                                                                          \
+		return set_2d(__func__, dstDevice, dstPitch, value, sizeof(value_t), Width,        \
+			      Height, SIM_STREAM_SYNC, ptds);                                      \
+	}
+SETS_2D(DEFINE_2D)
+#undef DEFINE_2D
 
-SIM_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
-{
-	return set_2d(__func__, dstDevice, 0, ui, 4, N, 1, SIM_STREAM_SYNC, true);
-}
-
-SIM_API CUresult cuMemsetD32(CUdeviceptr_v1 dstDevice, unsigned int ui, unsigned int N)
-{
-	return set_2d(__func__, dstDevice, 0, ui, 4, N, 1, SIM_STREAM_SYNC, false);
-}
-
-SIM_API CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
-				 CUstream hStream)
-{
-	return set_2d(__func__, dstDevice, 0, uc, 1, N, 1, hStream, false);
-}
-
-SIM_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
-				      CUstream hStream)
-{
-	return set_2d(__func__, dstDevice, 0, uc, 1, N, 1, hStream, true);
-}
-
-SIM_API CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N,
-				  CUstream hStream)
-{
-	return set_2d(__func__, dstDevice, 0, us, 2, N, 1, hStream, false);
-}
-
-SIM_API CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N,
-				       CUstream hStream)
-{
-	return set_2d(__func__, dstDevice, 0, us, 2, N, 1, hStream, true);
-}
-
-SIM_API CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
-				  CUstream hStream)
-{
-	return set_2d(__func__, dstDevice, 0, ui, 4, N, 1, hStream, false);
-}
-
-SIM_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
-				       CUstream hStream)
-{
-	return set_2d(__func__, dstDevice, 0, ui, 4, N, 1, hStream, true);
-}
-
-/* ---- 2D ---- */
-
-SIM_API CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
-				 size_t Width, size_t Height)
-{
-	return set_2d(__func__, dstDevice, dstPitch, uc, 1, Width, Height, SIM_STREAM_SYNC, false);
-}
-
-SIM_API CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
-				      size_t Width, size_t Height)
-{
-	return set_2d(__func__, dstDevice, dstPitch, uc, 1, Width, Height, SIM_STREAM_SYNC, true);
-}
-
-SIM_API CUresult cuMemsetD2D8(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned char uc,
-			      unsigned int Width, unsigned int Height)
-{
-	return set_2d(__func__, dstDevice, dstPitch, uc, 1, Width, Height, SIM_STREAM_SYNC, false);
-}
-
-SIM_API CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
-				  size_t Width, size_t Height)
-{
-	return set_2d(__func__, dstDevice, dstPitch, us, 2, Width, Height, SIM_STREAM_SYNC, false);
-}
-
-SIM_API CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
-				       size_t Width, size_t Height)
-{
-	return set_2d(__func__, dstDevice, dstPitch, us, 2, Width, Height, SIM_STREAM_SYNC, true);
-}
-
-SIM_API CUresult cuMemsetD2D16(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned short us,
-			       unsigned int Width, unsigned int Height)
-{
-	return set_2d(__func__, dstDevice, dstPitch, us, 2, Width, Height, SIM_STREAM_SYNC, false);
-}
-
-SIM_API CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
-				  size_t Width, size_t Height)
-{
-	return set_2d(__func__, dstDevice, dstPitch, ui, 4, Width, Height, SIM_STREAM_SYNC, false);
-}
-
-SIM_API CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
-				       size_t Width, size_t Height)
-{
-	return set_2d(__func__, dstDevice, dstPitch, ui, 4, Width, Height, SIM_STREAM_SYNC, true);
-}
-
-SIM_API CUresult cuMemsetD2D32(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned int ui,
-			       unsigned int Width, unsigned int Height)
-{
-	return set_2d(__func__, dstDevice, dstPitch, ui, 4, Width, Height, SIM_STREAM_SYNC, false);
-}
-
-SIM_API CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
-				   size_t Width, size_t Height, CUstream hStream)
-{
-	return set_2d(__func__, dstDevice, dstPitch, uc, 1, Width, Height, hStream, false);
-}
-
-SIM_API CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
-					size_t Width, size_t Height, CUstream hStream)
-{
-	return set_2d(__func__, dstDevice, dstPitch, uc, 1, Width, Height, hStream, true);
-}
-
-SIM_API CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
-				    size_t Width, size_t Height, CUstream hStream)
-{
-	return set_2d(__func__, dstDevice, dstPitch, us, 2, Width, Height, hStream, false);
-}
-
-SIM_API CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch,
-					 unsigned short us, size_t Width, size_t Height,
-					 CUstream hStream)
-{
-	return set_2d(__func__, dstDevice, dstPitch, us, 2, Width, Height, hStream, true);
-}
-
-SIM_API CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
-				    size_t Width, size_t Height, CUstream hStream)
-{
-	return set_2d(__func__, dstDevice, dstPitch, ui, 4, Width, Height, hStream, false);
-}
-
-SIM_API CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
-					 size_t Width, size_t Height, CUstream hStream)
-{
-	return set_2d(__func__, dstDevice, dstPitch, ui, 4, Width, Height, hStream, true);
-}
+#define DEFINE_2D_ASYNC(symbol, value_t, ptds)                                                     \
+	SIM_API CUresult symbol(CUdeviceptr dstDevice, size_t dstPitch, value_t value,             \
+				size_t Width, size_t Height, CUstream hStream)                     \
+	{                                                                                          \
+		return set_2d(__func__, dstDevice, dstPitch, value, sizeof(value_t), Width,        \
+			      Height, hStream, ptds);                                              \
+	}
+SETS_2D_ASYNC(DEFINE_2D_ASYNC)
+#undef DEFINE_2D_ASYNC

@@ -53,6 +53,13 @@ CUresult sim_copy_3d(struct sim_ctx *ctx, const CUDA_MEMCPY3D_PEER *c, bool peer
 		     bool ptds, bool check_only);
 
 /*
+ * A CUDA_MEMCPY3D as the CUDA_MEMCPY3D_PEER sim_copy_3d takes, written to
+ * *p: its reserved0/reserved1 go where the contexts are (a non-peer copy
+ * requires them NULL). NULL when c is NULL.
+ */
+const CUDA_MEMCPY3D_PEER *sim_copy_peer_of_3d(const CUDA_MEMCPY3D *c, CUDA_MEMCPY3D_PEER *p);
+
+/*
  * Runs a memset of `height` rows of `width` elements of esz (1, 2 or 4)
  * bytes, `pitch` apart, at dst (sim-memcpy-set.c), the same way.
  */

@@ -29,14 +29,12 @@ static int ordinal_of(int dev_index)
 static CUresult alloc_device(const char *name, CUdeviceptr *dptr, size_t bytes,
 			     enum sim_alloc_kind kind, unsigned flags)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, dptr && bytes != 0);
 	struct sim_ctx *c;
 	struct sim_alloc a;
 
 	if (r)
 		return r;
-	if (!dptr || bytes == 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_ctx_resolve(NULL, &c);
 	if (r)
 		return r;
@@ -83,12 +81,10 @@ SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
  */
 SIM_API CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, dptr && bytesize != 0);
 
 	if (r)
 		return r;
-	if (!dptr || bytesize == 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -117,22 +113,18 @@ SIM_API CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 				 unsigned int WidthInBytes, unsigned int Height,
 				 unsigned int ElementSizeBytes)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, dptr && pPitch && WidthInBytes != 0 && Height != 0);
 
 	(void)ElementSizeBytes;
 	if (r)
 		return r;
-	if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-	if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) {
-		CUresult r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	return alloc_device(__func__, dptr, bytesize, SIM_ALLOC_MANAGED, flags);
 }
 
@@ -191,13 +183,11 @@ SIM_API CUresult cuMemFree(CUdeviceptr_v1 dptr)
 
 SIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, free_bytes && total);
 	struct sim_ctx *c;
 
 	if (r)
 		return r;
-	if (!free_bytes || !total)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_ctx_resolve(NULL, &c);
 	if (r)
 		return r;
@@ -254,12 +244,10 @@ SIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
 SIM_API CUresult cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize,
 				      CUdeviceptr_v1 dptr)
 {
-	CUresult r = sim_enter(__func__);
-
 	(void)pbase;
 	(void)psize;
 	(void)dptr;
-	return r ? r : CUDA_ERROR_NOT_FOUND;
+	return sim_enter_fail(__func__, CUDA_ERROR_NOT_FOUND);
 }
 
 /* ---- host memory ---- */
@@ -269,15 +257,14 @@ SIM_API CUresult cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize
 
 static CUresult host_alloc(const char *name, void **pp, size_t bytesize, unsigned int flags)
 {
-	CUresult r = sim_enter(name);
+	CUresult r =
+	    sim_enter_args(name, pp && bytesize != 0 && !(flags & ~(unsigned)HOST_FLAGS_MASK));
 	struct sim_ctx *c;
 	struct sim_alloc a;
 	void *p;
 
 	if (r)
 		return r;
-	if (!pp || bytesize == 0 || (flags & ~(unsigned)HOST_FLAGS_MASK))
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_ctx_resolve(NULL, &c);
 	if (r)
 		return r;
@@ -399,14 +386,13 @@ SIM_API CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 
 static CUresult host_register(const char *name, void *p, size_t bytesize, unsigned int Flags)
 {
-	CUresult r = sim_enter(name);
+	CUresult r =
+	    sim_enter_args(name, p && bytesize != 0 && !(Flags & ~(unsigned)HOST_REGISTER_MASK));
 	struct sim_ctx *c;
 	struct sim_alloc a;
 
 	if (r)
 		return r;
-	if (!p || bytesize == 0 || (Flags & ~(unsigned)HOST_REGISTER_MASK))
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_ctx_resolve(NULL, &c);
 	if (r)
 		return r;
@@ -547,13 +533,11 @@ static CUresult attr_of(const struct sim_alloc *a, bool known, uintptr_t ptr,
 SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
 				       CUdeviceptr ptr)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, data != NULL);
 	struct sim_alloc a;
 
 	if (r)
 		return r;
-	if (!data)
-		return CUDA_ERROR_INVALID_VALUE;
 	if (sim_check_range((uintptr_t)ptr, 1, &a) != CUDA_SUCCESS)
 		return CUDA_ERROR_INVALID_VALUE;
 	return attr_of(&a, true, (uintptr_t)ptr, attribute, data);
@@ -563,14 +547,12 @@ SIM_API CUresult cuPointerGetAttributes(unsigned int numAttributes,
 					CUpointer_attribute *attributes, void **data,
 					CUdeviceptr ptr)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, attributes && data && numAttributes != 0);
 	struct sim_alloc a;
 	bool known;
 
 	if (r)
 		return r;
-	if (!attributes || !data || numAttributes == 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	/* Unlike the singular form, a pointer unknown to CUDA reports zeros. */
 	known = sim_check_range((uintptr_t)ptr, 1, &a) == CUDA_SUCCESS;
 	for (unsigned i = 0; i < numAttributes; i++) {
@@ -592,12 +574,11 @@ SIM_API CUresult cuPointerGetAttributes(unsigned int numAttributes,
 SIM_API CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute,
 				       CUdeviceptr ptr)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r =
+	    sim_enter_args(__func__, value && attribute == CU_POINTER_ATTRIBUTE_SYNC_MEMOPS);
 
 	if (r)
 		return r;
-	if (!value || attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS)
-		return CUDA_ERROR_INVALID_VALUE;
 	/* Synchronous memory operations are always synchronous here. */
 	return sim_check_range((uintptr_t)ptr, 1, NULL);
 }

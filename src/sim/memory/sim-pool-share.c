@@ -81,12 +81,10 @@ SIM_API CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool
 	struct pool_wire w = {0};
 	struct pool *p;
 	int fd;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, handle_out && flags == 0);
 
 	if (r)
 		return r;
-	if (!handle_out || flags != 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	sim_pool_lock();
 	p = sim_pool_find_locked(pool);
 	/* Only a pool created exportable as POSIX fds, and not itself imported. */
@@ -180,12 +178,10 @@ SIM_API CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, C
 	struct ptr_wire w = {0};
 	struct sim_alloc *a;
 	struct pool *p = NULL;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, shareData_out != NULL);
 
 	if (r)
 		return r;
-	if (!shareData_out)
-		return CUDA_ERROR_INVALID_VALUE;
 	sim_pool_lock();
 	a = sim_registry_find_locked((uintptr_t)ptr);
 	/* The start of an allocation from a pool that can be exported. */
@@ -218,12 +214,10 @@ SIM_API CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
 	struct sim_ctx *ctx;
 	struct pool *p;
 	int dev;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, ptr_out && shareData);
 
 	if (r)
 		return r;
-	if (!ptr_out || !shareData)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_ctx_resolve(NULL, &ctx);
 	if (r)
 		return r;

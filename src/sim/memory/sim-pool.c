@@ -422,13 +422,11 @@ static CUresult device_location(const CUmemLocation *loc, int *ret_dev)
 static CUresult alloc_async(const char *name, CUdeviceptr *dptr, size_t size, CUmemoryPool h,
 			    bool from_pool, CUstream stream, bool ptds)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, dptr && size != 0 && !(from_pool && !h));
 	struct sim_ctx *ctx;
 
 	if (r)
 		return r;
-	if (!dptr || size == 0 || (from_pool && !h))
-		return CUDA_ERROR_INVALID_VALUE;
 	r = stream_ctx(stream, ptds, &ctx);
 	if (r)
 		return r;
@@ -472,14 +470,12 @@ SIM_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize
  */
 static CUresult free_async(const char *name, CUdeviceptr dptr, CUstream stream, bool ptds)
 {
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, dptr != 0);
 	struct chunk *dead = NULL;
 	struct sim_alloc *a;
 
 	if (r)
 		return r;
-	if (!dptr)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_stream_order(stream, ptds);
 	if (r)
 		return r;
@@ -515,15 +511,13 @@ SIM_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 
 SIM_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, pool && poolProps);
 	static const unsigned char zero[sizeof(poolProps->reserved)];
 	struct pool *p;
 	int dev;
 
 	if (r)
 		return r;
-	if (!pool || !poolProps)
-		return CUDA_ERROR_INVALID_VALUE;
 	if (poolProps->allocType == CU_MEM_ALLOCATION_TYPE_MANAGED)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	if (poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED)
@@ -565,17 +559,36 @@ void sim_pool_publish_locked(struct pool *p)
 	pools.all = p;
 }
 
-SIM_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
+/*
+ * The prologue of a call on one pool: sim_enter's error, then
+ * CUDA_ERROR_INVALID_VALUE unless args_ok (the caller's check of its other
+ * arguments) or when pool is no live pool. On success the pool lock is
+ * held and the pool is in *ret.
+ */
+static CUresult pool_enter(const char *name, bool args_ok, CUmemoryPool pool, struct pool **ret)
 {
-	CUresult r = sim_enter(__func__);
-	struct chunk *dead = NULL;
-	struct pool *p;
+	CUresult r = sim_enter_args(name, args_ok);
 
 	if (r)
 		return r;
 	sim_pool_lock();
-	p = sim_pool_find_locked(pool);
-	if (!p || p->is_default) {
+	*ret = sim_pool_find_locked(pool);
+	if (!*ret) {
+		sim_pool_unlock();
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+	struct chunk *dead = NULL;
+	struct pool *p;
+	CUresult r = pool_enter(__func__, true, pool, &p);
+
+	if (r)
+		return r;
+	if (p->is_default) {
 		sim_pool_unlock();
 		return CUDA_ERROR_INVALID_VALUE;
 	}
@@ -593,35 +606,25 @@ SIM_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
 
 SIM_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
-	CUresult r = sim_enter(__func__);
 	struct chunk *dead = NULL;
 	struct pool *p;
+	CUresult r = pool_enter(__func__, true, pool, &p);
 
 	if (r)
 		return r;
-	sim_pool_lock();
-	p = sim_pool_find_locked(pool);
-	if (p)
-		pool_trim_locked(p, minBytesToKeep, &dead);
+	pool_trim_locked(p, minBytesToKeep, &dead);
 	chunks_destroy_locked(dead);
 	sim_pool_unlock();
-	return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
-	CUresult r = sim_enter(__func__);
 	struct pool *p;
+	CUresult r = pool_enter(__func__, value != NULL, pool, &p);
 
 	if (r)
 		return r;
-	if (!value)
-		return CUDA_ERROR_INVALID_VALUE;
-	sim_pool_lock();
-	p = sim_pool_find_locked(pool);
-	r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	if (r)
-		goto out_unlock;
 	switch (attr) {
 	case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
 		p->reuse_follow = *(int *)value != 0;
@@ -653,25 +656,17 @@ SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute at
 		r = CUDA_ERROR_INVALID_VALUE;
 		break;
 	}
-out_unlock:
 	sim_pool_unlock();
 	return r;
 }
 
 SIM_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
-	CUresult r = sim_enter(__func__);
 	struct pool *p;
+	CUresult r = pool_enter(__func__, value != NULL, pool, &p);
 
 	if (r)
 		return r;
-	if (!value)
-		return CUDA_ERROR_INVALID_VALUE;
-	sim_pool_lock();
-	p = sim_pool_find_locked(pool);
-	r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	if (r)
-		goto out_unlock;
 	switch (attr) {
 	case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
 		*(int *)value = p->reuse_follow;
@@ -701,7 +696,6 @@ SIM_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute at
 		r = CUDA_ERROR_INVALID_VALUE;
 		break;
 	}
-out_unlock:
 	sim_pool_unlock();
 	return r;
 }
@@ -712,17 +706,12 @@ out_unlock:
  */
 SIM_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {
-	CUresult r = sim_enter(__func__);
 	struct pool *p;
 	int dev;
+	CUresult r = pool_enter(__func__, !count || map, pool, &p);
 
 	if (r)
 		return r;
-	if (count && !map)
-		return CUDA_ERROR_INVALID_VALUE;
-	sim_pool_lock();
-	p = sim_pool_find_locked(pool);
-	r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	/* All or nothing: validate every descriptor before applying any. */
 	for (size_t i = 0; r == CUDA_SUCCESS && i < count; i++) {
 		CUmemAccess_flags f = map[i].flags;
@@ -748,14 +737,12 @@ SIM_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *ma
 SIM_API CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool,
 				    CUmemLocation *location)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, flags != NULL);
 	struct pool *p;
 	int dev;
 
 	if (r)
 		return r;
-	if (!flags)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = device_location(location, &dev);
 	if (r)
 		return r;

@@ -279,35 +279,19 @@ static uint64_t prefetch_ns(uint64_t transfer_ns)
 	return sim_exec_copy_ns(0, false) + transfer_ns;
 }
 
-/* The stream an operation is ordered on, refusing capture as other memory operations do. */
-static CUresult op_stream(CUstream h, bool ptds, struct sim_stream **ret)
-{
-	CUresult r = sim_exec_stream(h, ptds, ret);
-
-	if (r)
-		return r;
-	if ((*ret)->capture) {
-		sim_graph_capture_invalidate(*ret);
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	}
-	return CUDA_SUCCESS;
-}
-
 static CUresult prefetch(const char *name, CUdeviceptr p, size_t count, CUmemLocation loc,
 			 unsigned flags, CUstream h, bool ptds)
 {
 	struct seg_op op = {.prefetch = true};
 	struct sim_stream *s;
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, flags == 0);
 
 	if (r)
 		return r;
-	if (flags != 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = check_loc(loc, true, &op);
 	if (r)
 		return r;
-	r = op_stream(h, ptds, &s);
+	r = sim_exec_stream_uncaptured(h, ptds, &s);
 	if (r)
 		return r;
 	r = range_apply(p, count, &op);
@@ -354,12 +338,10 @@ static CUresult batch(const char *name, CUdeviceptr *dptrs, size_t *sizes, size_
 {
 	struct sim_stream *s;
 	uint64_t ns = 0;
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, dptrs && sizes && count != 0 && flags == 0 && h != NULL);
 
 	if (r)
 		return r;
-	if (!dptrs || !sizes || count == 0 || flags != 0 || h == NULL)
-		return CUDA_ERROR_INVALID_VALUE;
 	if (pf) {
 		if (!locs || !loc_idxs || nlocs == 0 || nlocs > count || loc_idxs[0] != 0)
 			return CUDA_ERROR_INVALID_VALUE;
@@ -371,7 +353,7 @@ static CUresult batch(const char *name, CUdeviceptr *dptrs, size_t *sizes, size_
 				return CUDA_ERROR_INVALID_VALUE;
 		}
 	}
-	r = op_stream(h, ptds, &s);
+	r = sim_exec_stream_uncaptured(h, ptds, &s);
 	if (r)
 		return r;
 	if (s->legacy)
@@ -555,12 +537,10 @@ static CUresult range_attrs(const char *name, void **data, size_t *sizes,
 			    CUmem_range_attribute *attrs, size_t n, CUdeviceptr p, size_t count)
 {
 	struct sim_alloc *a;
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, data && sizes && attrs && n != 0);
 
 	if (r)
 		return r;
-	if (!data || !sizes || !attrs || n == 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	for (size_t i = 0; i < n; i++)
 		if (!data[i])
 			return CUDA_ERROR_INVALID_VALUE;
@@ -603,7 +583,7 @@ static CUresult attach(const char *name, CUstream h, CUdeviceptr dptr, size_t le
 	if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST &&
 	    flags != CU_MEM_ATTACH_SINGLE)
 		return CUDA_ERROR_INVALID_VALUE;
-	res = op_stream(h, ptds, &s);
+	res = sim_exec_stream_uncaptured(h, ptds, &s);
 	if (res)
 		return res;
 	/* cuda.h: attaching singly to the NULL stream (a virtual global stream) is an error. */

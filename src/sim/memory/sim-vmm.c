@@ -403,13 +403,11 @@ static bool whole_mappings(uintptr_t ptr, size_t size)
 SIM_API CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
 					       CUmemAllocationGranularity_flags option)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, granularity && prop);
 	int dev;
 
 	if (r)
 		return r;
-	if (!granularity || !prop)
-		return CUDA_ERROR_INVALID_VALUE;
 	if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
 	    option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -424,15 +422,13 @@ SIM_API CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemA
 SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 			     const CUmemAllocationProp *prop, unsigned long long flags)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, handle && prop && flags == 0);
 	char name[32];
 	struct phys *p;
 	int dev;
 
 	if (r)
 		return r;
-	if (!handle || !prop || flags != 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = prop_check(prop, &dev);
 	if (r)
 		return r;
@@ -498,13 +494,11 @@ SIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 SIM_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
 							CUmemGenericAllocationHandle handle)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, prop != NULL);
 	struct phys *p;
 
 	if (r)
 		return r;
-	if (!prop)
-		return CUDA_ERROR_INVALID_VALUE;
 	vmm_lock();
 	p = phys_find(handle);
 	if (p)
@@ -515,13 +509,11 @@ SIM_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *pro
 
 SIM_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, handle != NULL);
 	struct map *m;
 
 	if (r)
 		return r;
-	if (!handle)
-		return CUDA_ERROR_INVALID_VALUE;
 	vmm_lock();
 	m = range_find(&vmm.maps, (uintptr_t)addr, 1);
 	if (m) {
@@ -538,14 +530,12 @@ SIM_API CUresult cuMemExportToShareableHandle(void *shareableHandle,
 					      CUmemAllocationHandleType handleType,
 					      unsigned long long flags)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, shareableHandle && flags == 0);
 	struct phys *p;
 	int fd = -1;
 
 	if (r)
 		return r;
-	if (!shareableHandle || flags != 0)
-		return CUDA_ERROR_INVALID_VALUE;
 	if (handleType == CU_MEM_HANDLE_TYPE_WIN32 || handleType == CU_MEM_HANDLE_TYPE_WIN32_KMT ||
 	    handleType == CU_MEM_HANDLE_TYPE_FABRIC)
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -575,7 +565,7 @@ SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
 						void *osHandle,
 						CUmemAllocationHandleType shHandleType)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, handle != NULL);
 	int fd = (int)(intptr_t)osHandle, dev = -1;
 	char path[64], link[128];
 	CUdevice ordinal;
@@ -585,8 +575,6 @@ SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
 
 	if (r)
 		return r;
-	if (!handle)
-		return CUDA_ERROR_INVALID_VALUE;
 	if (shHandleType == CU_MEM_HANDLE_TYPE_WIN32 ||
 	    shHandleType == CU_MEM_HANDLE_TYPE_WIN32_KMT ||
 	    shHandleType == CU_MEM_HANDLE_TYPE_FABRIC)
@@ -882,14 +870,12 @@ SIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
 SIM_API CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
 				CUdeviceptr ptr)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, flags && location);
 	struct map *m;
 	int dev;
 
 	if (r)
 		return r;
-	if (!flags || !location)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = access_location(location, &dev);
 	if (r)
 		return r;
@@ -905,21 +891,17 @@ SIM_API CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *
 SIM_API CUresult cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int count,
 				    CUstream hStream)
 {
-	CUresult r = sim_enter(__func__);
-
 	(void)mapInfoList;
 	(void)count;
 	(void)hStream;
-	return r ? r : CUDA_ERROR_NOT_SUPPORTED;
+	return sim_enter_fail(__func__, CUDA_ERROR_NOT_SUPPORTED);
 }
 
 SIM_API CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo *mapInfoList, unsigned int count,
 					 CUstream hStream)
 {
-	CUresult r = sim_enter(__func__);
-
 	(void)mapInfoList;
 	(void)count;
 	(void)hStream;
-	return r ? r : CUDA_ERROR_NOT_SUPPORTED;
+	return sim_enter_fail(__func__, CUDA_ERROR_NOT_SUPPORTED);
 }

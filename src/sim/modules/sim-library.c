@@ -225,13 +225,11 @@ SIM_API CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_o
 {
 	struct sim_jit_opts jit = {.n = numJitOptions, .opts = jitOptions, .vals = jitOptionsValues};
 	struct sim_image_src src = {.base = code, .len = SIZE_MAX};
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, library && code);
 
 	(void)libraryOptionValues;
 	if (r)
 		return r;
-	if (!library || !code)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_jit_check(&jit);
 	if (r == CUDA_SUCCESS)
 		r = library_options(numLibraryOptions, libraryOptions, false);
@@ -246,13 +244,11 @@ SIM_API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
 	struct sim_jit_opts jit = {.n = numJitOptions, .opts = jitOptions, .vals = jitOptionsValues};
 	struct sim_image_src src;
 	unsigned char *buf;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, library && fileName);
 
 	(void)libraryOptionValues;
 	if (r)
 		return r;
-	if (!library || !fileName)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_jit_check(&jit);
 	if (r == CUDA_SUCCESS)
 		r = library_options(numLibraryOptions, libraryOptions, true);
@@ -267,15 +263,22 @@ SIM_API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
 }
 
 /* The entry prologue of calls on a library handle. */
-static CUresult lib_enter(const char *fn, CUlibrary h, struct sim_library **ret)
+/*
+ * The prologue of a library call: sim_enter's error, then
+ * CUDA_ERROR_INVALID_VALUE unless args_ok (the caller's check of its other
+ * arguments), then the live library h in *ret, with the module lock held.
+ */
+static CUresult lib_enter(const char *fn, bool args_ok, CUlibrary h, struct sim_library **ret)
 {
+	if (!args_ok)
+		return sim_enter_fail(fn, CUDA_ERROR_INVALID_VALUE);
 	return sim_handle_enter(fn, h, SIM_LIBRARY_MAGIC, (void **)ret);
 }
 
 SIM_API CUresult cuLibraryUnload(CUlibrary library)
 {
 	struct sim_library *lib;
-	CUresult r = lib_enter(__func__, library, &lib);
+	CUresult r = lib_enter(__func__, true, library, &lib);
 
 	if (r)
 		return r;
@@ -287,13 +290,8 @@ SIM_API CUresult cuLibraryUnload(CUlibrary library)
 SIM_API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
 	struct sim_library *lib;
-	CUresult r;
+	CUresult r = lib_enter(__func__, pKernel && name, library, &lib);
 
-	if (!pKernel || !name) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	r = lib_enter(__func__, library, &lib);
 	if (r)
 		return r;
 	r = CUDA_ERROR_NOT_FOUND;
@@ -311,13 +309,8 @@ SIM_API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const 
 SIM_API CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
 {
 	struct sim_library *l;
-	CUresult r;
+	CUresult r = lib_enter(__func__, count != NULL, lib, &l);
 
-	if (!count) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	r = lib_enter(__func__, lib, &l);
 	if (r)
 		return r;
 	*count = l->nkernels;
@@ -329,13 +322,8 @@ SIM_API CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKe
 					   CUlibrary lib)
 {
 	struct sim_library *l;
-	CUresult r;
+	CUresult r = lib_enter(__func__, kernels != NULL, lib, &l);
 
-	if (!kernels) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	r = lib_enter(__func__, lib, &l);
 	if (r)
 		return r;
 	for (unsigned i = 0; i < numKernels && i < l->nkernels; i++)
@@ -357,13 +345,8 @@ SIM_API CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
 {
 	struct sim_library *lib;
 	struct sim_module *m;
-	CUresult r;
+	CUresult r = lib_enter(__func__, pMod != NULL, library, &lib);
 
-	if (!pMod) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	r = lib_enter(__func__, library, &lib);
 	if (r)
 		return r;
 	r = library_current_module_locked(lib, &m);
@@ -379,13 +362,8 @@ SIM_API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary 
 	const struct sim_global *g;
 	struct sim_library *lib;
 	struct sim_module *m;
-	CUresult r;
+	CUresult r = lib_enter(__func__, name && (dptr || bytes), library, &lib);
 
-	if (!name || (!dptr && !bytes)) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	r = lib_enter(__func__, library, &lib);
 	if (r)
 		return r;
 	r = library_current_module_locked(lib, &m);
@@ -409,13 +387,8 @@ SIM_API CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary
 				     const char *name)
 {
 	struct sim_library *lib;
-	CUresult r;
+	CUresult r = lib_enter(__func__, name && (dptr || bytes), library, &lib);
 
-	if (!name || (!dptr && !bytes)) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	r = lib_enter(__func__, library, &lib);
 	if (r)
 		return r;
 	sim_module_unlock();
@@ -426,13 +399,8 @@ SIM_API CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary
 SIM_API CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, const char *symbol)
 {
 	struct sim_library *lib;
-	CUresult r;
+	CUresult r = lib_enter(__func__, fptr && symbol, library, &lib);
 
-	if (!fptr || !symbol) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	r = lib_enter(__func__, library, &lib);
 	if (r)
 		return r;
 	sim_module_unlock();
@@ -441,8 +409,11 @@ SIM_API CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, con
 
 /* ---- kernels ---- */
 
-static CUresult kernel_enter(const char *fn, CUkernel h, struct sim_kernel **ret)
+/* The same for a kernel call. */
+static CUresult kernel_enter(const char *fn, bool args_ok, CUkernel h, struct sim_kernel **ret)
 {
+	if (!args_ok)
+		return sim_enter_fail(fn, CUDA_ERROR_INVALID_VALUE);
 	return sim_handle_enter(fn, h, SIM_KERNEL_MAGIC, (void **)ret);
 }
 
@@ -450,13 +421,8 @@ SIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 {
 	struct sim_function *f;
 	struct sim_kernel *k;
-	CUresult r;
+	CUresult r = kernel_enter(__func__, pFunc != NULL, kernel, &k);
 
-	if (!pFunc) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	r = kernel_enter(__func__, kernel, &k);
 	if (r)
 		return r;
 	r = sim_func_get_locked((CUfunction)k, NULL, &f);
@@ -469,13 +435,8 @@ SIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 SIM_API CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
 {
 	struct sim_kernel *k;
-	CUresult r;
+	CUresult r = kernel_enter(__func__, pLib != NULL, kernel, &k);
 
-	if (!pLib) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	r = kernel_enter(__func__, kernel, &k);
 	if (r)
 		return r;
 	*pLib = (CUlibrary)k->lib;
@@ -502,13 +463,8 @@ SIM_API CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUke
 	const struct sim_image_func *d;
 	struct sim_kernel *k;
 	int di;
-	CUresult r;
+	CUresult r = kernel_enter(__func__, pi != NULL, kernel, &k);
 
-	if (!pi) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	r = kernel_enter(__func__, kernel, &k);
 	if (r)
 		return r;
 	r = kernel_dev(k, dev, &d, &di);
@@ -524,7 +480,7 @@ SIM_API CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUke
 	const struct sim_image_func *d;
 	struct sim_kernel *k;
 	int di;
-	CUresult r = kernel_enter(__func__, kernel, &k);
+	CUresult r = kernel_enter(__func__, true, kernel, &k);
 
 	if (r)
 		return r;
@@ -540,7 +496,7 @@ SIM_API CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CU
 	const struct sim_image_func *d;
 	struct sim_kernel *k;
 	int di;
-	CUresult r = kernel_enter(__func__, kernel, &k);
+	CUresult r = kernel_enter(__func__, true, kernel, &k);
 
 	if (r)
 		return r;
@@ -558,12 +514,10 @@ SIM_API CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CU
 SIM_API CUresult cuKernelGetName(const char **name, CUkernel hfunc)
 {
 	struct sim_kernel *k;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, name && hfunc);
 
 	if (r)
 		return r;
-	if (!name || !hfunc)
-		return CUDA_ERROR_INVALID_VALUE;
 	sim_module_lock();
 	k = sim_handle_get(hfunc, SIM_KERNEL_MAGIC);
 	if (k)

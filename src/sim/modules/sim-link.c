@@ -117,12 +117,10 @@ static CUresult link_create(const char *name, unsigned int numOptions, CUjit_opt
 	struct sim_ctx *ctx = NULL;
 	bool found;
 	void *v;
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, stateOut != NULL);
 
 	if (r)
 		return r;
-	if (!stateOut)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_jit_check(&jit);
 	if (r)
 		return r;

@@ -388,6 +388,28 @@ static CUresult module_get_locked(CUmodule h, struct sim_module **ret)
 	return CUDA_SUCCESS;
 }
 
+/*
+ * The prologue of a call on module h: sim_enter_args, then, when in_ctx,
+ * a current context, then the live module in *ret with the module lock
+ * held (the caller ends with sim_module_unlock).
+ */
+static CUresult module_enter(const char *name, bool args_ok, bool in_ctx, CUmodule h,
+			     struct sim_module **ret)
+{
+	struct sim_ctx *ctx;
+	CUresult r = sim_enter_args(name, args_ok);
+
+	if (r == CUDA_SUCCESS && in_ctx)
+		r = sim_ctx_resolve(NULL, &ctx);
+	if (r)
+		return r;
+	sim_module_lock();
+	r = module_get_locked(h, ret);
+	if (r)
+		sim_module_unlock();
+	return r;
+}
+
 struct sim_function *sim_module_find_func(struct sim_module *m, const char *name)
 {
 	for (uint32_t i = 0; i < m->nfuncs; i++)
@@ -405,6 +427,23 @@ const struct sim_global *sim_module_find_global(const struct sim_module *m, cons
 }
 
 /*
+ * The CUfunction h names in *ret, NULL when h is none (a CUkernel, say).
+ * A function whose module's context is gone goes with its module:
+ * CUDA_ERROR_INVALID_HANDLE. Caller holds reg.lock.
+ */
+static CUresult live_function_locked(const void *h, struct sim_function **ret)
+{
+	struct sim_function *f = sim_handle_get(h, SIM_FUNCTION_MAGIC);
+
+	*ret = f;
+	if (f && !sim_module_alive(f->mod)) {
+		sim_module_destroy_locked(f->mod);
+		return CUDA_ERROR_INVALID_HANDLE;
+	}
+	return CUDA_SUCCESS;
+}
+
+/*
  * Resolves a CUfunction or a CUkernel to a function of a live module; a
  * kernel is loaded into ctx (NULL: the current context) and marked loaded.
  */
@@ -413,14 +452,11 @@ CUresult sim_func_get_locked(CUfunction h, struct sim_ctx *ctx, struct sim_funct
 	struct sim_function *f;
 	struct sim_kernel *k;
 	struct sim_module *m;
-	CUresult r;
+	CUresult r = live_function_locked(h, &f);
 
-	f = sim_handle_get(h, SIM_FUNCTION_MAGIC);
+	if (r)
+		return r;
 	if (f) {
-		if (!sim_module_alive(f->mod)) {
-			sim_module_destroy_locked(f->mod);
-			return CUDA_ERROR_INVALID_HANDLE;
-		}
 		*ret = f;
 		return CUDA_SUCCESS;
 	}
@@ -835,12 +871,10 @@ SIM_API CUresult cuModuleLoad(CUmodule *module, const char *fname)
 	struct sim_image_src src;
 	unsigned char *buf;
 	struct sim_ctx *ctx;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, module && fname);
 
 	if (r)
 		return r;
-	if (!module || !fname)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_ctx_resolve(NULL, &ctx);
 	if (r)
 		return r;
@@ -857,12 +891,10 @@ static CUresult load_data(const char *name, CUmodule *module, const void *image,
 			  const struct sim_jit_opts *jit)
 {
 	struct sim_image_src src = {.base = image, .len = SIZE_MAX};
-	CUresult r = sim_enter(name);
+	CUresult r = sim_enter_args(name, module && image);
 
 	if (r)
 		return r;
-	if (!module || !image)
-		return CUDA_ERROR_INVALID_VALUE;
 	if (jit) {
 		r = sim_jit_check(jit);
 		if (r)
@@ -893,15 +925,13 @@ SIM_API CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
 SIM_API CUresult cuModuleUnload(CUmodule hmod)
 {
 	struct sim_module *m;
-	CUresult r = sim_enter(__func__);
+	CUresult r = module_enter(__func__, true, false, hmod, &m);
 
 	if (r)
 		return r;
-	sim_module_lock();
-	r = module_get_locked(hmod, &m);
-	if (r == CUDA_SUCCESS && m->lib)
+	if (m->lib)
 		r = CUDA_ERROR_NOT_PERMITTED;	/* cuLibraryUnload owns it */
-	if (r == CUDA_SUCCESS)
+	else
 		sim_module_destroy_locked(m);
 	sim_module_unlock();
 	return r;
@@ -909,12 +939,10 @@ SIM_API CUresult cuModuleUnload(CUmodule hmod)
 
 SIM_API CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
 {
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, mode != NULL);
 
 	if (r)
 		return r;
-	if (!mode)
-		return CUDA_ERROR_INVALID_VALUE;
 	*mode = sim_module_eager() ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING;
 	return CUDA_SUCCESS;
 }
@@ -923,26 +951,16 @@ SIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const cha
 {
 	struct sim_function *f;
 	struct sim_module *m;
-	struct sim_ctx *ctx;
-	CUresult r = sim_enter(__func__);
+	CUresult r = module_enter(__func__, hfunc && name, true, hmod, &m);
 
 	if (r)
 		return r;
-	if (!hfunc || !name)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(NULL, &ctx);
-	if (r)
-		return r;
-	sim_module_lock();
-	r = module_get_locked(hmod, &m);
-	if (r == CUDA_SUCCESS) {
-		f = sim_module_find_func(m, name);
-		if (f) {
-			f->loaded = true;
-			*hfunc = (CUfunction)f;
-		} else {
-			r = CUDA_ERROR_NOT_FOUND;
-		}
+	f = sim_module_find_func(m, name);
+	if (f) {
+		f->loaded = true;
+		*hfunc = (CUfunction)f;
+	} else {
+		r = CUDA_ERROR_NOT_FOUND;
 	}
 	sim_module_unlock();
 	return r;
@@ -951,64 +969,49 @@ SIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const cha
 SIM_API CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
 {
 	struct sim_module *m;
-	CUresult r = sim_enter(__func__);
+	CUresult r = module_enter(__func__, count != NULL, false, mod, &m);
 
 	if (r)
 		return r;
-	if (!count)
-		return CUDA_ERROR_INVALID_VALUE;
-	sim_module_lock();
-	r = module_get_locked(mod, &m);
-	if (r == CUDA_SUCCESS)
-		*count = m->nfuncs;
+	*count = m->nfuncs;
 	sim_module_unlock();
-	return r;
+	return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions,
 					    CUmodule mod)
 {
 	struct sim_module *m;
-	CUresult r = sim_enter(__func__);
+	CUresult r = module_enter(__func__, functions != NULL, false, mod, &m);
 
 	if (r)
 		return r;
-	if (!functions)
-		return CUDA_ERROR_INVALID_VALUE;
-	sim_module_lock();
-	r = module_get_locked(mod, &m);
-	for (unsigned i = 0; r == CUDA_SUCCESS && i < numFunctions && i < m->nfuncs; i++)
+	for (unsigned i = 0; i < numFunctions && i < m->nfuncs; i++)
 		functions[i] = (CUfunction)&m->funcs[i];
 	sim_module_unlock();
-	return r;
+	return CUDA_SUCCESS;
 }
 
-/* Looks up a variable of a module; one of dptr/bytes may be NULL. */
-static CUresult get_global(const char *fn, CUmodule hmod, const char *name, uintptr_t *base,
-			   size_t *size)
+/*
+ * Looks up a variable of a module for cuModuleGetGlobal, whose outputs
+ * (one may be NULL) want its address and size: CUDA_ERROR_INVALID_VALUE
+ * when both are NULL (wanted false) or name is.
+ */
+static CUresult get_global(const char *fn, bool wanted, CUmodule hmod, const char *name,
+			   uintptr_t *base, size_t *size)
 {
 	const struct sim_global *g;
 	struct sim_module *m;
-	struct sim_ctx *ctx;
-	CUresult r = sim_enter(fn);
+	CUresult r = module_enter(fn, wanted && name, true, hmod, &m);
 
 	if (r)
 		return r;
-	if (!name)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = sim_ctx_resolve(NULL, &ctx);
-	if (r)
-		return r;
-	sim_module_lock();
-	r = module_get_locked(hmod, &m);
-	if (r == CUDA_SUCCESS) {
-		g = sim_module_find_global(m, name);
-		if (g) {
-			*base = g->base;
-			*size = g->size;
-		} else {
-			r = CUDA_ERROR_NOT_FOUND;
-		}
+	g = sim_module_find_global(m, name);
+	if (g) {
+		*base = g->base;
+		*size = g->size;
+	} else {
+		r = CUDA_ERROR_NOT_FOUND;
 	}
 	sim_module_unlock();
 	return r;
@@ -1019,13 +1022,8 @@ SIM_API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule
 {
 	uintptr_t base;
 	size_t size;
-	CUresult r;
+	CUresult r = get_global(__func__, dptr || bytes, hmod, name, &base, &size);
 
-	if (!dptr && !bytes) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	r = get_global(__func__, hmod, name, &base, &size);
 	if (r)
 		return r;
 	if (dptr)
@@ -1044,13 +1042,8 @@ SIM_API CUresult cuModuleGetGlobal(CUdeviceptr_v1 *dptr, unsigned int *bytes, CU
 {
 	uintptr_t base;
 	size_t size;
-	CUresult r;
+	CUresult r = get_global(__func__, dptr || bytes, hmod, name, &base, &size);
 
-	if (!dptr && !bytes) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
-	r = get_global(__func__, hmod, name, &base, &size);
 	if (r)
 		return r;
 	if ((dptr && base > UINT32_MAX) || size > UINT32_MAX)
@@ -1090,10 +1083,8 @@ SIM_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
 	struct sim_function *f;
 	CUresult r;
 
-	if (!pi) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!pi)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	r = sim_func_enter(__func__, hfunc, &f);
 	if (r)
 		return r;
@@ -1155,10 +1146,8 @@ SIM_API CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
 	struct sim_function *f;
 	CUresult r;
 
-	if (!hmod) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!hmod)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	r = sim_func_enter(__func__, hfunc, &f);
 	if (r)
 		return r;
@@ -1173,14 +1162,13 @@ SIM_API CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
  */
 static CUresult desc_of_locked(const void *h, const struct sim_image_func **ret)
 {
-	struct sim_function *f = sim_handle_get(h, SIM_FUNCTION_MAGIC);
+	struct sim_function *f;
 	struct sim_kernel *k;
+	CUresult r = live_function_locked(h, &f);
 
+	if (r)
+		return r;
 	if (f) {
-		if (!sim_module_alive(f->mod)) {
-			sim_module_destroy_locked(f->mod);
-			return CUDA_ERROR_INVALID_HANDLE;
-		}
 		*ret = f->desc;
 		return CUDA_SUCCESS;
 	}
@@ -1194,12 +1182,10 @@ static CUresult desc_of_locked(const void *h, const struct sim_image_func **ret)
 static CUresult get_name(const char *fn, const char **name, const void *h)
 {
 	const struct sim_image_func *d;
-	CUresult r = sim_enter(fn);
+	CUresult r = sim_enter_args(fn, name && h);
 
 	if (r)
 		return r;
-	if (!name || !h)
-		return CUDA_ERROR_INVALID_VALUE;
 	sim_module_lock();
 	r = desc_of_locked(h, &d);
 	if (r == CUDA_SUCCESS)
@@ -1250,12 +1236,10 @@ SIM_API CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction functi
 {
 	struct sim_function *f;
 	struct sim_kernel *k;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, state != NULL);
 
 	if (r)
 		return r;
-	if (!state)
-		return CUDA_ERROR_INVALID_VALUE;
 	sim_module_lock();
 	f = sim_handle_get(function, SIM_FUNCTION_MAGIC);
 	k = sim_handle_get(function, SIM_KERNEL_MAGIC);
@@ -1283,10 +1267,8 @@ SIM_API CUresult cuFuncLoad(CUfunction function)
 	struct sim_function *f;
 	CUresult r;
 
-	if (!function) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!function)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	r = sim_func_enter(__func__, function, &f);
 	if (r)
 		return r;

@@ -212,10 +212,8 @@ static CUresult max_active_blocks(const char *name, int *numBlocks, CUfunction f
 	struct occ_func f;
 	CUresult r;
 
-	if (!numBlocks || (flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)) {
-		r = sim_enter(name);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!numBlocks || (flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE))
+		return sim_enter_fail(name, CUDA_ERROR_INVALID_VALUE);
 	r = occ_func_of(name, func, &f);
 	if (r)
 		return r;
@@ -258,10 +256,8 @@ static CUresult max_potential_block_size(const char *name, int *minGridSize, int
 	CUresult r;
 
 	if (!minGridSize || !blockSize || blockSizeLimit < 0 ||
-	    (flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)) {
-		r = sim_enter(name);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	    (flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE))
+		return sim_enter_fail(name, CUDA_ERROR_INVALID_VALUE);
 	r = occ_func_of(name, func, &f);
 	if (r)
 		return r;
@@ -320,10 +316,8 @@ SIM_API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize
 	long lo = 0, hi;
 	CUresult r;
 
-	if (!dynamicSmemSize) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!dynamicSmemSize)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	r = occ_func_of(__func__, func, &f);
 	if (r)
 		return r;
@@ -372,10 +366,8 @@ static CUresult cluster_req_of(const char *name, CUfunction func, const CUlaunch
 	const struct sim_model *m;
 	CUresult r;
 
-	if (!config || (config->numAttrs && !config->attrs)) {
-		r = sim_enter(name);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!config || (config->numAttrs && !config->attrs))
+		return sim_enter_fail(name, CUDA_ERROR_INVALID_VALUE);
 	r = occ_func_of(name, func, &q->f);
 	if (r)
 		return r;
@@ -424,10 +416,8 @@ SIM_API CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction
 	CUresult r;
 	int max;
 
-	if (!clusterSize) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!clusterSize)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	r = cluster_req_of(__func__, func, config, &q);
 	if (r)
 		return r;
@@ -445,10 +435,8 @@ SIM_API CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
 	int size, gpcs;
 	CUresult r;
 
-	if (!numClusters) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!numClusters)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	r = cluster_req_of(__func__, func, config, &q);
 	if (r)
 		return r;

@@ -98,10 +98,8 @@ static CUresult module_ref(const char *fn, void **out, CUmodule hmod, const char
 	struct sim_module *m;
 	CUresult r;
 
-	if (!out || !name) {
-		r = sim_enter(fn);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!out || !name)
+		return sim_enter_fail(fn, CUDA_ERROR_INVALID_VALUE);
 	r = sim_handle_enter(fn, hmod, SIM_MODULE_MAGIC, (void **)&m);
 	if (r)
 		return r;
@@ -135,12 +133,10 @@ SIM_API CUresult cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const ch
 SIM_API CUresult cuTexRefCreate(CUtexref *pTexRef)
 {
 	struct sim_texref *t;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, pTexRef != NULL);
 
 	if (r)
 		return r;
-	if (!pTexRef)
-		return CUDA_ERROR_INVALID_VALUE;
 	t = malloc(sizeof(*t));
 	if (!t)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -295,10 +291,8 @@ SIM_API CUresult cuTexRefSetAddress(unsigned int *ByteOffset, CUtexref hTexRef,
 	struct bind_arg b = {.dptr = dptr, .bytes = bytes, .offset = &off};
 	CUresult r;
 
-	if (dptr || bytes) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (dptr || bytes)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	r = with_ref(__func__, hTexRef, SIM_TEXREF_MAGIC, set_address, &b);
 	if (r == CUDA_SUCCESS && ByteOffset)
 		*ByteOffset = (unsigned)off;
@@ -346,13 +340,11 @@ SIM_API CUresult cuTexRefSetAddress2D_v2(CUtexref hTexRef, const CUDA_ARRAY_DESC
 SIM_API CUresult cuTexRefSetAddress2D(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR_v1 *desc,
 				      CUdeviceptr_v1 dptr, unsigned int Pitch)
 {
-	CUresult r = sim_enter(__func__);
-
 	(void)hTexRef;
 	(void)desc;
 	(void)dptr;
 	(void)Pitch;
-	return r ? r : CUDA_ERROR_INVALID_VALUE;
+	return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 }
 
 /* ---- sampling state ---- */
@@ -473,12 +465,9 @@ SIM_API CUresult cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLe
 SIM_API CUresult cuTexRefSetBorderColor(CUtexref hTexRef, float *pBorderColor)
 {
 	struct state_arg a = {.i = 2};
-	CUresult r;
 
-	if (!pBorderColor) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!pBorderColor)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	memcpy(a.f, pBorderColor, sizeof(a.f));
 	return with_ref(__func__, hTexRef, SIM_TEXREF_MAGIC, set_floats, &a);
 }
@@ -539,12 +528,9 @@ static CUresult get_bound(struct sim_texref *t, void *arg)
 SIM_API CUresult cuTexRefGetAddress_v2(CUdeviceptr *pdptr, CUtexref hTexRef)
 {
 	struct state_arg a = {.pdptr = pdptr};
-	CUresult r;
 
-	if (!pdptr) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!pdptr)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	return with_ref(__func__, hTexRef, SIM_TEXREF_MAGIC, get_bound, &a);
 }
 
@@ -555,10 +541,8 @@ SIM_API CUresult cuTexRefGetAddress(CUdeviceptr_v1 *pdptr, CUtexref hTexRef)
 	struct state_arg a = {.pdptr = &p};
 	CUresult r;
 
-	if (!pdptr) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!pdptr)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	r = with_ref(__func__, hTexRef, SIM_TEXREF_MAGIC, get_bound, &a);
 	if (r == CUDA_SUCCESS && p > UINT32_MAX)
 		r = CUDA_ERROR_NOT_SUPPORTED;
@@ -570,24 +554,18 @@ SIM_API CUresult cuTexRefGetAddress(CUdeviceptr_v1 *pdptr, CUtexref hTexRef)
 SIM_API CUresult cuTexRefGetArray(CUarray *phArray, CUtexref hTexRef)
 {
 	struct state_arg a = {.parray = phArray};
-	CUresult r;
 
-	if (!phArray) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!phArray)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	return with_ref(__func__, hTexRef, SIM_TEXREF_MAGIC, get_bound, &a);
 }
 
 SIM_API CUresult cuTexRefGetMipmappedArray(CUmipmappedArray *phMipmappedArray, CUtexref hTexRef)
 {
 	struct state_arg a = {.pmipmap = phMipmappedArray};
-	CUresult r;
 
-	if (!phMipmappedArray) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!phMipmappedArray)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	return with_ref(__func__, hTexRef, SIM_TEXREF_MAGIC, get_bound, &a);
 }
 
@@ -735,12 +713,9 @@ SIM_API CUresult cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned 
 SIM_API CUresult cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef)
 {
 	struct state_arg a = {.parray = phArray};
-	CUresult r;
 
-	if (!phArray) {
-		r = sim_enter(__func__);
-		return r ? r : CUDA_ERROR_INVALID_VALUE;
-	}
+	if (!phArray)
+		return sim_enter_fail(__func__, CUDA_ERROR_INVALID_VALUE);
 	return with_ref(__func__, hSurfRef, SIM_SURFREF_MAGIC, get_bound, &a);
 }
 

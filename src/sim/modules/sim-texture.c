@@ -213,6 +213,18 @@ static unsigned long long slot_new(const struct tex_slot *init)
 }
 
 /*
+ * Publishes object s, made in context c, as a new value in *ret;
+ * CUDA_ERROR_OUT_OF_MEMORY when the table cannot grow.
+ */
+static CUresult slot_publish(struct tex_slot *s, struct sim_ctx *c, unsigned long long *ret)
+{
+	s->ctx = c;
+	s->ctx_id = c->id;
+	*ret = slot_new(s);
+	return *ret ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/*
  * The live object of that kind with value v, copied into *ret (may be NULL);
  * `take` frees it. CUDA_ERROR_INVALID_VALUE for anything else, including an
  * object whose context was destroyed.
@@ -248,12 +260,10 @@ SIM_API CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_
 {
 	struct tex_slot s = {0};
 	struct sim_ctx *c;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, pTexObject && pResDesc && pTexDesc);
 
 	if (r)
 		return r;
-	if (!pTexObject || !pResDesc || !pTexDesc)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_ctx_resolve(NULL, &c);
 	if (r)
 		return r;
@@ -269,10 +279,22 @@ SIM_API CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_
 	}
 	if (r)
 		return r;
-	s.ctx = c;
-	s.ctx_id = c->id;
-	*pTexObject = slot_new(&s);
-	return *pTexObject ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	return slot_publish(&s, c, pTexObject);
+}
+
+/*
+ * The prologue of an object query: sim_enter's error, then
+ * CUDA_ERROR_INVALID_VALUE when out (where the answer goes) is NULL, then
+ * the live object v of that kind copied into *ret (slot_get).
+ */
+static CUresult slot_query(const char *name, unsigned long long v, bool surface, const void *out,
+			   struct tex_slot *ret)
+{
+	CUresult r = sim_enter_args(name, out != NULL);
+
+	if (r)
+		return r;
+	return slot_get(v, surface, false, ret);
 }
 
 SIM_API CUresult cuTexObjectDestroy(CUtexObject texObject)
@@ -285,13 +307,8 @@ SIM_API CUresult cuTexObjectDestroy(CUtexObject texObject)
 SIM_API CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject)
 {
 	struct tex_slot s;
-	CUresult r = sim_enter(__func__);
+	CUresult r = slot_query(__func__, texObject, false, pResDesc, &s);
 
-	if (r)
-		return r;
-	if (!pResDesc)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = slot_get(texObject, false, false, &s);
 	if (r == CUDA_SUCCESS)
 		*pResDesc = s.res;
 	return r;
@@ -300,13 +317,8 @@ SIM_API CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexO
 SIM_API CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject)
 {
 	struct tex_slot s;
-	CUresult r = sim_enter(__func__);
+	CUresult r = slot_query(__func__, texObject, false, pTexDesc, &s);
 
-	if (r)
-		return r;
-	if (!pTexDesc)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = slot_get(texObject, false, false, &s);
 	if (r == CUDA_SUCCESS)
 		*pTexDesc = s.tex;
 	return r;
@@ -317,13 +329,8 @@ SIM_API CUresult cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResVie
 						CUtexObject texObject)
 {
 	struct tex_slot s;
-	CUresult r = sim_enter(__func__);
+	CUresult r = slot_query(__func__, texObject, false, pResViewDesc, &s);
 
-	if (r)
-		return r;
-	if (!pResViewDesc)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = slot_get(texObject, false, false, &s);
 	if (r == CUDA_SUCCESS && !s.has_view)
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS)
@@ -335,12 +342,10 @@ SIM_API CUresult cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOUR
 {
 	struct tex_slot s = {0};
 	struct sim_ctx *c;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_args(__func__, pSurfObject && pResDesc);
 
 	if (r)
 		return r;
-	if (!pSurfObject || !pResDesc)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = sim_ctx_resolve(NULL, &c);
 	if (r)
 		return r;
@@ -349,10 +354,7 @@ SIM_API CUresult cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOUR
 	if (r)
 		return r;
 	s.surface = true;
-	s.ctx = c;
-	s.ctx_id = c->id;
-	*pSurfObject = slot_new(&s);
-	return *pSurfObject ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	return slot_publish(&s, c, pSurfObject);
 }
 
 SIM_API CUresult cuSurfObjectDestroy(CUsurfObject surfObject)
@@ -365,13 +367,8 @@ SIM_API CUresult cuSurfObjectDestroy(CUsurfObject surfObject)
 SIM_API CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject)
 {
 	struct tex_slot s;
-	CUresult r = sim_enter(__func__);
+	CUresult r = slot_query(__func__, surfObject, true, pResDesc, &s);
 
-	if (r)
-		return r;
-	if (!pResDesc)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = slot_get(surfObject, true, false, &s);
 	if (r == CUDA_SUCCESS)
 		*pResDesc = s.res;
 	return r;
@@ -387,11 +384,8 @@ SIM_API CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements,
 						    CUdevice dev)
 {
 	size_t elem;
-	CUresult r = sim_enter(__func__);
+	CUresult r = sim_enter_device(__func__, dev);
 
-	if (r)
-		return r;
-	r = sim_check_device(dev);
 	if (r)
 		return r;
 	if (!maxWidthInElements)

@@ -58,20 +58,6 @@ struct sim_nvml_activity {
 
 void sim_nvml_activity(unsigned index, struct sim_nvml_activity *a);
 
-/*
- * The prologue of a query with one output: sim_nvml_enter_device's checks,
- * then NVML_ERROR_INVALID_ARGUMENT for a NULL `out`.
- */
-static inline nvmlReturn_t sim_nvml_enter_out(const char *name, nvmlDevice_t device,
-					      const void *out, unsigned *ret_index)
-{
-	nvmlReturn_t r = sim_nvml_enter_device(name, device, ret_index);
-
-	if (r)
-		return r;
-	return out ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
-}
-
 /* Power drawn now, milliwatts: idle + (TDP - idle) * util. */
 unsigned sim_nvml_power_mw(unsigned index, const struct sim_nvml_activity *a);
 

@@ -118,12 +118,10 @@ static nvmlReturn_t pstate(const char *name, nvmlDevice_t device, nvmlPstates_t 
 {
 	struct sim_nvml_activity a;
 	unsigned i;
-	nvmlReturn_t r = sim_nvml_enter_device(name, device, &i);
+	nvmlReturn_t r = sim_nvml_enter_out(name, device, p, &i);
 
 	if (r)
 		return r;
-	if (!p)
-		return NVML_ERROR_INVALID_ARGUMENT;
 	sim_nvml_activity(i, &a);
 	*p = a.active ? NVML_PSTATE_0 : NVML_PSTATE_8;
 	return NVML_SUCCESS;
@@ -144,12 +142,10 @@ static nvmlReturn_t reasons(const char *name, nvmlDevice_t device, unsigned long
 {
 	struct sim_nvml_activity a;
 	unsigned i;
-	nvmlReturn_t r = sim_nvml_enter_device(name, device, &i);
+	nvmlReturn_t r = sim_nvml_enter_out(name, device, out, &i);
 
 	if (r)
 		return r;
-	if (!out)
-		return NVML_ERROR_INVALID_ARGUMENT;
 	sim_nvml_activity(i, &a);
 	if (supported)
 		*out = SUPPORTED_REASONS;

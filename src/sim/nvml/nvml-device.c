@@ -149,12 +149,10 @@ NVML_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvm
 NVML_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
 {
 	unsigned i;
-	nvmlReturn_t r = sim_nvml_enter_device(__func__, device, &i);
+	nvmlReturn_t r = sim_nvml_enter_out(__func__, device, index, &i);
 
 	if (r)
 		return r;
-	if (!index)
-		return NVML_ERROR_INVALID_ARGUMENT;
 	*index = i;
 	return NVML_SUCCESS;
 }
@@ -182,12 +180,10 @@ NVML_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigne
 NVML_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber)
 {
 	unsigned i;
-	nvmlReturn_t r = sim_nvml_enter_device(__func__, device, &i);
+	nvmlReturn_t r = sim_nvml_enter_out(__func__, device, minorNumber, &i);
 
 	if (r)
 		return r;
-	if (!minorNumber)
-		return NVML_ERROR_INVALID_ARGUMENT;
 	*minorNumber = desc_of(i)->minor;
 	return NVML_SUCCESS;
 }
@@ -233,12 +229,10 @@ static void fill_pci(const struct sim_device_desc *d, bool bus_id, nvmlPciInfo_t
 static nvmlReturn_t get_pci_legacy(const char *name, nvmlDevice_t device, nvmlPciInfo_t *pci)
 {
 	unsigned i;
-	nvmlReturn_t r = sim_nvml_enter_device(name, device, &i);
+	nvmlReturn_t r = sim_nvml_enter_out(name, device, pci, &i);
 
 	if (r)
 		return r;
-	if (!pci)
-		return NVML_ERROR_INVALID_ARGUMENT;
 	fill_pci(desc_of(i), false, pci);
 	return NVML_SUCCESS;
 }
@@ -256,12 +250,10 @@ NVML_API nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t
 NVML_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
 {
 	unsigned i;
-	nvmlReturn_t r = sim_nvml_enter_device(__func__, device, &i);
+	nvmlReturn_t r = sim_nvml_enter_out(__func__, device, pci, &i);
 
 	if (r)
 		return r;
-	if (!pci)
-		return NVML_ERROR_INVALID_ARGUMENT;
 	fill_pci(desc_of(i), true, pci);
 	return NVML_SUCCESS;
 }

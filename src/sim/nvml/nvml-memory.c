@@ -22,12 +22,10 @@ static void memory_of(unsigned index, unsigned long long *total, unsigned long l
 NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
 	unsigned i;
-	nvmlReturn_t r = sim_nvml_enter_device(__func__, device, &i);
+	nvmlReturn_t r = sim_nvml_enter_out(__func__, device, memory, &i);
 
 	if (r)
 		return r;
-	if (!memory)
-		return NVML_ERROR_INVALID_ARGUMENT;
 	memory_of(i, &memory->total, &memory->used, &memory->free);
 	return NVML_SUCCESS;
 }
@@ -36,12 +34,10 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t 
 NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
 	unsigned i;
-	nvmlReturn_t r = sim_nvml_enter_device(__func__, device, &i);
+	nvmlReturn_t r = sim_nvml_enter_out(__func__, device, memory, &i);
 
 	if (r)
 		return r;
-	if (!memory)
-		return NVML_ERROR_INVALID_ARGUMENT;
 	if (memory->version != nvmlMemory_v2)
 		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
 	memory_of(i, &memory->total, &memory->used, &memory->free);

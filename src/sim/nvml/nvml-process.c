@@ -18,6 +18,7 @@
  */
 #include "nvml-sim.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,41 +54,44 @@ static unsigned snapshot(unsigned index, struct proc_entry *out)
 	return n;
 }
 
-/* Which struct the caller's infos[] array holds. */
+/*
+ * Which struct the caller's infos[] array holds: nvmlProcessInfo_v1_t, or
+ * the MIG-aware layout that _v2 (nvmlProcessInfo_v2_t) and _v3
+ * (nvmlProcessInfo_t) share under two names.
+ */
 enum info_kind {
-	INFO_V1,	/* nvmlProcessInfo_v1_t */
-	INFO_V2,	/* nvmlProcessInfo_v2_t */
-	INFO_V3,	/* nvmlProcessInfo_t */
+	INFO_V1,
+	INFO_V2,
 };
 
+_Static_assert(sizeof(nvmlProcessInfo_t) == sizeof(nvmlProcessInfo_v2_t) &&
+		   offsetof(nvmlProcessInfo_t, usedGpuMemory) ==
+		       offsetof(nvmlProcessInfo_v2_t, usedGpuMemory) &&
+		   offsetof(nvmlProcessInfo_t, gpuInstanceId) ==
+		       offsetof(nvmlProcessInfo_v2_t, gpuInstanceId) &&
+		   offsetof(nvmlProcessInfo_t, computeInstanceId) ==
+		       offsetof(nvmlProcessInfo_v2_t, computeInstanceId),
+	       "_v3 process infos are stored as _v2 ones");
+
+/* Writes entry e as infos[k], padding zeroed (the bytes a caller may compare). */
 static void store(void *infos, enum info_kind kind, unsigned k, const struct proc_entry *e)
 {
-	switch (kind) {
-	case INFO_V1: {
-		nvmlProcessInfo_v1_t *p = (nvmlProcessInfo_v1_t *)infos + k;
-		memset(p, 0, sizeof(*p));
-		p->pid = e->pid;
-		p->usedGpuMemory = e->used;
-		break;
-	}
-	case INFO_V2: {
-		nvmlProcessInfo_v2_t *p = (nvmlProcessInfo_v2_t *)infos + k;
-		memset(p, 0, sizeof(*p));
-		p->pid = e->pid;
-		p->usedGpuMemory = e->used;
-		p->gpuInstanceId = NO_MIG_ID;
-		p->computeInstanceId = NO_MIG_ID;
-		break;
-	}
-	case INFO_V3: {
-		nvmlProcessInfo_t *p = (nvmlProcessInfo_t *)infos + k;
-		memset(p, 0, sizeof(*p));
-		p->pid = e->pid;
-		p->usedGpuMemory = e->used;
-		p->gpuInstanceId = NO_MIG_ID;
-		p->computeInstanceId = NO_MIG_ID;
-		break;
-	}
+	if (kind == INFO_V1) {
+		nvmlProcessInfo_v1_t p;
+
+		memset(&p, 0, sizeof(p));
+		p.pid = e->pid;
+		p.usedGpuMemory = e->used;
+		memcpy((nvmlProcessInfo_v1_t *)infos + k, &p, sizeof(p));
+	} else {
+		nvmlProcessInfo_v2_t p;
+
+		memset(&p, 0, sizeof(p));
+		p.pid = e->pid;
+		p.usedGpuMemory = e->used;
+		p.gpuInstanceId = NO_MIG_ID;
+		p.computeInstanceId = NO_MIG_ID;
+		memcpy((nvmlProcessInfo_v2_t *)infos + k, &p, sizeof(p));
 	}
 }
 
@@ -121,68 +125,28 @@ static nvmlReturn_t list(const char *name, nvmlDevice_t device, unsigned int *in
 	return NVML_SUCCESS;
 }
 
-NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
-							   unsigned int *infoCount,
-							   nvmlProcessInfo_v1_t *infos)
-{
-	return list(__func__, device, infoCount, infos, INFO_V1, false);
-}
+/*
+ * The three process lists in their three ABI versions:
+ * X(symbol, struct of infos[], info_kind, always empty here).
+ */
+#define PROCESS_LISTS(X)                                                                           \
+	X(nvmlDeviceGetComputeRunningProcesses, nvmlProcessInfo_v1_t, INFO_V1, false)              \
+	X(nvmlDeviceGetComputeRunningProcesses_v2, nvmlProcessInfo_v2_t, INFO_V2, false)           \
+	X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlProcessInfo_t, INFO_V2, false)              \
+	X(nvmlDeviceGetGraphicsRunningProcesses, nvmlProcessInfo_v1_t, INFO_V1, true)              \
+	X(nvmlDeviceGetGraphicsRunningProcesses_v2, nvmlProcessInfo_v2_t, INFO_V2, true)           \
+	X(nvmlDeviceGetGraphicsRunningProcesses_v3, nvmlProcessInfo_t, INFO_V2, true)              \
+	X(nvmlDeviceGetMPSComputeRunningProcesses, nvmlProcessInfo_v1_t, INFO_V1, true)            \
+	X(nvmlDeviceGetMPSComputeRunningProcesses_v2, nvmlProcessInfo_v2_t, INFO_V2, true)         \
+	X(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_t, INFO_V2, true)
 
-NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
-							      unsigned int *infoCount,
-							      nvmlProcessInfo_v2_t *infos)
-{
-	return list(__func__, device, infoCount, infos, INFO_V2, false);
-}
-
-NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
-							      unsigned int *infoCount,
-							      nvmlProcessInfo_t *infos)
-{
-	return list(__func__, device, infoCount, infos, INFO_V3, false);
-}
-
-NVML_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device,
-							    unsigned int *infoCount,
-							    nvmlProcessInfo_v1_t *infos)
-{
-	return list(__func__, device, infoCount, infos, INFO_V1, true);
-}
-
-NVML_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device,
-							       unsigned int *infoCount,
-							       nvmlProcessInfo_v2_t *infos)
-{
-	return list(__func__, device, infoCount, infos, INFO_V2, true);
-}
-
-NVML_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
-							       unsigned int *infoCount,
-							       nvmlProcessInfo_t *infos)
-{
-	return list(__func__, device, infoCount, infos, INFO_V3, true);
-}
-
-NVML_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device,
-							      unsigned int *infoCount,
-							      nvmlProcessInfo_v1_t *infos)
-{
-	return list(__func__, device, infoCount, infos, INFO_V1, true);
-}
-
-NVML_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
-								 unsigned int *infoCount,
-								 nvmlProcessInfo_v2_t *infos)
-{
-	return list(__func__, device, infoCount, infos, INFO_V2, true);
-}
-
-NVML_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
-								 unsigned int *infoCount,
-								 nvmlProcessInfo_t *infos)
-{
-	return list(__func__, device, infoCount, infos, INFO_V3, true);
-}
+#define DEFINE_LIST(symbol, info_t, kind, empty)                                                   \
+	NVML_API nvmlReturn_t symbol(nvmlDevice_t device, unsigned int *infoCount, info_t *infos)  \
+	{                                                                                          \
+		return list(#symbol, device, infoCount, infos, kind, empty);                       \
+	}
+PROCESS_LISTS(DEFINE_LIST)
+#undef DEFINE_LIST
 
 /* Reads /proc/<pid>/<what> into buf (NUL-terminated); its length, or -1. */
 static long read_proc(unsigned int pid, const char *what, char *buf, size_t len)

@@ -81,6 +81,20 @@ static inline nvmlReturn_t sim_nvml_enter_device(const char *name, nvmlDevice_t 
 	return r ? r : sim_nvml_device(device, ret_index);
 }
 
+/*
+ * The prologue of a query with one output: sim_nvml_enter_device's checks,
+ * then NVML_ERROR_INVALID_ARGUMENT for a NULL `out`.
+ */
+static inline nvmlReturn_t sim_nvml_enter_out(const char *name, nvmlDevice_t device,
+					      const void *out, unsigned *ret_index)
+{
+	nvmlReturn_t r = sim_nvml_enter_device(name, device, ret_index);
+
+	if (r)
+		return r;
+	return out ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
 /* NVML_ERROR_GPU_IS_LOST when device `index` fell off the (simulated) bus. */
 static inline nvmlReturn_t sim_nvml_check_lost(unsigned index)
 {

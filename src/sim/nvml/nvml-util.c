@@ -174,12 +174,10 @@ NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
 {
 	unsigned i;
 	uint64_t now, busy;
-	nvmlReturn_t r = sim_nvml_enter_device(__func__, device, &i);
+	nvmlReturn_t r = sim_nvml_enter_out(__func__, device, utilization, &i);
 
 	if (r)
 		return r;
-	if (!utilization)
-		return NVML_ERROR_INVALID_ARGUMENT;
 	now = sim_now_ns();
 	busy = sim_busy_sum(sim_nvml.shm, NULL, i, now > SAMPLE_NS ? now - SAMPLE_NS : 0, now);
 	utilization->gpu = percent(busy, SAMPLE_NS);
@@ -222,12 +220,10 @@ NVML_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 	struct proc_util found[SIM_MAX_PROCS]; /* 8 KiB */
 	struct query_time q;
 	unsigned i, n;
-	nvmlReturn_t r = sim_nvml_enter_device(__func__, device, &i);
+	nvmlReturn_t r = sim_nvml_enter_out(__func__, device, processSamplesCount, &i);
 
 	if (r)
 		return r;
-	if (!processSamplesCount)
-		return NVML_ERROR_INVALID_ARGUMENT;
 	r = sample(i, lastSeenTimeStamp, utilization ? *processSamplesCount : 0, &q, found, &n);
 	*processSamplesCount = n;
 	if (r)
@@ -255,12 +251,10 @@ NVML_API nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(
 	struct proc_util found[SIM_MAX_PROCS];
 	struct query_time q;
 	unsigned i, n;
-	nvmlReturn_t r = sim_nvml_enter_device(__func__, device, &i);
+	nvmlReturn_t r = sim_nvml_enter_out(__func__, device, info, &i);
 
 	if (r)
 		return r;
-	if (!info)
-		return NVML_ERROR_INVALID_ARGUMENT;
 	if (info->version != nvmlProcessesUtilizationInfo_v1)
 		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
 	r = sample(i, info->lastSeenTimeStamp, info->procUtilArray ? info->processSamplesCount : 0,

@@ -247,7 +247,7 @@ test('several claims at once; each fails on its own, with a message naming it', 
   assert.match(err(13), /claim team-a\/unallocated is not allocated/);
   assert.match(err(14), /claim team-a\/elsewhere has no device of gpu\.cuslice\.io on node node-1/);
   assert.match(err(15), /claim team-a\/nogpu: device gpu-ffffffff is not a GPU of this node/);
-  assert.match(err(16), /claim team-a\/badcfg: opaque parameters: field "preload": expected \{"apiVersion": "gpu\.cuslice\.io\/v1alpha1", "kind": "GpuConfig", "preload": true\|false, "mode": "hard"\|"burst"\}/);
+  assert.match(err(16), /claim team-a\/badcfg: opaque parameters: field "preload": expected \{"apiVersion": "gpu\.cuslice\.io\/v1alpha1", "kind": "GpuConfig", "preload": true\|false, "mode": "hard"\|"burst", "priority": "high"\|"normal"\|"best-effort" \(in a DeviceClass only\)\}/);
   assert.match(err(17), /claim team-a\/badqty: consumedCapacity\.memory "lots" is not a quantity/);
   assert.match(err(18), /claim team-a\/missing: reading it: 404: resourceclaims\.resource\.k8s\.io "missing" not found/);
   // Failed claims leave nothing behind.
@@ -257,11 +257,12 @@ test('several claims at once; each fails on its own, with a message naming it', 
   }
 });
 
-test('opaque configuration: no ld.so.preload, burst mode', async (t) => {
+test('opaque configuration: no ld.so.preload, burst mode, the class\'s priority', async (t) => {
   const d = await setup(t, 'dra-config', ['--gpu-injection', 'cdi']);
   const [a] = d.gpus;
   d.api.setClaim(claim('cfg', UID(20), [result(a.uuid, { memory: '1Gi', cores: '50' })], { pods: [{ name: 'p', uid: POD(20) }],
     config: [{ source: 'FromClass', requests: [], opaque: { driver: 'other.example.com', parameters: { anything: 1 } } },
+      { source: 'FromClass', requests: [], opaque: { driver: DRIVER, parameters: { apiVersion: 'gpu.cuslice.io/v1alpha1', kind: 'GpuConfig', priority: 'high' } } },
       { source: 'FromClaim', requests: [], opaque: { driver: DRIVER, parameters: { apiVersion: 'gpu.cuslice.io/v1alpha1', kind: 'GpuConfig', preload: false, mode: 'burst' } } }] }));
   const r = await d.client().prepare([{ namespace: 'team-a', uid: UID(20), name: 'cfg' }]);
   assert.deepEqual(r.claims[UID(20)].devices[0].cdi_device_ids, [`cuslice.io/claim=${UID(20)}`, `nvidia.com/gpu=${a.uuid}`]);
@@ -271,6 +272,8 @@ test('opaque configuration: no ld.so.preload, burst mode', async (t) => {
   assert.ok(!edits.mounts.some((m) => m.containerPath === '/etc/ld.so.preload'));
   assert.ok(!edits.env.some((e) => e.startsWith('NVIDIA_VISIBLE_DEVICES=')));
   assert.equal((await d.w.group(`k8s-claim-${UID(20)}`)).policy.mode, 'burst');
+  // The class's priority (an administrator's) is the group's.
+  assert.equal((await d.w.group(`k8s-claim-${UID(20)}`)).policy.priority, 'high');
 });
 
 test('a shared claim: pods added to its reservations join its group', async (t) => {
