@@ -5,8 +5,9 @@
  *
  * What runs where (SPANK contexts; Slurm 22.05):
  *
- *   srun, sbatch, salloc   slurm_spank_init registers --gpu-mem, --gpu-cores
- *                          and --gpu-burst; their callbacks refuse bad
+ *   srun, sbatch, salloc   slurm_spank_init registers --gpu-mem, --gpu-cores,
+ *                          --gpu-burst, --gpu-oversubscribe and
+ *                          --gpu-priority; their callbacks refuse bad
  *                          values before anything is submitted.
  *   slurmstepd (root)      init_post_opt: the step's slice is decided (options,
  *                          else its shards' share), its cgroup found or made,
@@ -58,15 +59,12 @@ enum opt_val {
 	OPT_MEM = 1,
 	OPT_CORES,
 	OPT_BURST,
+	OPT_OVERSUB,
 	OPT_PRIORITY,
 };
 
 static int opt_cb(int val, const char *arg, int remote);
 
-/*
- * --gpu-oversubscribe comes with the oversubscription mode (a later issue);
- * it is not registered until then.
- */
 static struct spank_option options[] = {
     {"gpu-mem", "SIZE",
      "GPU memory of the step's slice on each of its GPUs: a size (8GiB, 512MiB) or a share "
@@ -77,6 +75,11 @@ static struct spank_option options[] = {
      "give",
      1, OPT_CORES, opt_cb},
     {"gpu-burst", NULL, "may use idle GPU time above --gpu-cores", 0, OPT_BURST, opt_cb},
+    {"gpu-oversubscribe", NULL,
+     "GPU memory becomes unified memory, paged to host RAM when the GPU is full: --gpu-mem "
+     "may pass the step's share (a size, or up to 1000%), where plugstack.conf's "
+     "oversubscribe=allow lets it",
+     0, OPT_OVERSUB, opt_cb},
     {"gpu-priority", "PRIO",
      "best-effort (yields to high-priority work on its GPUs), normal or high (up to what "
      "plugstack.conf's priority_max allows); default: plugstack.conf's priority",
@@ -106,13 +109,16 @@ static int opt_cb(int val, const char *arg, int remote)
 
 	switch (val) {
 	case OPT_MEM:
-		e = sp_opt_mem("--gpu-mem", arg, &req.mem, msg, sizeof(msg));
+		e = sp_opt_mem("--gpu-mem", arg, true, &req.mem, msg, sizeof(msg));
 		break;
 	case OPT_CORES:
 		e = sp_opt_cores("--gpu-cores", arg, &req.cores, msg, sizeof(msg));
 		break;
 	case OPT_BURST:
 		req.burst = true;
+		break;
+	case OPT_OVERSUB:
+		req.oversub = true;
 		break;
 	case OPT_PRIORITY:
 		e = sp_opt_priority("--gpu-priority", arg, &req.priority, msg, sizeof(msg));
@@ -363,6 +369,11 @@ static int task_env(spank_t sp)
 		e |= spank_setenv(sp, cs_env_name(CS_ENV_CORE_MODE), "burst", 1);
 	else
 		spank_unsetenv(sp, cs_env_name(CS_ENV_CORE_MODE));
+	if (st.slice.oversub)
+		e |= spank_setenv(sp, cs_env_name(CS_ENV_MEM_MODE),
+				  cs_policy_memory_mode_name(CS_POLICY_MEMORY_OVERSUBSCRIBE), 1);
+	else
+		spank_unsetenv(sp, cs_env_name(CS_ENV_MEM_MODE));
 	/* Registration needs the token when the daemon has one. */
 	if (st.daemon.token[0])
 		e |= spank_setenv(sp, cs_env_name(CS_ENV_TOKEN), st.daemon.token, 1);

@@ -14,8 +14,8 @@
 
 #define KEYS                                                                                       \
 	"library, socket, admin_socket, token_file, shards_per_gpu, default_mem, default_cores, "  \
-	"mode, priority, priority_max, on_violation, daemon_required, other_gpus, batch, "         \
-	"cgroup_root, timeout"
+	"mode, oversubscribe, priority, priority_max, on_violation, daemon_required, other_gpus, "  \
+	"batch, cgroup_root, timeout"
 #define SHARDS_MAX 100000u
 #define TIMEOUT_MAX_S 300u
 
@@ -121,7 +121,7 @@ static int one(struct sp_config *c, const char *key, const char *v, char *err, s
 	} else if (strcmp(key, "default_mem") == 0) {
 		if (strcmp(v, "none") == 0) {
 			c->default_mem = (struct sp_amount){0};
-		} else if (sp_opt_mem(key, v, &c->default_mem, sub, sizeof(sub)) < 0) {
+		} else if (sp_opt_mem(key, v, false, &c->default_mem, sub, sizeof(sub)) < 0) {
 			return sp_fail(err, len, "%s; or none", sub);
 		}
 	} else if (strcmp(key, "default_cores") == 0) {
@@ -138,6 +138,14 @@ static int one(struct sp_config *c, const char *key, const char *v, char *err, s
 			    "(may use idle GPU time above it)",
 			    v);
 		c->burst = k == CS_POLICY_MODE_BURST;
+	} else if (strcmp(key, "oversubscribe") == 0) {
+		if ((k = choice(v, "deny", "allow")) < 0)
+			return sp_fail(err, len,
+				       "oversubscribe=%s: expected deny (--gpu-oversubscribe is "
+				       "refused) or allow (a step may ask for unified memory past "
+				       "its share)",
+				       v);
+		c->oversub_allowed = k;
 	} else if (strcmp(key, "priority") == 0) {
 		if (sp_opt_priority(key, v, &c->priority, err, len) < 0)
 			return -EINVAL;

@@ -25,8 +25,11 @@
 #define SHARDS_MAX 1000000u
 
 #define MEM_FORMS                                                                                  \
-	"expected a size (" CS_SIZE_FORMS ") or a percentage of the GPU's memory up to 100%%, "    \
-	"up to 4 decimals (e.g. 25%%)"
+	"expected a size (" CS_SIZE_FORMS ") or a percentage of the GPU's memory up to 100%, "    \
+	"up to 4 decimals (e.g. 25%)"
+#define MEM_FORMS_OVER                                                                             \
+	"expected a size (" CS_SIZE_FORMS ") or a percentage of the GPU's memory up to 100% "     \
+	"(1000% with --gpu-oversubscribe), up to 4 decimals (e.g. 25%)"
 #define CORES_FORMS                                                                                \
 	"expected a percentage of the GPU's time above 0 and up to 100, up to 4 decimals, "        \
 	"%% optional (e.g. 30 or 12.5%%)"
@@ -77,13 +80,15 @@ static bool one_value(const char *s, unsigned flags, struct cs_limit_rule *ret)
 	return true;
 }
 
-int sp_opt_mem(const char *opt, const char *s, struct sp_amount *ret, char *err, size_t errlen)
+int sp_opt_mem(const char *opt, const char *s, bool over, struct sp_amount *ret, char *err,
+	       size_t errlen)
 {
 	struct cs_limit_rule r;
 	char v[SP_SHOWN_MAX];
 
-	if (!one_value(s, CS_LIMIT_SIZES | CS_LIMIT_PERCENT, &r))
-		return sp_fail(err, errlen, "%s=%s: " MEM_FORMS, opt, sp_shown(s ? s : "", v));
+	if (!one_value(s, CS_LIMIT_SIZES | CS_LIMIT_PERCENT | (over ? CS_LIMIT_OVER : 0), &r))
+		return sp_fail(err, errlen, "%s=%s: %s", opt, sp_shown(s ? s : "", v),
+			       over ? MEM_FORMS_OVER : MEM_FORMS);
 	*ret =
 	    (struct sp_amount){.set = true, .percent = r.percent, .bytes = r.bytes, .ppm = r.ppm};
 	if (r.percent)
@@ -254,6 +259,7 @@ int sp_slice_decide(const struct sp_config *c, const struct sp_step *s, const st
 {
 	bool asked = r->mem.set || r->cores.set;
 	struct sp_slice sl = {.burst = r->burst || c->burst,
+			      .oversub = r->oversub,
 			      .priority = r->priority_set ? r->priority : c->priority};
 	struct sp_amount share;
 	char a[40], b[40], src[96];
@@ -266,6 +272,11 @@ int sp_slice_decide(const struct sp_config *c, const struct sp_step *s, const st
 			       "(priority_max=%s in plugstack.conf)",
 			       cs_priority_name((enum cs_priority)r->priority),
 			       cs_priority_name((enum cs_priority)c->priority_max));
+	/* Memory past the share is host RAM and the scheduler's time: the site decides. */
+	if (r->oversub && !c->oversub_allowed)
+		return sp_fail(err, errlen,
+			       "--gpu-oversubscribe: this cluster does not let steps oversubscribe "
+			       "GPU memory (oversubscribe=allow in plugstack.conf)");
 
 	if (s->ngpus == 0) {
 		if (asked)
@@ -300,13 +311,16 @@ int sp_slice_decide(const struct sp_config *c, const struct sp_step *s, const st
 	share_source(c, s, src, sizeof(src));
 
 	if (r->mem.set) {
-		if (r->mem.percent && r->mem.ppm > sl.share_ppm) {
+		if (r->mem.percent && r->mem.ppm > sl.share_ppm && !sl.oversub) {
 			sp_amount_text(&r->mem, a, sizeof(a));
 			return sp_fail(
 			    err, errlen,
 			    "--gpu-mem=%s is more than step %s's share of its GPU's memory "
-			    "(%s: %s)",
-			    a, s->name, b, src);
+			    "(%s: %s)%s",
+			    a, s->name, b, src,
+			    c->oversub_allowed ? "; --gpu-oversubscribe lets it pass the share "
+						 "as unified memory"
+					       : "");
 		}
 		sl.mem = r->mem; /* bytes: sp_slice_check_bytes, once the GPU's size is known */
 	} else {
@@ -355,25 +369,30 @@ int sp_slice_check_bytes(const struct sp_slice *sl, const struct sp_step *s, cha
 			 size_t errlen)
 {
 	char want[40], cap_text[40], share[40];
-	struct sp_amount sa = {.set = true, .percent = true, .ppm = sl->share_ppm};
+	uint32_t ppm = sl->oversub ? CS_LIMIT_OVER_PPM_MAX : sl->share_ppm;
+	struct sp_amount sa = {.set = true, .percent = true, .ppm = ppm};
 
 	if (!sl->mem.set || sl->mem.percent)
 		return 0;
 	for (unsigned i = 0; i < s->ngpus && s->bound; i++) {
 		/* floor(total * ppm / 10^6), split so that no product overflows. */
 		uint64_t t = s->total[i];
-		uint64_t cap =
-		    t / PPM_FULL * sl->share_ppm + t % PPM_FULL * sl->share_ppm / PPM_FULL;
+		uint64_t cap = t / PPM_FULL * ppm + t % PPM_FULL * ppm / PPM_FULL;
 
-		if (sl->mem.bytes > cap) {
-			cs_size_format(sl->mem.bytes, want, sizeof(want));
-			cs_size_format(cap, cap_text, sizeof(cap_text));
-			sp_amount_text(&sa, share, sizeof(share));
+		if (sl->mem.bytes <= cap)
+			continue;
+		cs_size_format(sl->mem.bytes, want, sizeof(want));
+		cs_size_format(cap, cap_text, sizeof(cap_text));
+		sp_amount_text(&sa, share, sizeof(share));
+		if (sl->oversub)
 			return sp_fail(err, errlen,
-				       "--gpu-mem=%s is more than step %s's share of GPU %d (%s of "
-				       "its memory: %s)",
-				       want, s->name, s->gpu[i], share, cap_text);
-		}
+				       "--gpu-mem=%s is more than a step may oversubscribe GPU %d "
+				       "(%s of its memory: %s)",
+				       want, s->gpu[i], share, cap_text);
+		return sp_fail(err, errlen,
+			       "--gpu-mem=%s is more than step %s's share of GPU %d (%s of "
+			       "its memory: %s)",
+			       want, s->name, s->gpu[i], share, cap_text);
 	}
 	return 0;
 }
@@ -462,6 +481,15 @@ char *sp_policy_json(const struct sp_config *c, const struct sp_step *s, const s
 	     add(lb, cs_label_slurm_job, cJSON_CreateString(job)) &&
 	     add(lb, cs_label_slurm_step, cJSON_CreateString(s->step_text)) &&
 	     (!s->user[0] || add(lb, cs_label_slurm_user, cJSON_CreateString(s->user)));
+	/*
+	 * A step is its user's work (often one process per GPU): any of its
+	 * processes may hold the whole slice, not only the GPU's size.
+	 */
+	if (ok && sl->oversub)
+		ok = add(o, cs_key_memory_mode,
+			 cJSON_CreateString(
+			     cs_policy_memory_mode_name(CS_POLICY_MEMORY_OVERSUBSCRIBE))) &&
+		     add(o, cs_key_oversubscribe_single, cJSON_CreateBool(true));
 	if (ok && sl->priority != CS_PRIORITY_NORMAL)
 		ok = add(o, cs_key_priority,
 			 cJSON_CreateString(cs_priority_name((enum cs_priority)sl->priority)));

@@ -94,6 +94,7 @@ struct sp_config {
 	struct sp_amount default_mem;	/* steps with whole GPUs and no --gpu-mem */
 	struct sp_amount default_cores; /* ... and no --gpu-cores */
 	bool burst;			/* the mode when --gpu-burst is not given */
+	bool oversub_allowed;		/* a step may ask --gpu-oversubscribe */
 	int priority;			/* enum cs_priority: steps' when --gpu-priority is not given */
 	int priority_max;		/* the highest --gpu-priority a user may ask */
 	enum cs_policy_action on_violation;
@@ -116,11 +117,15 @@ int sp_args_parse(struct sp_config *c, const char *default_library, int ac, char
 
 /* ---- sp-step.c: a step and its slice ---- */
 
-/* What the user asked with --gpu-mem, --gpu-cores, --gpu-burst and --gpu-priority. */
+/*
+ * What the user asked with --gpu-mem, --gpu-cores, --gpu-burst,
+ * --gpu-oversubscribe and --gpu-priority.
+ */
 struct sp_request {
 	struct sp_amount mem;
 	struct sp_amount cores;
 	bool burst;
+	bool oversub;
 	bool priority_set;
 	int priority;	/* enum cs_priority, when priority_set */
 };
@@ -134,11 +139,15 @@ int sp_opt_priority(const char *opt, const char *s, int *ret, char *err, size_t 
 
 /*
  * Option values. --gpu-mem: a size (cs_size_parse forms) or a percentage of
- * the GPU's memory ("25%"); --gpu-cores: a percentage of the GPU's time
- * above 0 and up to 100, "%" optional. `opt` names the option in messages
- * ("--gpu-mem"). Return 0 and fill *ret, or -EINVAL with a message.
+ * the GPU's memory ("25%"), up to 100%, or with `over` up to 1000% (srun's
+ * --gpu-mem, which --gpu-oversubscribe, given before or after it, lets pass
+ * the GPU; sp_slice_decide holds others to their share); --gpu-cores: a
+ * percentage of the GPU's time above 0 and up to 100, "%" optional. `opt`
+ * names the option in messages ("--gpu-mem"). Return 0 and fill *ret, or
+ * -EINVAL with a message.
  */
-int sp_opt_mem(const char *opt, const char *s, struct sp_amount *ret, char *err, size_t errlen);
+int sp_opt_mem(const char *opt, const char *s, bool over, struct sp_amount *ret, char *err,
+	       size_t errlen);
 int sp_opt_cores(const char *opt, const char *s, struct sp_amount *ret, char *err, size_t errlen);
 
 enum sp_step_kind {
@@ -188,19 +197,21 @@ struct sp_slice {
 	struct sp_amount mem;	/* per GPU of the step */
 	struct sp_amount cores; /* per GPU of the step */
 	bool burst;
+	bool oversub;	    /* memory_mode oversubscribe: mem may pass the share */
 	int priority;	    /* enum cs_priority */
 	uint32_t share_ppm; /* the shards' share of one GPU; 10^6 for whole GPUs */
 };
 
 /*
  * Decides the step's slice from the configuration, its GPUs and shards and
- * what was asked (`asked`: --gpu-mem or --gpu-cores given; --gpu-burst
- * and --gpu-priority alone ask nothing). Returns 1 with *ret filled when
- * the step gets a slice, 0 when it gets none (no GPU and nothing asked),
- * -EINVAL with a message for a request the step's allocation does not
- * cover (more than its shards' share, a slice without a GPU, a priority
- * above plugstack.conf's priority_max) or shards without shards_per_gpu in
- * plugstack.conf.
+ * what was asked (`asked`: --gpu-mem or --gpu-cores given; --gpu-burst,
+ * --gpu-oversubscribe and --gpu-priority alone ask nothing). Returns 1 with
+ * *ret filled when the step gets a slice, 0 when it gets none (no GPU and
+ * nothing asked), -EINVAL with a message for a request the step's
+ * allocation does not cover (more than its shards' share -- memory past it
+ * only when oversubscribing --, a slice without a GPU, a priority above
+ * plugstack.conf's priority_max, --gpu-oversubscribe where plugstack.conf
+ * does not allow it) or shards without shards_per_gpu in plugstack.conf.
  */
 int sp_slice_decide(const struct sp_config *c, const struct sp_step *s, const struct sp_request *r,
 		    struct sp_slice *ret, char *err, size_t errlen);
@@ -215,7 +226,8 @@ int sp_step_bind(struct sp_step *s, const struct sp_gpu *gpus, unsigned n, char 
 
 /*
  * For a memory limit in bytes: checks it against the share of each of the
- * (bound) step's GPUs. Returns 0, or -EINVAL with a message.
+ * (bound) step's GPUs, or when oversubscribing against 1000% of each (the
+ * bound of a percentage). Returns 0, or -EINVAL with a message.
  */
 int sp_slice_check_bytes(const struct sp_slice *sl, const struct sp_step *s, char *err,
 			 size_t errlen);

@@ -254,6 +254,50 @@ static void test_slurm_options_given(void **state)
 	sys_assert_contains(out.out, "total=8589934592 ");
 }
 
+/*
+ * --gpu-oversubscribe: refused where plugstack.conf does not allow it;
+ * allowed, a 2-shard step (20% of an 8 GiB GPU) with --gpu-mem=150% holds
+ * 9 GiB of unified memory in one process (more than the GPU), and its
+ * 12 GiB quota counts every byte: the context's 64 MiB leave room for three
+ * 3 GiB buffers, not four.
+ */
+static void test_slurm_oversubscribe(void **state)
+{
+	(void)state;
+	slc_cmd(&out, SLC_JOB_MS,
+		(char *const[]){"srun", "--gres=shard:2", "--gpu-oversubscribe", "--gpu-mem=150%",
+				"true", NULL});
+	assert_int_equal(out.status, 1);
+	sys_assert_contains(out.err, "cuslice: --gpu-oversubscribe: this cluster does not let "
+				     "steps oversubscribe GPU memory (oversubscribe=allow in "
+				     "plugstack.conf)");
+	slc_plugstack("oversubscribe=allow");
+	slc_cmd(&out, SLC_JOB_MS,
+		(char *const[]){"srun", "--gres=shard:2", "--gpu-mem=150%", "true", NULL});
+	assert_int_equal(out.status, 1);
+	sys_assert_contains(out.err, "(20%: 2 shards of the 10 of its GPU); --gpu-oversubscribe "
+				     "lets it pass the share as unified memory");
+	/* --gpu-mem before --gpu-oversubscribe: SPANK hands options in the order given. */
+	slc_cmd(&out, SLC_JOB_MS,
+		(char *const[]){"srun", "--gres=shard:2", "--gpu-mem=150%", "--gpu-oversubscribe",
+				"sh", "-c",
+				"env | grep -E '^CUSLICE_MEM_(MODE|LIMIT)' | sort; exec \"$0\" "
+				"--bytes 3GiB --count 4 --verify sample --expect-oom",
+				(char *)sys_client("cs-alloc"), NULL});
+	sys_assert_status(&out, 0);
+	sys_assert_contains(out.out, "CUSLICE_MEM_LIMIT=150%\nCUSLICE_MEM_MODE=oversubscribe\n");
+	sys_assert_contains(out.out, "total=12884901888 ");
+	sys_assert_contains(out.out, "alloc 2: 0x");
+	sys_assert_contains(out.out, "alloc 3: cuMemAlloc_v2(3221225472) -> "
+				     "CUDA_ERROR_OUT_OF_MEMORY, as expected");
+	/*
+	 * 12 GiB - 64 MiB (context) - 9 GiB. In a managed group the policy
+	 * decides the mode, not CUSLICE_MEM_MODE: 9 GiB in one process on an
+	 * 8 GiB GPU is memory_mode oversubscribe with oversubscribe_single.
+	 */
+	sys_assert_contains(out.out, "meminfo after: free=3154116608 total=12884901888 ");
+}
+
 /* How many jobs slurmctld knows (running or finished). */
 static unsigned job_count(void)
 {
@@ -496,6 +540,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup(test_slurm_two_jobs_own_quotas, setup),
 	    cmocka_unit_test_setup(test_slurm_defaults_from_shards, setup),
 	    cmocka_unit_test_setup(test_slurm_options_given, setup),
+	    cmocka_unit_test_setup(test_slurm_oversubscribe, setup),
 	    cmocka_unit_test_setup(test_slurm_options_refused, setup),
 	    cmocka_unit_test_setup(test_slurm_request_beyond_share, setup),
 	    cmocka_unit_test_setup(test_slurm_batch_and_inner_step, setup),

@@ -77,6 +77,7 @@ static void test_slurm_args_defaults(void **state)
 	assert_int_equal(c.on_violation, CS_POLICY_ACTION_KILL);
 	assert_true(c.daemon_required);
 	assert_false(c.other_gpus_allowed);
+	assert_false(c.oversub_allowed);
 	assert_true(c.batch_slice);
 	assert_string_equal(c.cgroup_root, "");
 	assert_int_equal(c.timeout_ms, 10000);
@@ -89,7 +90,7 @@ static void test_slurm_args_every_key(void **state)
 		   "shards_per_gpu=16 "
 		   "default_mem=40GiB default_cores=50 mode=burst on_violation=report "
 		   "daemon_required=no other_gpus=allow batch=none cgroup_root=/sys/fs/cgroup/x/ "
-		   "timeout=3");
+		   "timeout=3 oversubscribe=allow");
 
 	(void)state;
 	assert_string_equal(c.library, "/opt/l.so");
@@ -116,6 +117,7 @@ static void test_slurm_args_every_key(void **state)
 	assert_false(c.batch_slice);
 	assert_string_equal(c.cgroup_root, "/sys/fs/cgroup/x");
 	assert_int_equal(c.timeout_ms, 3000);
+	assert_true(c.oversub_allowed);
 	c = config("default_mem=none default_cores=none on_violation=stop");
 	assert_false(c.default_mem.set);
 	assert_false(c.default_cores.set);
@@ -175,29 +177,41 @@ static void test_slurm_options(void **state)
 	struct sp_amount a;
 
 	(void)state;
-	assert_int_equal(sp_opt_mem("--gpu-mem", "8GiB", &a, err, sizeof(err)), 0);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "8GiB", true, &a, err, sizeof(err)), 0);
 	assert_true(a.set && !a.percent);
 	assert_int_equal(a.bytes, 8 * GIB);
-	assert_int_equal(sp_opt_mem("--gpu-mem", "1.5G", &a, err, sizeof(err)), 0);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "1.5G", true, &a, err, sizeof(err)), 0);
 	assert_int_equal(a.bytes, 3 * GIB / 2);
-	assert_int_equal(sp_opt_mem("--gpu-mem", "12.5%", &a, err, sizeof(err)), 0);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "12.5%", true, &a, err, sizeof(err)), 0);
 	assert_true(a.percent);
 	assert_int_equal(a.ppm, 125000);
-	assert_int_equal(sp_opt_mem("--gpu-mem", "0", &a, err, sizeof(err)), 0);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "0", true, &a, err, sizeof(err)), 0);
 	assert_int_equal(a.bytes, 0);
 
-	assert_int_equal(sp_opt_mem("--gpu-mem", "8XB", &a, err, sizeof(err)), -EINVAL);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "8XB", true, &a, err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "--gpu-mem=8XB: expected a size (a byte count or a number with a "
 				 "unit: KiB/MiB/GiB/TiB (or K/M/G/T, also binary), KB/MB/GB/TB "
 				 "(decimal), e.g. 8GiB, 512MiB, 1.5G, 4096) or a percentage of "
+				 "the GPU's memory up to 100% (1000% with --gpu-oversubscribe), "
+				 "up to 4 decimals (e.g. 25%)");
+	assert_int_equal(sp_opt_mem("default_mem", "8XB", false, &a, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "default_mem=8XB: expected a size (a byte count or a number with "
+				 "a unit: KiB/MiB/GiB/TiB (or K/M/G/T, also binary), KB/MB/GB/TB "
+				 "(decimal), e.g. 8GiB, 512MiB, 1.5G, 4096) or a percentage of "
 				 "the GPU's memory up to 100%, up to 4 decimals (e.g. 25%)");
-	assert_int_equal(sp_opt_mem("--gpu-mem", "0=4GiB", &a, err, sizeof(err)), -EINVAL);
-	assert_int_equal(sp_opt_mem("--gpu-mem", "4GiB,2GiB", &a, err, sizeof(err)), -EINVAL);
-	assert_int_equal(sp_opt_mem("--gpu-mem", "101%", &a, err, sizeof(err)), -EINVAL);
-	assert_int_equal(sp_opt_mem("--gpu-mem", "", &a, err, sizeof(err)), -EINVAL);
-	assert_int_equal(sp_opt_mem("--gpu-mem", NULL, &a, err, sizeof(err)), -EINVAL);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "0=4GiB", true, &a, err, sizeof(err)), -EINVAL);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "4GiB,2GiB", true, &a, err, sizeof(err)),
+			 -EINVAL);
+	/* Past the GPU: srun's --gpu-mem (--gpu-oversubscribe may follow) up to 1000%. */
+	assert_int_equal(sp_opt_mem("--gpu-mem", "101%", false, &a, err, sizeof(err)), -EINVAL);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "1000%", true, &a, err, sizeof(err)), 0);
+	assert_int_equal(a.ppm, 10000000);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "1000.0001%", true, &a, err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "", true, &a, err, sizeof(err)), -EINVAL);
+	assert_int_equal(sp_opt_mem("--gpu-mem", NULL, true, &a, err, sizeof(err)), -EINVAL);
 	/* The user's text is shown safely: one line, escaped. */
-	assert_int_equal(sp_opt_mem("--gpu-mem", "4\n\"x", &a, err, sizeof(err)), -EINVAL);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "4\n\"x", true, &a, err, sizeof(err)), -EINVAL);
 	assert_err_has("--gpu-mem=4\\x0a\\\"x: expected");
 
 	assert_int_equal(sp_opt_cores("--gpu-cores", "30", &a, err, sizeof(err)), 0);
@@ -319,7 +333,7 @@ static void test_slurm_slice_from_shards(void **state)
 	/* Options within the share. */
 	c = config("shards_per_gpu=10 mode=burst");
 	s = step_of("0", "5");
-	assert_int_equal(sp_opt_mem("--gpu-mem", "20%", &r.mem, err, sizeof(err)), 0);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "20%", true, &r.mem, err, sizeof(err)), 0);
 	assert_int_equal(sp_opt_cores("--gpu-cores", "50", &r.cores, err, sizeof(err)), 0);
 	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
 	assert_int_equal(sl.mem.ppm, 200000);
@@ -341,7 +355,7 @@ static void test_slurm_slice_refusals(void **state)
 	struct sp_slice sl;
 
 	(void)state;
-	assert_int_equal(sp_opt_mem("--gpu-mem", "31%", &r.mem, err, sizeof(err)), 0);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "31%", true, &r.mem, err, sizeof(err)), 0);
 	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "--gpu-mem=31% is more than step slurm-9.0's share of its GPU's "
 				 "memory (30%: 3 shards of the 10 of its GPU)");
@@ -361,7 +375,7 @@ static void test_slurm_slice_refusals(void **state)
 	assert_err_has("make it match gres.conf");
 	/* A slice asked for a step without a GPU. */
 	s = step_of("", NULL);
-	assert_int_equal(sp_opt_mem("--gpu-mem", "1GiB", &r.mem, err, sizeof(err)), 0);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "1GiB", true, &r.mem, err, sizeof(err)), 0);
 	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), -EINVAL);
 	assert_err_has("has no GPU on this node: ask for one with --gres=shard:N");
 	/* Nothing asked, no GPU: no slice, no error. */
@@ -385,7 +399,7 @@ static void test_slurm_slice_whole_gpus(void **state)
 	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
 	assert_false(sl.mem.set);
 	assert_int_equal(sl.cores.ppm, 800000);
-	assert_int_equal(sp_opt_mem("--gpu-mem", "100%", &r.mem, err, sizeof(err)), 0);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "100%", true, &r.mem, err, sizeof(err)), 0);
 	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
 	/* Shards on two GPUs: the share is split evenly. */
 	c = config("shards_per_gpu=10");
@@ -435,7 +449,7 @@ static void test_slurm_slice_bytes(void **state)
 
 	(void)state;
 	assert_int_equal(sp_step_bind(&s, seen, 3, err, sizeof(err)), 0);
-	assert_int_equal(sp_opt_mem("--gpu-mem", "2GiB", &r.mem, err, sizeof(err)), 0);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "2GiB", true, &r.mem, err, sizeof(err)), 0);
 	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
 	/* Exactly the share: 8 GiB / 4. */
 	assert_int_equal(sp_slice_check_bytes(&sl, &s, err, sizeof(err)), 0);
@@ -500,7 +514,7 @@ static void test_slurm_policy_json(void **state)
 	sp_step_init(&s, 9, SP_STEPID_BATCH);
 	assert_int_equal(sp_step_resources(&s, "SLURM_JOB_GPUS", "1", "10", err, sizeof(err)), 0);
 	snprintf(s.user, sizeof(s.user), "alice");
-	assert_int_equal(sp_opt_mem("--gpu-mem", "3GiB", &r.mem, err, sizeof(err)), 0);
+	assert_int_equal(sp_opt_mem("--gpu-mem", "3GiB", true, &r.mem, err, sizeof(err)), 0);
 	r.burst = true;
 	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
 	m = (struct sp_members){.uid = 1234};
@@ -527,7 +541,6 @@ static void test_slurm_policy_json(void **state)
 	free(text);
 	cJSON_Delete(j);
 }
-
 
 /* --gpu-priority: plugstack.conf's default, and at most its priority_max; into the policy. */
 static void test_slurm_priority(void **state)
@@ -577,6 +590,74 @@ static void test_slurm_priority(void **state)
 	assert_int_equal(args_fail("priority_max=max"), -EINVAL);
 	assert_err_has("priority_max=max: expected high");
 }
+
+/*
+ * --gpu-oversubscribe: refused unless plugstack.conf allows it; then
+ * --gpu-mem may pass the step's share up to 1000% of each GPU, and the
+ * policy says memory_mode oversubscribe with any process holding the slice.
+ */
+static void test_slurm_oversubscribe(void **state)
+{
+	struct sp_config c = config("shards_per_gpu=4");
+	struct sp_step s = step_of("1", "1");
+	struct sp_request r = {.oversub = true};
+	struct sp_members m = {.cgroup = "/cuslice/slurm-9.0"};
+	struct sp_slice sl;
+	char *text;
+
+	(void)state;
+	assert_false(c.oversub_allowed);
+	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "--gpu-oversubscribe: this cluster does not let steps "
+				 "oversubscribe GPU memory (oversubscribe=allow in plugstack.conf)");
+	/* Past the share without it: refused, and the message says what would do. */
+	r.oversub = false;
+	assert_int_equal(sp_opt_mem("--gpu-mem", "150%", true, &r.mem, err, sizeof(err)), 0);
+	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "--gpu-mem=150% is more than step slurm-9.0's share of its GPU's "
+				 "memory (25%: 1 shard of the 4 of its GPU)");
+	c = config("shards_per_gpu=4 oversubscribe=allow");
+	assert_true(c.oversub_allowed);
+	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "--gpu-mem=150% is more than step slurm-9.0's share of its GPU's "
+				 "memory (25%: 1 shard of the 4 of its GPU); --gpu-oversubscribe "
+				 "lets it pass the share as unified memory");
+	/* Allowed and asked: 150% of the GPU, into the policy and nothing else changed. */
+	r.oversub = true;
+	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
+	assert_true(sl.oversub);
+	assert_int_equal(sl.mem.ppm, 1500000);
+	assert_int_equal(sl.cores.ppm, 250000);
+	assert_int_equal(sp_step_bind(&s, seen, 3, err, sizeof(err)), 0);
+	text = sp_policy_json(&c, &s, &sl, &m);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "\"memory_limit\":{\"default\":0,\"" UUID1 "\":\"150%\"},"));
+	assert_non_null(strstr(text, ",\"memory_mode\":\"oversubscribe\","
+				     "\"oversubscribe_single\":true"));
+	free(text);
+	/* In bytes: up to 1000% of the GPU (8 GiB here), exactly. */
+	assert_int_equal(sp_opt_mem("--gpu-mem", "80GiB", true, &r.mem, err, sizeof(err)), 0);
+	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
+	assert_int_equal(sp_slice_check_bytes(&sl, &s, err, sizeof(err)), 0);
+	sl.mem.bytes++;
+	assert_int_equal(sp_slice_check_bytes(&sl, &s, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "--gpu-mem=80.00 GiB is more than a step may oversubscribe GPU 1 "
+				 "(1000% of its memory: 80.00 GiB)");
+	/* Without --gpu-mem: the share, as unified memory. */
+	r.mem = (struct sp_amount){0};
+	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
+	assert_int_equal(sl.mem.ppm, 250000);
+	/* Not asked: hard memory, and the policy says nothing of the mode. */
+	r.oversub = false;
+	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);
+	assert_false(sl.oversub);
+	text = sp_policy_json(&c, &s, &sl, &m);
+	assert_null(strstr(text, "memory_mode"));
+	free(text);
+	assert_int_equal(args_fail("oversubscribe=yes"), -EINVAL);
+	assert_err_has("oversubscribe=yes: expected deny (--gpu-oversubscribe is refused) or allow");
+}
+
 static void test_slurm_preload(void **state)
 {
 	char buf[256];
@@ -925,6 +1006,7 @@ int main(void)
 	    cmocka_unit_test(test_slurm_slice_from_shards),
 	    cmocka_unit_test(test_slurm_slice_refusals),
 	    cmocka_unit_test(test_slurm_priority),
+	    cmocka_unit_test(test_slurm_oversubscribe),
 	    cmocka_unit_test(test_slurm_slice_whole_gpus),
 	    cmocka_unit_test(test_slurm_step_bind),
 	    cmocka_unit_test(test_slurm_slice_bytes),
