@@ -25,6 +25,9 @@
  *   oversubscribe_single  true: one process may hold more than the GPU
  *   keep_device_min  null, bytes or "64MiB": oversubscribing, cuMemAlloc of
  *                    at least this stays device memory (CUDA IPC)
+ *   device_memory_limit  null or memory_limit's forms up to 100 %, never 0:
+ *                    oversubscribing, the most of the group's memory on a GPU
+ *                    that stays device memory (a share of a shared GPU)
  *   sched_weight     1..CS_POLICY_SCHED_WEIGHT_MAX: the group's share of a GPU
  *                    cusliced's scheduler serializes (docs/scheduler.md)
  *   oom_wait         null or a duration up to CS_POLICY_OOM_WAIT_MAX_MS ("30s"):
@@ -64,6 +67,7 @@
 	X(memory_mode)                                                                             \
 	X(oversubscribe_single)                                                                    \
 	X(keep_device_min)                                                                         \
+	X(device_memory_limit)                                                                     \
 	X(sched_weight)                                                                            \
 	X(oom_wait)                                                                                \
 	X(priority)

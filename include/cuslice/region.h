@@ -53,6 +53,8 @@
  *                                   (informational: each member decides from
  *                                   its own environment)
  *   um[].managed, device            members charging and giving back (like used);
+ *   um[].device_limit               managed group: cusliced only, from the policy's
+ *                                   device_memory_limit; read by every charge
  *   um_proc[slot][]                 whoever reclaims the slot
  *   dev[].gate's CS_GATE_HOLD bit,  cusliced's GPU scheduler (docs/scheduler.md)
  *     sched[].beat_ns, epoch, state
@@ -200,12 +202,19 @@ struct cs_group_core_proc {
  * Oversubscription of one group device (version 5). Of dev[].used, `managed`
  * is managed memory (converted cuMemAlloc*, cuMemAllocManaged) and `device`
  * the rest, which needs the GPU's physical memory: in oversubscribe mode it
- * is reserved against dev[].total as used is against the limit.
+ * is reserved against dev[].total, or against device_limit where that is
+ * smaller, as used is against the limit.
  */
 struct cs_group_um {
 	_Atomic uint64_t managed;	/* bytes */
 	_Atomic uint64_t device;	/* bytes (oversubscribe mode) */
-	uint64_t reserved[6];
+	/*
+	 * The most `device` may reach, bytes (in what was reserved): 0 -- what
+	 * older daemons and standalone groups leave -- is the GPU's total.
+	 * Written by cusliced from device_memory_limit, which is never 0.
+	 */
+	_Atomic uint64_t device_limit;
+	uint64_t reserved[5];
 } __attribute__((aligned(64)));
 
 /* One process's share of those counters on one group device (version 5). */

@@ -164,7 +164,7 @@ void cd_group_apply(struct cusliced *d, struct cd_group *g)
 	for (unsigned i = 0; i < CS_GROUP_MAX_DEVICES; i++) {
 		struct cs_group_dev *gd = &r->dev[i];
 		char uuid[CS_GROUP_UUID_LEN];
-		uint64_t lim;
+		uint64_t lim, dev_lim;
 		uint32_t core, cflags = p->burst ? CS_CORE_BURST : 0;
 		int index;
 
@@ -175,10 +175,13 @@ void cd_group_apply(struct cusliced *d, struct cd_group *g)
 		uuid[sizeof(uuid) - 1] = '\0';
 		index = gpu_index(d, uuid);
 		lim = cd_policy_mem_limit(p, index, uuid, gd->total);
+		dev_lim = cd_policy_device_limit(p, index, uuid, gd->total);
 		core = cd_policy_core_limit(p, index, uuid);
 		/* Written only when different: every process of the group reads these lines. */
 		if (atomic_load(&gd->limit) != lim)
 			atomic_store(&gd->limit, lim);
+		if (atomic_load(&r->um[i].device_limit) != dev_lim)
+			atomic_store(&r->um[i].device_limit, dev_lim);
 		if (atomic_load(&gd->core_flags) != cflags)
 			atomic_store(&gd->core_flags, cflags);
 		if (atomic_load(&gd->core_limit) != core)
@@ -203,6 +206,7 @@ void cd_group_unmanage(struct cd_group *g)
 		if (atomic_load(&gd->state) != CS_GROUP_DEV_READY)
 			continue;
 		atomic_store(&gd->limit, CS_LIMIT_NONE);
+		atomic_store(&r->um[i].device_limit, 0);
 		atomic_store(&gd->core_limit, CS_CORE_NONE);
 		atomic_store(&gd->core_flags, 0);
 	}

@@ -248,6 +248,7 @@ struct cd_policy {
 	bool oversubscribe;    /* memory_mode "oversubscribe" (else "hard") */
 	bool oversub_single;   /* oversubscribe_single: one process may pass the GPU */
 	uint64_t keep_device_min; /* keep_device_min: cuMemAlloc from this size stays device memory */
+	struct cs_limits dev_mem; /* device_memory_limit: the most device memory; n == 0: none */
 	bool daemon_required;
 	struct cd_members members;
 	int on_violation;		       /* CS_POLICY_ACTION_* */
@@ -265,7 +266,7 @@ void cd_policy_init(struct cd_policy *p, const char *name);
 
 /*
  * Applies a JSON policy object (API form: memory_limit, core_limit, mode,
- * memory_mode, oversubscribe_single, keep_device_min, daemon_required,
+ * memory_mode, oversubscribe_single, keep_device_min, device_memory_limit, daemon_required,
  * members, on_violation, labels, sched_weight, oom_wait, priority; every
  * field optional, null clears a limit; labels replace the previous set
  * whole) over *p. On error *p is untouched and err holds one line naming
@@ -283,6 +284,12 @@ char *cd_policy_to_json(const struct cd_policy *p);
 uint64_t cd_policy_mem_limit(const struct cd_policy *p, int index, const char *uuid,
 			     uint64_t total);
 uint32_t cd_policy_core_limit(const struct cd_policy *p, int index, const char *uuid);
+/*
+ * device_memory_limit on a GPU: bytes, or 0 for none (the region's
+ * um[].device_limit; the policy never resolves to 0 bytes).
+ */
+uint64_t cd_policy_device_limit(const struct cd_policy *p, int index, const char *uuid,
+				uint64_t total);
 
 /*
  * Loads dir/policy.json ({"version": 1, "groups": {NAME: POLICY, ...}}; a

@@ -25,7 +25,8 @@
 
 #define FIELDS                                                                                     \
 	"memory_limit, core_limit, mode, memory_mode, oversubscribe_single, keep_device_min, "     \
-	"daemon_required, members, on_violation, labels, sched_weight, oom_wait, priority"
+	"device_memory_limit, daemon_required, members, on_violation, labels, sched_weight, "      \
+	"oom_wait, priority"
 #define MEM_FORMS                                                                                  \
 	"null (no limit), bytes (a number), a size string (e.g. \"8GiB\"), a percentage of the "   \
 	"GPU's memory (e.g. \"50%\"), or an object of such values keyed by GPU index, GPU UUID "   \
@@ -42,6 +43,7 @@ void cd_policy_init(struct cd_policy *p, const char *name)
 	snprintf(p->name, sizeof(p->name), "%s", name ? name : "");
 	snprintf(p->mem.var, sizeof(p->mem.var), "%s", cs_key_memory_limit);
 	snprintf(p->core.var, sizeof(p->core.var), "%s", cs_key_core_limit);
+	snprintf(p->dev_mem.var, sizeof(p->dev_mem.var), "%s", cs_key_device_memory_limit);
 	p->on_violation = CS_POLICY_ACTION_REPORT;
 	p->sched_weight = 1;
 	p->priority = CS_PRIORITY_NORMAL;
@@ -518,6 +520,28 @@ static bool limit_passes_gpu(const struct cs_limits *l)
 	return false;
 }
 
+/*
+ * device_memory_limit's own bounds: the GPU's physical memory (no
+ * percentage past 100%), and never 0 bytes, which would leave no room for
+ * a context (memory_limit 0 is how a group is kept off a GPU).
+ */
+static int check_device_limit(const struct cs_limits *l, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < l->n; i++) {
+		const struct cs_limit_rule *r = &l->rule[i];
+
+		if (r->percent && r->ppm > CS_LIMIT_PPM_MAX)
+			return fail(err, errlen,
+				    "device_memory_limit: a percentage above 100%%: device memory "
+				    "is the GPU's physical memory");
+		if (r->percent ? r->ppm == 0 : r->bytes == 0)
+			return fail(err, errlen,
+				    "device_memory_limit: 0 leaves no room for a context; memory_limit "
+				    "0 keeps a group off a GPU");
+	}
+	return 0;
+}
+
 /* ---- the policy object ---- */
 
 int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err, size_t errlen)
@@ -587,6 +611,10 @@ int cd_policy_parse(struct cd_policy *p, const char *json, size_t len, char *err
 				e = fail(err, errlen, "oversubscribe_single: expected true or false");
 		} else if (strcmp(k, cs_key_keep_device_min) == 0) {
 			e = parse_keep_device(it, &tmp.keep_device_min, err, errlen);
+		} else if (strcmp(k, cs_key_device_memory_limit) == 0) {
+			e = parse_limit(k, it, false, &tmp.dev_mem, err, errlen);
+			if (!e)
+				e = check_device_limit(&tmp.dev_mem, err, errlen);
 		} else if (strcmp(k, cs_key_daemon_required) == 0) {
 			if (cJSON_IsBool(it))
 				tmp.daemon_required = cJSON_IsTrue(it);
@@ -778,6 +806,7 @@ char *cd_policy_to_json(const struct cd_policy *p)
 	     add(o, cs_key_keep_device_min, p->keep_device_min
 						? cJSON_CreateNumber((double)p->keep_device_min)
 						: cJSON_CreateNull()) &&
+	     add(o, cs_key_device_memory_limit, limit_json(&p->dev_mem, false)) &&
 	     add(o, cs_key_sched_weight, cJSON_CreateNumber(p->sched_weight));
 	if (ok && p->oom_wait_ms) {
 		char w[24];
@@ -802,6 +831,15 @@ uint64_t cd_policy_mem_limit(const struct cd_policy *p, int index, const char *u
 	struct cs_limit_device d = {.ordinal = index, .uuid = uuid, .total = total};
 
 	return cs_limits_resolve(&p->mem, &d);
+}
+
+uint64_t cd_policy_device_limit(const struct cd_policy *p, int index, const char *uuid,
+				uint64_t total)
+{
+	struct cs_limit_device d = {.ordinal = index, .uuid = uuid, .total = total};
+	uint64_t v = cs_limits_resolve(&p->dev_mem, &d);
+
+	return v == CS_LIMIT_NONE ? 0 : v;
 }
 
 uint32_t cd_policy_core_limit(const struct cd_policy *p, int index, const char *uuid)

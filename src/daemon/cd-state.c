@@ -351,6 +351,8 @@ static void snap_group(struct cusliced *d, struct cd_group *g, struct cd_snap_gr
 			/* The region may have changed since the tick: never more than is managed. */
 			sd->um_resident = g->um_resident[i] < sd->um_managed ? g->um_resident[i]
 									    : sd->um_managed;
+			sd->um_device = atomic_load(&g->h.g->um[i].device);
+			sd->um_device_limit = atomic_load(&g->h.g->um[i].device_limit);
 		}
 	}
 }

@@ -161,6 +161,8 @@ struct cd_snap_dev {
 	bool oversubscribe;
 	uint64_t um_managed;		/* bytes of memory_used that are managed memory */
 	uint64_t um_resident;		/* of those, resident on the GPU (NVML, last tick) */
+	uint64_t um_device;		/* bytes of memory_used that are device memory */
+	uint64_t um_device_limit;	/* the most um_device may reach; 0: the GPU's total */
 };
 
 struct cd_snap_group {

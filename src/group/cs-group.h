@@ -380,19 +380,23 @@ static inline _Atomic uint64_t *cs_group_um_proc_counter(struct cs_group *g, uns
 
 /*
  * Device memory of an oversubscribing group: charges bytes to um[dev].device
- * when device + bytes <= the GPU's physical total, exactly as
- * cs_group_reserve does against the limit; false charges nothing.
+ * when device + bytes <= the GPU's physical total (or um[dev].device_limit,
+ * when set and smaller), exactly as cs_group_reserve does against the
+ * limit; false charges nothing.
  */
 static inline bool cs_group_reserve_device(struct cs_group *g, unsigned dev,
 					   struct cs_group_proc *p, uint64_t bytes)
 {
 	_Atomic uint64_t *c;
-	uint64_t cur, total;
+	uint64_t cur, total, cap;
 
 	if (dev >= CS_GROUP_MAX_DEVICES)
 		return false;
 	c = &g->um[dev].device;
 	total = g->dev[dev].total;
+	cap = atomic_load_explicit(&g->um[dev].device_limit, memory_order_relaxed);
+	if (cap && cap < total)
+		total = cap;
 	cur = atomic_load_explicit(c, memory_order_relaxed);
 	do {
 		if (bytes > total || cur > total - bytes)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cs-limits.h"
 #include "k8s-quantity.h"
 
 /* The opaque configuration this driver takes, per claim (or from its DeviceClass). */
@@ -20,7 +21,8 @@
 #define CONFIG_FORMS                                                                               \
 	"{\"apiVersion\": \"" CONFIG_API "\", \"kind\": \"" CONFIG_KIND                            \
 	"\", \"preload\": true|false, \"mode\": \"hard\"|\"burst\", \"priority\": "              \
-	"\"high\"|\"normal\"|\"best-effort\" (in a DeviceClass only)}"
+	"\"high\"|\"normal\"|\"best-effort\" (in a DeviceClass only), \"oversubscribe\": "       \
+	"\"100%%\" to \"1000%%\" (in a DeviceClass only)}"
 
 void dra_device_name(const char *uuid, char *out, size_t len)
 {
@@ -137,6 +139,26 @@ static int add_use(struct dra_claim *c, const struct k8s_gpu *g, const cJSON *co
 	return 0;
 }
 
+/* "150%": the claim's unified memory over its consumed memory, 100% to 1000%; 0 when not one. */
+static uint32_t oversub_ratio(const cJSON *f)
+{
+	struct cs_limits l;
+
+	if (!cJSON_IsString(f) || strlen(f->valuestring) > 16 || strchr(f->valuestring, ',') ||
+	    strchr(f->valuestring, '=') ||
+	    cs_limits_parse("oversubscribe", f->valuestring, CS_LIMIT_PERCENT | CS_LIMIT_OVER, &l,
+			    NULL, 0) != 0 ||
+	    l.n != 1 || l.rule[0].key != CS_LIMIT_KEY_ALL || l.rule[0].ppm < CS_LIMIT_PPM_MAX)
+		return 0;
+	return l.rule[0].ppm;
+}
+
+/* Whether config entry e came from the claim's DeviceClass (an administrator's). */
+static bool from_class(const cJSON *e)
+{
+	return str(e, "source") && strcmp(str(e, "source"), "FromClass") == 0;
+}
+
 /* The driver's opaque configuration, from status.allocation.devices.config. */
 static int read_config(const cJSON *claim, const char *driver, struct dra_claim *c, char *err,
 		       size_t errlen)
@@ -179,7 +201,7 @@ static int read_config(const cJSON *claim, const char *driver, struct dra_claim 
 				 * A priority holds other tenants' work back: the class's
 				 * (an administrator's) to give, never a claim's own.
 				 */
-				if (!str(e, "source") || strcmp(str(e, "source"), "FromClass") != 0) {
+				if (!from_class(e)) {
 					snprintf(err, errlen,
 						 "claim %s/%s: opaque parameters: \"priority\" is set "
 						 "by a DeviceClass (an administrator), not by a claim",
@@ -187,6 +209,20 @@ static int read_config(const cJSON *claim, const char *driver, struct dra_claim 
 					return -EINVAL;
 				}
 				c->priority = cs_priority_parse(f->valuestring);
+			} else if (strcmp(f->string, "oversubscribe") == 0 && oversub_ratio(f)) {
+				/*
+				 * Memory past what the scheduler set aside is host RAM
+				 * and the GPU scheduler's time: the class's to give.
+				 */
+				if (!from_class(e)) {
+					snprintf(err, errlen,
+						 "claim %s/%s: opaque parameters: \"oversubscribe\" is "
+						 "set by a DeviceClass (an administrator), not by a "
+						 "claim",
+						 c->ns, c->name);
+					return -EINVAL;
+				}
+				c->oversub_ppm = oversub_ratio(f);
 			} else {
 				snprintf(err, errlen,
 					 "claim %s/%s: opaque parameters: field \"%s\": "
@@ -341,6 +377,18 @@ static char *finish(cJSON *j, bool ok)
 	return s;
 }
 
+/*
+ * A GPU's memory limit from the memory the claim consumed there:
+ * floor(bytes x oversub_ppm / 10^6) when oversubscribing, split so that no
+ * product overflows.
+ */
+static uint64_t claim_memory(const struct dra_claim *c, uint64_t bytes)
+{
+	if (!c->oversub_ppm)
+		return bytes;
+	return bytes / 1000000u * c->oversub_ppm + bytes % 1000000u * c->oversub_ppm / 1000000u;
+}
+
 char *dra_claim_policy(const struct dra_claim *c, const struct k8s_common *common)
 {
 	cJSON *j = cJSON_CreateObject(), *mem, *core = NULL;
@@ -348,7 +396,8 @@ char *dra_claim_policy(const struct dra_claim *c, const struct k8s_common *commo
 	bool ok = j && (mem = cJSON_AddObjectToObject(j, cs_key_memory_limit)) != NULL;
 
 	for (unsigned i = 0; ok && i < c->nuse; i++)
-		ok = cJSON_AddNumberToObject(mem, c->use[i].uuid, (double)c->use[i].memory) != NULL;
+		ok = cJSON_AddNumberToObject(mem, c->use[i].uuid,
+					     (double)claim_memory(c, c->use[i].memory)) != NULL;
 	/* Nothing anywhere else: a process that reaches another GPU cannot use it. */
 	ok = ok && cJSON_AddNumberToObject(mem, cs_key_default, 0);
 	for (unsigned i = 0; ok && i < c->nuse; i++) {
@@ -372,6 +421,23 @@ char *dra_claim_policy(const struct dra_claim *c, const struct k8s_common *commo
 	if (ok && c->priority != CS_PRIORITY_NORMAL)
 		ok = cJSON_AddStringToObject(j, cs_key_priority,
 					     cs_priority_name((enum cs_priority)c->priority)) != NULL;
+	/*
+	 * Oversubscribing: the device memory that cannot be paged out stays
+	 * within what the scheduler set aside; the rest is unified memory,
+	 * and any process of the claim may hold all of it.
+	 */
+	if (ok && c->oversub_ppm) {
+		cJSON *dev;
+
+		ok = cJSON_AddStringToObject(
+			 j, cs_key_memory_mode,
+			 cs_policy_memory_mode_name(CS_POLICY_MEMORY_OVERSUBSCRIBE)) != NULL &&
+		     cJSON_AddTrueToObject(j, cs_key_oversubscribe_single) != NULL &&
+		     (dev = cJSON_AddObjectToObject(j, cs_key_device_memory_limit)) != NULL;
+		for (unsigned i = 0; ok && i < c->nuse; i++)
+			ok = cJSON_AddNumberToObject(dev, c->use[i].uuid,
+						     (double)c->use[i].memory) != NULL;
+	}
 	return finish(j, ok);
 }
 

@@ -75,6 +75,13 @@ struct dra_claim {
 	bool preload;	/* /etc/ld.so.preload in its containers */
 	bool burst;	/* compute mode */
 	int priority;	/* enum cs_priority: its DeviceClass's config only (an administrator's) */
+	/*
+	 * oversubscribe (its DeviceClass's config only): 0 hard; else the
+	 * group's memory on each GPU is its consumed memory x oversub_ppm / 10^6
+	 * of unified memory, of which at most the consumed memory is device
+	 * memory (10^6..10^7: 100% to 1000%).
+	 */
+	uint32_t oversub_ppm;
 	char group[64]; /* "k8s-claim-<uid>" */
 };
 

@@ -177,9 +177,15 @@ static bool reserve_device(unsigned gdev, uint64_t bytes, bool try_only)
 	if (!cs_group_reserve_device(cs_process.g, gdev, cs_process.self, bytes)) {
 		atomic_fetch_add_explicit(&cs_process.g->dev[gdev].oom_denials, 1, memory_order_relaxed);
 		if (!try_only)
-			log_bound_refusal(gdev, bytes,
-					  "the group's device memory (not managed: VMM, pools, arrays, "
-					  "contexts, exported buffers) would pass the GPU's memory");
+			log_bound_refusal(
+			    gdev, bytes,
+			    atomic_load_explicit(&cs_process.g->um[gdev].device_limit,
+						 memory_order_relaxed)
+				? "the group's device memory (not managed: VMM, pools, arrays, "
+				  "contexts, exported buffers) would pass its policy's "
+				  "device_memory_limit, or the GPU's memory"
+				: "the group's device memory (not managed: VMM, pools, arrays, "
+				  "contexts, exported buffers) would pass the GPU's memory");
 		return false;
 	}
 	if (try_only ? cs_group_reserve(cs_process.g, gdev, cs_process.self, bytes)

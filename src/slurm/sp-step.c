@@ -452,6 +452,29 @@ fail:
 	return NULL;
 }
 
+/*
+ * An oversubscribing step's device memory: its shards' share of each of its
+ * GPUs (memory that cannot be paged out stays within what the step was
+ * given; the rest of the GPU is other steps'). NULL when out of memory.
+ */
+static cJSON *device_limit_json(const struct sp_config *c, const struct sp_step *s,
+				const struct sp_slice *sl)
+{
+	struct sp_amount share = {.set = true, .percent = true, .ppm = sl->share_ppm};
+	cJSON *o;
+
+	/* Every GPU: the share, as the other limits do (other GPUs have memory_limit 0 else). */
+	if (c->other_gpus_allowed)
+		return amount_json(&share, false);
+	o = cJSON_CreateObject();
+	for (unsigned i = 0; o && i < s->ngpus; i++)
+		if (!add(o, s->uuid[i], amount_json(&share, false))) {
+			cJSON_Delete(o);
+			return NULL;
+		}
+	return o;
+}
+
 char *sp_policy_json(const struct sp_config *c, const struct sp_step *s, const struct sp_slice *sl,
 		     const struct sp_members *m)
 {
@@ -483,13 +506,17 @@ char *sp_policy_json(const struct sp_config *c, const struct sp_step *s, const s
 	     (!s->user[0] || add(lb, cs_label_slurm_user, cJSON_CreateString(s->user)));
 	/*
 	 * A step is its user's work (often one process per GPU): any of its
-	 * processes may hold the whole slice, not only the GPU's size.
+	 * processes may hold the whole slice, not only the GPU's size. Its
+	 * device memory stays within its shards' share.
 	 */
 	if (ok && sl->oversub)
 		ok = add(o, cs_key_memory_mode,
 			 cJSON_CreateString(
 			     cs_policy_memory_mode_name(CS_POLICY_MEMORY_OVERSUBSCRIBE))) &&
 		     add(o, cs_key_oversubscribe_single, cJSON_CreateBool(true));
+	if (ok && sl->oversub && sl->share_ppm < PPM_FULL)
+		ok = (c->other_gpus_allowed || s->bound) &&
+		     add(o, cs_key_device_memory_limit, device_limit_json(c, s, sl));
 	if (ok && sl->priority != CS_PRIORITY_NORMAL)
 		ok = add(o, cs_key_priority,
 			 cJSON_CreateString(cs_priority_name((enum cs_priority)sl->priority)));

@@ -289,7 +289,10 @@ static void test_http_api_groups(void **state)
 	assert_ptr_equal(cd_api_find_group(&fake.snap, "pid-42"), &fake.groups[1]);
 }
 
-/* An oversubscribing group's device: its managed memory, resident and evicted. */
+/*
+ * An oversubscribing group's device: its managed memory, resident and
+ * evicted; its device memory and the limit on it (null: the GPU).
+ */
 static void test_http_api_unified_memory(void **state)
 {
 	struct cd_snap_dev *v = &fake.groups[0].dev[0];
@@ -300,12 +303,20 @@ static void test_http_api_unified_memory(void **state)
 	v->oversubscribe = true;
 	v->um_managed = 6ull << 30;
 	v->um_resident = 2ull << 30;
+	v->um_device = 64ull << 20;
 	j = parse(cd_api_render_groups(&fake.snap, "train"));
 	u = field(cJSON_GetArrayItem(field(j, "devices"), 0), "unified_memory");
-	ASSERT_FIELDS(u, "managed", "resident", "evicted");
+	ASSERT_FIELDS(u, "managed", "resident", "evicted", "device_memory", "device_limit");
 	assert_num(u, "managed", 6.0 * FAKE_GIB);
 	assert_num(u, "resident", 2.0 * FAKE_GIB);
 	assert_num(u, "evicted", 4.0 * FAKE_GIB);
+	assert_num(u, "device_memory", 64.0 * 1024 * 1024);
+	assert_jnull(u, "device_limit");
+	cJSON_Delete(j);
+	v->um_device_limit = 2ull << 30;
+	j = parse(cd_api_render_groups(&fake.snap, "train"));
+	u = field(cJSON_GetArrayItem(field(j, "devices"), 0), "unified_memory");
+	assert_num(u, "device_limit", 2.0 * FAKE_GIB);
 	cJSON_Delete(j);
 }
 

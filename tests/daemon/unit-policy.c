@@ -141,7 +141,8 @@ static void test_policy_defaults(void **state)
 		  "\"daemon_required\":false,\"members\":{\"uids\":[],\"gids\":[],"
 		  "\"cgroups\":[],\"pods\":[]},\"on_violation\":\"report\",\"labels\":{},"
 		  "\"memory_mode\":\"hard\",\"oversubscribe_single\":false,"
-		  "\"keep_device_min\":null,\"sched_weight\":1,\"oom_wait\":null,"
+		  "\"keep_device_min\":null,\"device_memory_limit\":null,\"sched_weight\":1,"
+		  "\"oom_wait\":null,"
 		  "\"priority\":\"normal\"}");
 	assert_int_equal(p.priority, CS_PRIORITY_NORMAL);
 	free(json);
@@ -274,7 +275,8 @@ static void test_policy_merge(void **state)
 
 #define FIELDS                                                                                     \
 	"memory_limit, core_limit, mode, memory_mode, oversubscribe_single, keep_device_min, "     \
-	"daemon_required, members, on_violation, labels, sched_weight, oom_wait, priority"
+	"device_memory_limit, daemon_required, members, on_violation, labels, sched_weight, "      \
+	"oom_wait, priority"
 
 /* The oversubscription fields: memory_mode, its limits past 100%, the single bound, keep_device_min. */
 static void test_policy_oversubscribe(void **state)
@@ -322,6 +324,56 @@ static void test_policy_oversubscribe(void **state)
 	}
 	assert_false(p.oversubscribe);
 	assert_int_equal(p.keep_device_min, 0);
+}
+
+/*
+ * device_memory_limit: memory_limit's forms up to the GPU, never 0; what
+ * each GPU gets (0: none, the GPU's total); rendered and read back.
+ */
+static void test_policy_device_memory_limit(void **state)
+{
+	struct cd_policy p, q;
+	char err[512], *json;
+
+	(void)state;
+	p = parse_ok("{}");
+	assert_int_equal(cd_policy_device_limit(&p, 0, UUID0, 80 * GIB), 0);
+	parse_fails("{\"device_memory_limit\": \"150%\"}",
+		    "device_memory_limit: a percentage above 100%: device memory is the GPU's "
+		    "physical memory");
+	parse_fails("{\"device_memory_limit\": {\"default\": 0}}",
+		    "device_memory_limit: 0 leaves no room for a context; memory_limit 0 keeps a "
+		    "group off a GPU");
+	parse_fails("{\"device_memory_limit\": \"0%\"}",
+		    "device_memory_limit: 0 leaves no room for a context; memory_limit 0 keeps a "
+		    "group off a GPU");
+	parse_fails("{\"device_memory_limit\": \"lots\"}",
+		    "device_memory_limit: not a valid limit; accepted: null (no limit), bytes (a "
+		    "number), a size string (e.g. \"8GiB\"), a percentage of the GPU's memory (e.g. "
+		    "\"50%\"), or an object of such values keyed by GPU index, GPU UUID (prefix) or "
+		    "\"default\"");
+	p = parse_ok("{\"memory_mode\": \"oversubscribe\", \"memory_limit\": \"150%\", "
+		     "\"device_memory_limit\": {\"" UUID0 "\": \"20%\", \"default\": \"3GiB\"}}");
+	/* floor(80 GiB x 20%), exactly; other GPUs the default; 1 byte stays 1 byte. */
+	assert_int_equal(cd_policy_device_limit(&p, 0, UUID0, 80 * GIB), 80 * GIB / 5);
+	assert_int_equal(cd_policy_device_limit(&p, 1, UUID1, 80 * GIB), 3 * GIB);
+	json = cd_policy_to_json(&p);
+	assert_non_null(json);
+	assert_non_null(strstr(json, "\"keep_device_min\":null,\"device_memory_limit\":{\"" UUID0
+				     "\":\"20%\",\"default\":3221225472},"));
+	cd_policy_init(&q, "g");
+	assert_int_equal(cd_policy_parse(&q, json, strlen(json), err, sizeof(err)), 0);
+	assert_int_equal(cd_policy_device_limit(&q, 0, UUID0, 80 * GIB), 80 * GIB / 5);
+	free(json);
+	p = parse_ok("{\"device_memory_limit\": 1}");
+	assert_int_equal(cd_policy_device_limit(&p, 0, UUID0, 80 * GIB), 1);
+	/* null clears it. */
+	{
+		static const char clear[] = "{\"device_memory_limit\": null}";
+
+		assert_int_equal(cd_policy_parse(&p, clear, strlen(clear), err, sizeof(err)), 0);
+		assert_int_equal(cd_policy_device_limit(&p, 0, UUID0, 80 * GIB), 0);
+	}
 }
 
 static void test_policy_refusals(void **state)
@@ -776,6 +828,7 @@ int main(void)
 	    cmocka_unit_test(test_policy_core_forms),	 cmocka_unit_test(test_policy_other_fields),
 	    cmocka_unit_test(test_policy_merge),	 cmocka_unit_test(test_policy_refusals),
 	    cmocka_unit_test(test_policy_oversubscribe),
+	    cmocka_unit_test(test_policy_device_memory_limit),
 	    cmocka_unit_test(test_policy_round_trip),	 cmocka_unit_test(test_policy_file),
 	    cmocka_unit_test(test_policy_file_migration),
 	    cmocka_unit_test(test_policy_file_refusals), cmocka_unit_test(test_policy_labels),

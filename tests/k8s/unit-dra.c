@@ -208,6 +208,77 @@ static void test_dra_claim(void **state)
 	assert_string_equal(err, "claim ml/train: opaque parameters: \"priority\" is set by a "
 				 "DeviceClass (an administrator), not by a claim");
 	cJSON_Delete(j);
+	/*
+	 * oversubscribe, from the class only: 150% of the 3.5 GiB consumed as
+	 * unified memory (floor, to the byte), of which the consumed 3.5 GiB
+	 * may be device memory.
+	 */
+	j = cJSON_Parse(claim_json);
+	cJSON_AddItemToObject(
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "status"), "allocation"),
+				"devices"),
+	    "config",
+	    cJSON_Parse("[{\"source\":\"FromClass\",\"opaque\":{\"driver\":\"gpu.cuslice.io\","
+			"\"parameters\":{\"apiVersion\":\"gpu.cuslice.io/v1alpha1\",\"kind\":"
+			"\"GpuConfig\",\"oversubscribe\":\"150.0001%\"}}}]"));
+	assert_int_equal(dra_claim_parse(j, CLAIM_UID, "gpu.cuslice.io", "node-1", &g, 1, &c.common,
+					 cl, err, sizeof(err)),
+			 0);
+	assert_int_equal(cl->oversub_ppm, 1500001);
+	policy = dra_claim_policy(cl, &c.common);
+	/* 3758096384 x 1.500001 = 5637148334.096384 */
+	assert_non_null(strstr(policy, "{\"memory_limit\":{\"" UA "\":5637148334,\"default\":0},"));
+	assert_non_null(strstr(policy, ",\"memory_mode\":\"oversubscribe\","
+				       "\"oversubscribe_single\":true,\"device_memory_limit\":{\"" UA
+				       "\":3758096384}}"));
+	free(policy);
+	{
+		static const char *const bad[] = {"99%", "1000.0001%", "2GiB", "0", "lots", ""};
+		cJSON *params = cJSON_GetObjectItem(
+		    cJSON_GetObjectItem(
+			cJSON_GetArrayItem(
+			    cJSON_GetObjectItem(
+				cJSON_GetObjectItem(
+				    cJSON_GetObjectItem(cJSON_GetObjectItem(j, "status"),
+							"allocation"),
+				    "devices"),
+				"config"),
+			    0),
+			"opaque"),
+		    "parameters");
+
+		for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+			cJSON_ReplaceItemInObject(params, "oversubscribe",
+						  cJSON_CreateString(bad[k]));
+			assert_int_equal(dra_claim_parse(j, CLAIM_UID, "gpu.cuslice.io", "node-1",
+							 &g, 1, &c.common, cl, err, sizeof(err)),
+					 -EINVAL);
+			assert_non_null(strstr(err, "claim ml/train: opaque parameters: field "
+						    "\"oversubscribe\": expected {"));
+			assert_non_null(strstr(err, "\"oversubscribe\": \"100%\" to \"1000%\" (in a "
+						    "DeviceClass only)}"));
+		}
+		cJSON_ReplaceItemInObject(params, "oversubscribe", cJSON_CreateString("1000%"));
+		assert_int_equal(dra_claim_parse(j, CLAIM_UID, "gpu.cuslice.io", "node-1", &g, 1,
+						 &c.common, cl, err, sizeof(err)),
+				 0);
+		assert_int_equal(cl->oversub_ppm, 10000000);
+	}
+	cJSON_ReplaceItemInObject(
+	    cJSON_GetArrayItem(
+		cJSON_GetObjectItem(
+		    cJSON_GetObjectItem(
+			cJSON_GetObjectItem(cJSON_GetObjectItem(j, "status"), "allocation"),
+			"devices"),
+		    "config"),
+		0),
+	    "source", cJSON_CreateString("FromClaim"));
+	assert_int_equal(dra_claim_parse(j, CLAIM_UID, "gpu.cuslice.io", "node-1", &g, 1, &c.common,
+					 cl, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "claim ml/train: opaque parameters: \"oversubscribe\" is set by a "
+				 "DeviceClass (an administrator), not by a claim");
+	cJSON_Delete(j);
 	j = cJSON_Parse("{\"metadata\":{\"name\":\"n\",\"namespace\":\"ml\",\"uid\":\"../../x\"}}");
 	assert_int_equal(dra_claim_parse(j, "../../x", "gpu.cuslice.io", "node-1", &g, 1, &c.common,
 					 cl, err, sizeof(err)),

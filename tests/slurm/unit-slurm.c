@@ -633,8 +633,26 @@ static void test_slurm_oversubscribe(void **state)
 	assert_non_null(text);
 	assert_non_null(strstr(text, "\"memory_limit\":{\"default\":0,\"" UUID1 "\":\"150%\"},"));
 	assert_non_null(strstr(text, ",\"memory_mode\":\"oversubscribe\","
-				     "\"oversubscribe_single\":true"));
+				     "\"oversubscribe_single\":true,"
+				     "\"device_memory_limit\":{\"" UUID1 "\":\"25%\"}"));
 	free(text);
+	/* Other GPUs allowed: the share everywhere; a whole GPU: no device limit at all. */
+	c = config("shards_per_gpu=4 oversubscribe=allow other_gpus=allow");
+	text = sp_policy_json(&c, &s, &sl, &m);
+	assert_non_null(strstr(text, "\"device_memory_limit\":\"25%\""));
+	free(text);
+	{
+		struct sp_step whole = step_of("1", NULL);
+		struct sp_slice wsl;
+
+		assert_int_equal(sp_slice_decide(&c, &whole, &r, &wsl, err, sizeof(err)), 1);
+		assert_int_equal(sp_step_bind(&whole, seen, 3, err, sizeof(err)), 0);
+		text = sp_policy_json(&c, &whole, &wsl, &m);
+		assert_non_null(strstr(text, "\"memory_mode\":\"oversubscribe\""));
+		assert_null(strstr(text, "device_memory_limit"));
+		free(text);
+	}
+	c = config("shards_per_gpu=4 oversubscribe=allow");
 	/* In bytes: up to 1000% of the GPU (8 GiB here), exactly. */
 	assert_int_equal(sp_opt_mem("--gpu-mem", "80GiB", true, &r.mem, err, sizeof(err)), 0);
 	assert_int_equal(sp_slice_decide(&c, &s, &r, &sl, err, sizeof(err)), 1);

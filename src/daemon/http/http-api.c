@@ -277,8 +277,8 @@ static bool add_ppm_percent(cJSON *o, const char *k, uint32_t ppm)
 
 /*
  * "unified_memory": null in hard mode; oversubscribing, the managed bytes
- * of memory_used and where they are: resident on the GPU, evicted to host
- * RAM.
+ * of memory_used and where they are (resident on the GPU, evicted to host
+ * RAM), the bytes that are device memory and their limit (null: the GPU).
  */
 static bool render_um(cJSON *o, const struct cd_snap_dev *v)
 {
@@ -289,7 +289,10 @@ static bool render_um(cJSON *o, const struct cd_snap_dev *v)
 	u = cJSON_AddObjectToObject(o, cs_key_unified_memory);
 	return u && add_u64(u, cs_key_managed, v->um_managed) &&
 	       add_u64(u, cs_key_resident, v->um_resident) &&
-	       add_u64(u, cs_key_evicted, v->um_managed - v->um_resident);
+	       add_u64(u, cs_key_evicted, v->um_managed - v->um_resident) &&
+	       add_u64(u, cs_key_device_memory, v->um_device) &&
+	       (v->um_device_limit ? add_u64(u, cs_key_device_limit, v->um_device_limit)
+				   : cJSON_AddNullToObject(u, cs_key_device_limit) != NULL);
 }
 
 static bool render_dev(cJSON *arr, const struct cd_snap_dev *v)

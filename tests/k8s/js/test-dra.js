@@ -247,7 +247,7 @@ test('several claims at once; each fails on its own, with a message naming it', 
   assert.match(err(13), /claim team-a\/unallocated is not allocated/);
   assert.match(err(14), /claim team-a\/elsewhere has no device of gpu\.cuslice\.io on node node-1/);
   assert.match(err(15), /claim team-a\/nogpu: device gpu-ffffffff is not a GPU of this node/);
-  assert.match(err(16), /claim team-a\/badcfg: opaque parameters: field "preload": expected \{"apiVersion": "gpu\.cuslice\.io\/v1alpha1", "kind": "GpuConfig", "preload": true\|false, "mode": "hard"\|"burst", "priority": "high"\|"normal"\|"best-effort" \(in a DeviceClass only\)\}/);
+  assert.match(err(16), /claim team-a\/badcfg: opaque parameters: field "preload": expected \{"apiVersion": "gpu\.cuslice\.io\/v1alpha1", "kind": "GpuConfig", "preload": true\|false, "mode": "hard"\|"burst", "priority": "high"\|"normal"\|"best-effort" \(in a DeviceClass only\), "oversubscribe": "100%" to "1000%" \(in a DeviceClass only\)\}/);
   assert.match(err(17), /claim team-a\/badqty: consumedCapacity\.memory "lots" is not a quantity/);
   assert.match(err(18), /claim team-a\/missing: reading it: 404: resourceclaims\.resource\.k8s\.io "missing" not found/);
   // Failed claims leave nothing behind.
@@ -274,6 +274,25 @@ test('opaque configuration: no ld.so.preload, burst mode, the class\'s priority'
   assert.equal((await d.w.group(`k8s-claim-${UID(20)}`)).policy.mode, 'burst');
   // The class's priority (an administrator's) is the group's.
   assert.equal((await d.w.group(`k8s-claim-${UID(20)}`)).policy.priority, 'high');
+});
+
+test('a class that oversubscribes: 150% of the consumed memory as unified memory, the consumed memory as the device limit', async (t) => {
+  const d = await setup(t, 'dra-oversub');
+  const [a] = d.gpus;
+  const cfg = (source) => [{ source, requests: [], opaque: { driver: DRIVER, parameters: { apiVersion: 'gpu.cuslice.io/v1alpha1', kind: 'GpuConfig', oversubscribe: '150%' } } }];
+  d.api.setClaim(claim('ov', UID(40), [result(a.uuid, { memory: '2Gi' })], { pods: [{ name: 'p', uid: POD(40) }], config: cfg('FromClass') }));
+  d.api.setClaim(claim('ovself', UID(41), [result(a.uuid, { memory: '2Gi' })], { pods: [{ name: 'q', uid: POD(41) }], config: cfg('FromClaim') }));
+  const r = await d.client().prepare([{ namespace: 'team-a', uid: UID(40), name: 'ov' }, { namespace: 'team-a', uid: UID(41), name: 'ovself' }]);
+  assert.equal(r.claims[UID(40)].error, '');
+  // The daemon took it: the stored policy is what applies.
+  const g = await d.w.group(`k8s-claim-${UID(40)}`);
+  assert.deepEqual(g.policy.memory_limit, { [a.uuid]: 3 * GiB, default: 0 });
+  assert.equal(g.policy.memory_mode, 'oversubscribe');
+  assert.equal(g.policy.oversubscribe_single, true);
+  assert.deepEqual(g.policy.device_memory_limit, { [a.uuid]: 2 * GiB });
+  // A claim cannot give itself more than the scheduler set aside.
+  assert.match(r.claims[UID(41)].error, /claim team-a\/ovself: opaque parameters: "oversubscribe" is set by a DeviceClass \(an administrator\), not by a claim/);
+  assert.equal(await d.w.group(`k8s-claim-${UID(41)}`), null);
 });
 
 test('a shared claim: pods added to its reservations join its group', async (t) => {
