@@ -200,7 +200,19 @@ static void test_http_metrics_unified_memory(void **state)
 	assert_line(t, "cuslice_group_managed_bytes{group=\"train\"," DEV0 "} 6442450944");
 	assert_line(t, "cuslice_group_resident_bytes{group=\"train\"," DEV0 "} 2147483648");
 	assert_line(t, "cuslice_group_evicted_bytes{group=\"train\"," DEV0 "} 4294967296");
+	assert_line(t, "cuslice_group_device_memory_bytes{group=\"train\"," DEV0 "} 0");
+	assert_no(t, "cuslice_group_device_memory_limit_bytes{");
 	assert_no(t, "cuslice_group_managed_bytes{group=\"pid-42\"");
+	promtool_check(t);
+	free(t);
+	/* device_memory_limit: the device memory and its limit. */
+	v->um_device = 67108864ull;
+	v->um_device_limit = 2147483648ull;
+	t = cd_metrics_render(&fake.snap);
+	assert_line(t, "cuslice_group_device_memory_bytes{group=\"train\"," DEV0 "} 67108864");
+	assert_line(t, "cuslice_group_device_memory_limit_bytes{group=\"train\"," DEV0
+		       "} 2147483648");
+	assert_no(t, "cuslice_group_device_memory_bytes{group=\"pid-42\"");
 	promtool_check(t);
 	free(t);
 }

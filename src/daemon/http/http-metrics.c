@@ -220,6 +220,8 @@ enum gd_metric {
 	GD_UM_MANAGED,
 	GD_UM_RESIDENT,
 	GD_UM_EVICTED,
+	GD_UM_DEVICE,
+	GD_UM_DEVICE_LIMIT,
 };
 
 static const struct {
@@ -243,6 +245,12 @@ static const struct {
 			"Oversubscribing groups: of that, bytes resident on the GPU (by NVML)."},
     [GD_UM_EVICTED] = {"cuslice_group_evicted_bytes", "gauge",
 		       "Oversubscribing groups: of that, bytes evicted to host memory."},
+    [GD_UM_DEVICE] = {"cuslice_group_device_memory_bytes", "gauge",
+		      "Oversubscribing groups: GPU memory the group holds as device memory "
+		      "(contexts, VMM, pools, arrays), which cannot be paged out, in bytes."},
+    [GD_UM_DEVICE_LIMIT] = {"cuslice_group_device_memory_limit_bytes", "gauge",
+			    "Oversubscribing groups: the policy's device_memory_limit on the "
+			    "GPU, in bytes (absent when none: the GPU's memory)."},
 };
 
 static void gd_value(FILE *f, enum gd_metric m, const struct cd_snap_dev *v)
@@ -275,6 +283,12 @@ static void gd_value(FILE *f, enum gd_metric m, const struct cd_snap_dev *v)
 	case GD_UM_EVICTED:
 		fprintf(f, "%" PRIu64, v->um_managed - v->um_resident);
 		break;
+	case GD_UM_DEVICE:
+		fprintf(f, "%" PRIu64, v->um_device);
+		break;
+	case GD_UM_DEVICE_LIMIT:
+		fprintf(f, "%" PRIu64, v->um_device_limit);
+		break;
 	}
 }
 
@@ -285,8 +299,11 @@ static bool gd_present(enum gd_metric m, const struct cd_snap_dev *v)
 		return v->memory_limit != CS_LIMIT_NONE;
 	if (m == GD_CORE_LIMIT)
 		return v->core_limit_ppm != CS_CORE_NONE;
-	if (m == GD_UM_MANAGED || m == GD_UM_RESIDENT || m == GD_UM_EVICTED)
+	if (m == GD_UM_MANAGED || m == GD_UM_RESIDENT || m == GD_UM_EVICTED ||
+	    m == GD_UM_DEVICE)
 		return v->oversubscribe;
+	if (m == GD_UM_DEVICE_LIMIT)
+		return v->oversubscribe && v->um_device_limit;
 	return true;
 }
 
