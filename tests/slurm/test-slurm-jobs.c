@@ -255,6 +255,34 @@ static void test_slurm_options_given(void **state)
 }
 
 /*
+ * An oversubscribing step's device memory (its context, VMM) stays within
+ * its 2 shards' share, 1717986918 bytes, to the 2 MiB granule, while its
+ * managed memory passes the GPU; cusliced reports both.
+ */
+static void step_oversub_device_limit(void)
+{
+	const uint64_t share = SLC_SHARE(2), vmm_max = (share - QT_CTX) / (2 * MiB) * (2 * MiB);
+	const cJSON *um;
+	struct qt_proc a;
+	unsigned job;
+	cJSON *g;
+
+	job = slc_step_client(&a, "--gres=shard:2", "--gpu-oversubscribe", "--gpu-mem=150%", NULL);
+	assert_int_equal(qt_val(qt_cmd(&a, "info"), "total"), 12 * GiB);
+	qt_expect(&a, QT_OOM, "vmm %s", qt_u64(vmm_max + 2 * MiB));
+	qt_expect(&a, CUDA_SUCCESS, "vmm %s", qt_u64(vmm_max));
+	qt_expect(&a, QT_OOM, "vmm 2MiB");
+	qt_expect(&a, CUDA_SUCCESS, "device 8GiB");
+	g = slc_managed_group(slc_group(job, "0"));
+	assert_non_null(g);
+	um = cJSON_GetObjectItem(group_device(g, 0), "unified_memory");
+	assert_int_equal(sys_u64(um, "device_limit"), share);
+	assert_int_equal(sys_u64(um, "device_memory"), QT_CTX + vmm_max);
+	cJSON_Delete(g);
+	step_end(&a, job);
+}
+
+/*
  * --gpu-oversubscribe: refused where plugstack.conf does not allow it;
  * allowed, a 2-shard step (20% of an 8 GiB GPU) with --gpu-mem=150% holds
  * 9 GiB of unified memory in one process (more than the GPU), and its
@@ -296,6 +324,7 @@ static void test_slurm_oversubscribe(void **state)
 	 * 8 GiB GPU is memory_mode oversubscribe with oversubscribe_single.
 	 */
 	sys_assert_contains(out.out, "meminfo after: free=3154116608 total=12884901888 ");
+	step_oversub_device_limit();
 }
 
 /* How many jobs slurmctld knows (running or finished). */
