@@ -118,7 +118,13 @@ static void test_launch_apis(void **state)
 		cc_kill(c[i]);
 }
 
-/* 3. Four processes of one group at 40 %: 40 % together, and each gets some. */
+/*
+ * 3. Four processes of one group at 40 %: 40 % together, and each gets some
+ * (at least 0.01 % of the 2.5 s measured: a share of one of its 1 ms
+ * kernels). A gate that starved a process would give it none; how much
+ * more each gets depends on when the CPU runs its launching thread, which
+ * on a loaded 2-core machine was once as little as 0.4 %.
+ */
 static void test_group_of_four(void **state)
 {
 	const char *g = qt_group("four");
@@ -141,7 +147,7 @@ static void test_group_of_four(void **state)
 	cc_assert_share("4 processes of a group at 40%, together", cc_share(&warm, &m, pids, 4),
 			40 - CC_TOL, 40 + CC_TOL);
 	for (unsigned i = 0; i < 4; i++)
-		cc_assert_share("one of them", cc_share1(&warm, &m, pids[i]), 2, 40 + CC_TOL);
+		cc_assert_share("one of them", cc_share1(&warm, &m, pids[i]), 0.01, 40 + CC_TOL);
 	for (unsigned i = 0; i < 4; i++)
 		cc_kill(c[i]);
 }
