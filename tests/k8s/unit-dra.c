@@ -136,6 +136,38 @@ static const char claim_json[] =
     "000000000001\"},"
     "{\"apiGroup\":\"example.com\",\"resource\":\"pods\",\"name\":\"not-a-pod\",\"uid\":\"x\"}]}}";
 
+/* claim_json with one opaque config of the driver from its DeviceClass: these parameters. */
+static cJSON *claim_with_config(const char *fields)
+{
+	cJSON *j = cJSON_Parse(claim_json), *cfg;
+	char text[512];
+
+	snprintf(text, sizeof(text),
+		 "[{\"source\":\"FromClass\",\"opaque\":{\"driver\":\"gpu.cuslice.io\","
+		 "\"parameters\":{\"apiVersion\":\"gpu.cuslice.io/v1alpha1\",\"kind\":"
+		 "\"GpuConfig\",%s}}}]",
+		 fields);
+	cfg = cJSON_Parse(text);
+	assert_non_null(j);
+	assert_non_null(cfg);
+	cJSON_AddItemToObject(
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "status"), "allocation"),
+				"devices"),
+	    "config", cfg);
+	return j;
+}
+
+/* That config entry. */
+static cJSON *config_entry(cJSON *j)
+{
+	return cJSON_GetArrayItem(
+	    cJSON_GetObjectItem(
+		cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "status"), "allocation"),
+				    "devices"),
+		"config"),
+	    0);
+}
+
 static void test_dra_claim(void **state)
 {
 	struct dra_config c;
@@ -178,14 +210,7 @@ static void test_dra_claim(void **state)
 				 ", the kubelet asked for c1a10000-0000-4000-8000-000000000001");
 	cJSON_Delete(j);
 	/* A priority comes from the claim's DeviceClass only: it holds other tenants' work back. */
-	j = cJSON_Parse(claim_json);
-	cJSON_AddItemToObject(
-	    cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "status"), "allocation"),
-				"devices"),
-	    "config",
-	    cJSON_Parse("[{\"source\":\"FromClass\",\"opaque\":{\"driver\":\"gpu.cuslice.io\","
-			"\"parameters\":{\"apiVersion\":\"gpu.cuslice.io/v1alpha1\",\"kind\":"
-			"\"GpuConfig\",\"priority\":\"best-effort\"}}}]"));
+	j = claim_with_config("\"priority\":\"best-effort\"");
 	assert_int_equal(dra_claim_parse(j, CLAIM_UID, "gpu.cuslice.io", "node-1", &g, 1, &c.common,
 					 cl, err, sizeof(err)),
 			 0);
@@ -193,34 +218,38 @@ static void test_dra_claim(void **state)
 	policy = dra_claim_policy(cl, &c.common);
 	assert_non_null(strstr(policy, ",\"priority\":\"best-effort\"}"));
 	free(policy);
-	cJSON_ReplaceItemInObject(
-	    cJSON_GetArrayItem(
-		cJSON_GetObjectItem(
-		    cJSON_GetObjectItem(
-			cJSON_GetObjectItem(cJSON_GetObjectItem(j, "status"), "allocation"),
-			"devices"),
-		    "config"),
-		0),
-	    "source", cJSON_CreateString("FromClaim"));
+	cJSON_ReplaceItemInObject(config_entry(j), "source", cJSON_CreateString("FromClaim"));
 	assert_int_equal(dra_claim_parse(j, CLAIM_UID, "gpu.cuslice.io", "node-1", &g, 1, &c.common,
 					 cl, err, sizeof(err)),
 			 -EINVAL);
 	assert_string_equal(err, "claim ml/train: opaque parameters: \"priority\" is set by a "
 				 "DeviceClass (an administrator), not by a claim");
 	cJSON_Delete(j);
-	/*
-	 * oversubscribe, from the class only: 150% of the 3.5 GiB consumed as
-	 * unified memory (floor, to the byte), of which the consumed 3.5 GiB
-	 * may be device memory.
-	 */
-	j = cJSON_Parse(claim_json);
-	cJSON_AddItemToObject(
-	    cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "status"), "allocation"),
-				"devices"),
-	    "config",
-	    cJSON_Parse("[{\"source\":\"FromClass\",\"opaque\":{\"driver\":\"gpu.cuslice.io\","
-			"\"parameters\":{\"apiVersion\":\"gpu.cuslice.io/v1alpha1\",\"kind\":"
-			"\"GpuConfig\",\"oversubscribe\":\"150.0001%\"}}}]"));
+	j = cJSON_Parse("{\"metadata\":{\"name\":\"n\",\"namespace\":\"ml\",\"uid\":\"../../x\"}}");
+	assert_int_equal(dra_claim_parse(j, "../../x", "gpu.cuslice.io", "node-1", &g, 1, &c.common,
+					 cl, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "claim uid \"../../x\" is not a Kubernetes UID");
+	cJSON_Delete(j);
+	free(cl);
+}
+
+/*
+ * oversubscribe, from the class only: 150.0001% of the 3.5 GiB consumed as
+ * unified memory (floor, to the byte), of which the consumed 3.5 GiB may be
+ * device memory; bad ratios named.
+ */
+static void test_dra_claim_oversubscribe(void **state)
+{
+	static const char *const bad[] = {"99%", "1000.0001%", "2GiB", "0", "lots", ""};
+	struct dra_config c;
+	struct k8s_gpu g = {.index = 0, .uuid = UA, .memory_total = 16 * GIB, .healthy = true};
+	struct dra_claim *cl = malloc(sizeof(*cl));
+	cJSON *j = claim_with_config("\"oversubscribe\":\"150.0001%\""), *params;
+	char err[512], *policy;
+
+	(void)state;
+	config(&c);
 	assert_int_equal(dra_claim_parse(j, CLAIM_UID, "gpu.cuslice.io", "node-1", &g, 1, &c.common,
 					 cl, err, sizeof(err)),
 			 0);
@@ -232,58 +261,29 @@ static void test_dra_claim(void **state)
 				       "\"oversubscribe_single\":true,\"device_memory_limit\":{\"" UA
 				       "\":3758096384}}"));
 	free(policy);
-	{
-		static const char *const bad[] = {"99%", "1000.0001%", "2GiB", "0", "lots", ""};
-		cJSON *params = cJSON_GetObjectItem(
-		    cJSON_GetObjectItem(
-			cJSON_GetArrayItem(
-			    cJSON_GetObjectItem(
-				cJSON_GetObjectItem(
-				    cJSON_GetObjectItem(cJSON_GetObjectItem(j, "status"),
-							"allocation"),
-				    "devices"),
-				"config"),
-			    0),
-			"opaque"),
-		    "parameters");
-
-		for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
-			cJSON_ReplaceItemInObject(params, "oversubscribe",
-						  cJSON_CreateString(bad[k]));
-			assert_int_equal(dra_claim_parse(j, CLAIM_UID, "gpu.cuslice.io", "node-1",
-							 &g, 1, &c.common, cl, err, sizeof(err)),
-					 -EINVAL);
-			assert_non_null(strstr(err, "claim ml/train: opaque parameters: field "
-						    "\"oversubscribe\": expected {"));
-			assert_non_null(strstr(err, "\"oversubscribe\": \"100%\" to \"1000%\" (in a "
-						    "DeviceClass only)}"));
-		}
-		cJSON_ReplaceItemInObject(params, "oversubscribe", cJSON_CreateString("1000%"));
+	params = cJSON_GetObjectItem(cJSON_GetObjectItem(config_entry(j), "opaque"), "parameters");
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		cJSON_ReplaceItemInObject(params, "oversubscribe", cJSON_CreateString(bad[k]));
 		assert_int_equal(dra_claim_parse(j, CLAIM_UID, "gpu.cuslice.io", "node-1", &g, 1,
 						 &c.common, cl, err, sizeof(err)),
-				 0);
-		assert_int_equal(cl->oversub_ppm, 10000000);
+				 -EINVAL);
+		assert_non_null(strstr(err, "claim ml/train: opaque parameters: field "
+					    "\"oversubscribe\": expected {"));
+		assert_non_null(strstr(err, "\"oversubscribe\": \"100%\" to \"1000%\" (in a "
+					    "DeviceClass only)}"));
 	}
-	cJSON_ReplaceItemInObject(
-	    cJSON_GetArrayItem(
-		cJSON_GetObjectItem(
-		    cJSON_GetObjectItem(
-			cJSON_GetObjectItem(cJSON_GetObjectItem(j, "status"), "allocation"),
-			"devices"),
-		    "config"),
-		0),
-	    "source", cJSON_CreateString("FromClaim"));
+	cJSON_ReplaceItemInObject(params, "oversubscribe", cJSON_CreateString("1000%"));
+	assert_int_equal(dra_claim_parse(j, CLAIM_UID, "gpu.cuslice.io", "node-1", &g, 1, &c.common,
+					 cl, err, sizeof(err)),
+			 0);
+	assert_int_equal(cl->oversub_ppm, 10000000);
+	/* The memory past the claim is the node's: a claim may not give it to itself. */
+	cJSON_ReplaceItemInObject(config_entry(j), "source", cJSON_CreateString("FromClaim"));
 	assert_int_equal(dra_claim_parse(j, CLAIM_UID, "gpu.cuslice.io", "node-1", &g, 1, &c.common,
 					 cl, err, sizeof(err)),
 			 -EINVAL);
 	assert_string_equal(err, "claim ml/train: opaque parameters: \"oversubscribe\" is set by a "
 				 "DeviceClass (an administrator), not by a claim");
-	cJSON_Delete(j);
-	j = cJSON_Parse("{\"metadata\":{\"name\":\"n\",\"namespace\":\"ml\",\"uid\":\"../../x\"}}");
-	assert_int_equal(dra_claim_parse(j, "../../x", "gpu.cuslice.io", "node-1", &g, 1, &c.common,
-					 cl, err, sizeof(err)),
-			 -EINVAL);
-	assert_string_equal(err, "claim uid \"../../x\" is not a Kubernetes UID");
 	cJSON_Delete(j);
 	free(cl);
 }
@@ -369,6 +369,7 @@ int main(void)
 	    cmocka_unit_test(test_dra_device_name),
 	    cmocka_unit_test(test_dra_slice),
 	    cmocka_unit_test(test_dra_claim),
+	    cmocka_unit_test(test_dra_claim_oversubscribe),
 	    cmocka_unit_test_setup_teardown(test_dra_checkpoint, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_dra_cdi, setup, teardown),
 	};
